@@ -1,0 +1,79 @@
+// The exceptions of the runtime. Every message names the rank (where there is one), the group,
+// the shapes or calls involved, and what to do about it. Tests pin the identifying parts.
+//
+//   Error               base of everything shardcheck throws
+//   UsageError          a call's own arguments are wrong (sizes, root, counts that do not tile)
+//   CollectiveMismatch  the ranks of a group called different things at the same step
+//   DeadlockError       no rank can make progress (a rank returned early, groups crossed, ...)
+//   TimeoutError        a rank waited longer than RunOptions::timeout
+//   PeerAborted         this rank stopped waiting because another rank failed first
+//   RankFailure         what run() throws: the first rank's primary failure, with its rank
+#pragma once
+
+#include <exception>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace shardcheck {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
+
+class CollectiveMismatch : public Error {
+ public:
+  using Error::Error;
+};
+
+class DeadlockError : public Error {
+ public:
+  using Error::Error;
+};
+
+class TimeoutError : public Error {
+ public:
+  using Error::Error;
+};
+
+class PeerAborted : public Error {
+ public:
+  using Error::Error;
+};
+
+// One rank's exception as run() collected it.
+struct RankError {
+  int rank;
+  std::exception_ptr error;
+  std::string what;  // error's what(), or "unknown exception"
+};
+
+// Thrown by run() after every rank has stopped. rank() and cause() are the primary failure: the
+// lowest rank whose exception is not PeerAborted (a rank that only stopped because another one
+// failed). all() holds every rank's exception, secondary ones included.
+class RankFailure : public Error {
+ public:
+  RankFailure(std::string message, int rank, std::exception_ptr cause,
+              std::vector<RankError> all)
+      : Error(std::move(message)), rank_(rank), cause_(std::move(cause)), all_(std::move(all)) {}
+
+  int rank() const noexcept { return rank_; }
+  const std::exception_ptr& cause() const noexcept { return cause_; }
+  const std::vector<RankError>& all() const noexcept { return all_; }
+
+  // Rethrows the primary cause with its own type (for `catch (const CollectiveMismatch&)`).
+  [[noreturn]] void rethrow_cause() const { std::rethrow_exception(cause_); }
+
+ private:
+  int rank_;
+  std::exception_ptr cause_;
+  std::vector<RankError> all_;
+};
+
+}  // namespace shardcheck

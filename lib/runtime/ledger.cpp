@@ -1,0 +1,101 @@
+#include "runtime/ledger.hpp"
+
+#include <sstream>
+
+namespace shardcheck {
+
+std::string_view name(Collective op) noexcept {
+  switch (op) {
+    case Collective::barrier: return "barrier";
+    case Collective::broadcast: return "broadcast";
+    case Collective::reduce: return "reduce";
+    case Collective::all_reduce: return "all_reduce";
+    case Collective::all_gather: return "all_gather";
+    case Collective::reduce_scatter: return "reduce_scatter";
+    case Collective::all_to_all: return "all_to_all";
+    case Collective::gather: return "gather";
+    case Collective::scatter: return "scatter";
+    case Collective::send: return "send";
+    case Collective::recv: return "recv";
+    case Collective::ring_shift: return "ring_shift";
+  }
+  return "?";
+}
+
+std::string_view name(Algorithm algo) noexcept {
+  switch (algo) {
+    case Algorithm::none: return "none";
+    case Algorithm::ring: return "ring";
+    case Algorithm::sequential: return "sequential";
+    case Algorithm::chain: return "chain";
+    case Algorithm::direct: return "direct";
+  }
+  return "?";
+}
+
+std::string format_group(const std::vector<int>& world_ranks) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < world_ranks.size(); ++i) {
+    if (i != 0) s += ',';
+    s += std::to_string(world_ranks[i]);
+  }
+  return s + ']';
+}
+
+std::string LedgerEntry::to_string() const {
+  std::ostringstream os;
+  os << "step " << step << ' ' << name(op) << ' ' << name(algorithm) << ' ' << name(dtype) << " x"
+     << count << ' ' << (group ? format_group(*group) : "[]");
+  if (op == Collective::reduce || op == Collective::all_reduce ||
+      op == Collective::reduce_scatter) {
+    os << " op=" << name(reduce_op);
+  }
+  if (peer >= 0) os << " peer=" << peer;
+  os << " sent " << bytes_sent << " recv " << bytes_recv;
+  return os.str();
+}
+
+std::uint64_t Ledger::bytes_sent() const noexcept {
+  std::uint64_t total = 0;
+  for (const auto& e : entries_) total += e.bytes_sent;
+  return total;
+}
+
+std::uint64_t Ledger::bytes_recv() const noexcept {
+  std::uint64_t total = 0;
+  for (const auto& e : entries_) total += e.bytes_recv;
+  return total;
+}
+
+std::uint64_t Ledger::bytes_sent(Collective op) const noexcept {
+  std::uint64_t total = 0;
+  for (const auto& e : entries_) {
+    if (e.op == op) total += e.bytes_sent;
+  }
+  return total;
+}
+
+std::uint64_t Ledger::bytes_recv(Collective op) const noexcept {
+  std::uint64_t total = 0;
+  for (const auto& e : entries_) {
+    if (e.op == op) total += e.bytes_recv;
+  }
+  return total;
+}
+
+std::size_t Ledger::calls(Collective op) const noexcept {
+  std::size_t n = 0;
+  for (const auto& e : entries_) n += e.op == op ? 1 : 0;
+  return n;
+}
+
+std::string Ledger::to_string() const {
+  std::string s;
+  for (const auto& e : entries_) {
+    s += e.to_string();
+    s += '\n';
+  }
+  return s;
+}
+
+}  // namespace shardcheck

@@ -1,0 +1,81 @@
+// What the members of one group share in the OpenMP-thread backend: a barrier, the call slots
+// through which ranks publish what they called (checked for mismatches) and where their
+// buffers are, and the point-to-point channels.
+#pragma once
+
+#include "runtime/dtype.hpp"
+#include "runtime/ledger.hpp"
+#include "runtime/reduce_op.hpp"
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace shardcheck::omp {
+
+// What one rank called at one step. Every field that must agree across ranks is here; the
+// vectors are copies, so a rank that throws cannot leave a peer reading freed memory.
+struct CallDesc {
+  Collective op = Collective::barrier;
+  DType dtype = DType::float32;
+  ReduceOp reduce_op = ReduceOp::sum;
+  Algorithm algorithm = Algorithm::none;
+  int root = -1;
+  int shift = 0;
+  std::uint64_t count = 0;           // broadcast, reduce, all_reduce: buffer elements
+  std::vector<std::size_t> counts;   // all_gather, reduce_scatter, gather, scatter; all_to_all: send
+  std::vector<std::size_t> counts2;  // all_to_all: recv counts
+  std::uint64_t send_count = 0;      // ring_shift: this rank's message sizes
+  std::uint64_t recv_count = 0;
+
+  std::string describe() const;  // "all_reduce(float32, count=16, op=sum, algorithm=ring)"
+};
+
+struct Slot {
+  CallDesc desc;
+  const void* send = nullptr;
+  void* recv = nullptr;
+};
+
+// One direction of a point-to-point link (src -> dst). The sender publishes and bumps
+// `posted`; the receiver copies (or records a mismatch) and bumps `consumed`.
+struct Channel {
+  alignas(64) std::atomic<std::uint64_t> posted{0};
+  alignas(64) std::atomic<std::uint64_t> consumed{0};
+  const void* data = nullptr;
+  std::size_t count = 0;
+  DType dtype = DType::float32;
+  int tag = 0;
+  std::string error;  // set by the receiver on a mismatch, read by the sender
+};
+
+struct GroupState {
+  explicit GroupState(const std::vector<int>& world_members)
+      : members(std::make_shared<const std::vector<int>>(world_members)),
+        size(static_cast<int>(world_members.size())),
+        channels(world_members.size() * world_members.size()) {
+    for (auto& s : slots) s.resize(world_members.size());
+  }
+
+  std::shared_ptr<const std::vector<int>> members;  // world ranks, group order
+  const int size;
+
+  // Central sense-counting barrier: the last arrival resets `arrived` and bumps `generation`.
+  alignas(64) std::atomic<std::uint64_t> arrived{0};
+  alignas(64) std::atomic<std::uint64_t> generation{0};
+
+  // slots[step % 2][group rank]. Two sets, so a fast rank publishing step k+1 never overwrites
+  // what a slow rank still reads for step k (it cannot reach step k+2 before the slow rank
+  // has arrived at step k+1).
+  std::vector<Slot> slots[2];
+
+  std::vector<Channel> channels;  // [src * size + dst]
+  Channel& channel(int src, int dst) {
+    return channels[static_cast<std::size_t>(src * size + dst)];
+  }
+};
+
+}  // namespace shardcheck::omp
