@@ -1,0 +1,13 @@
+// The benchmark families of shardcheck_bench, registered by main() in this order so the output
+// (and the summary built from it) always lists them the same way.
+#pragma once
+
+namespace shardcheck::bench {
+
+// all_reduce/ring, all_reduce/sequential, all_gather (P = 2, 4, 8; 1 KiB to 64 MiB) and memcpy.
+void register_collective_benchmarks();
+
+// barrier (P = 2, 4, 8, 16), each beside `#pragma omp barrier` in a team of the same size.
+void register_barrier_benchmarks();
+
+}  // namespace shardcheck::bench

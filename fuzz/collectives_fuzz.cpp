@@ -1,0 +1,162 @@
+// libFuzzer harness for the rank runtime's collectives.
+//
+// Each input decodes (collectives_program.hpp) into a world of 1..8 ranks, up to three nested
+// or overlapping groups, and up to eight collective or point-to-point calls with raw-bit
+// element values; half of the inputs carry one deviation (a rank calls something else,
+// returns early, throws, passes bad arguments, or uses another group). The harness predicts
+// from the program alone what run() must do (collectives_outcome.hpp) and checks it:
+//   matched programs  run() returns; every rank's results equal the sequential model bitwise,
+//                     send buffers are untouched, ledgers match the documented formulas;
+//   deviations        run() throws RankFailure whose primary cause is the predicted type
+//                     (CollectiveMismatch, DeadlockError, UsageError, or the injected
+//                     exception) on the predicted ranks, within the timeout (no hang);
+//                     a mismatch is raised on every rank of the disagreeing step and its
+//                     message names the step.
+// Any violation prints the program, the prediction and what happened, then aborts, so
+// libFuzzer saves the input. SHARDCHECK_FUZZ_VERBOSE=1 prints every program as it runs.
+#include "collectives_check.hpp"
+#include "collectives_exec.hpp"
+#include "collectives_outcome.hpp"
+#include "collectives_program.hpp"
+
+#include "runtime/errors.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace shardcheck::fuzz {
+namespace {
+
+// Far above a correct run (milliseconds) and far below libFuzzer's own -timeout: a run that
+// reaches it is a hang the runtime failed to diagnose as a deadlock.
+constexpr std::chrono::milliseconds run_timeout{2000};
+
+bool verbose() {
+  static const bool v = [] {
+    const char* e = std::getenv("SHARDCHECK_FUZZ_VERBOSE");
+    return e != nullptr && *e != '\0' && *e != '0';
+  }();
+  return v;
+}
+
+[[noreturn]] void violation(const Program& prog, const Prediction& pred, const std::string& what) {
+  std::fprintf(stderr,
+               "\n==== shardcheck collectives fuzz: property violated ====\n%s"
+               "predicted: %s%s%s\n"
+               "violation: %s\n",
+               describe(prog).c_str(), std::string(name(pred.expect)).c_str(),
+               pred.why.empty() ? "" : " -- ", pred.why.c_str(), what.c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+// The exception type of an exception_ptr, as the prediction names them.
+std::string type_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const CollectiveMismatch&) {
+    return "CollectiveMismatch";
+  } catch (const DeadlockError&) {
+    return "DeadlockError";
+  } catch (const UsageError&) {
+    return "UsageError";
+  } catch (const TimeoutError&) {
+    return "TimeoutError";
+  } catch (const PeerAborted&) {
+    return "PeerAborted";
+  } catch (const RankFailure&) {
+    return "RankFailure";
+  } catch (const InjectedFault&) {
+    return "InjectedFault";
+  } catch (const std::exception& x) {
+    return std::string("std::exception: ") + x.what();
+  } catch (...) {
+    return "unknown exception";
+  }
+}
+
+bool contains(const std::vector<int>& v, int x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+void check_failure(const Program& prog, const Prediction& pred, const RankFailure& f) {
+  const std::string expected(name(pred.expect));
+  const std::string cause = type_of(f.cause());
+  if (cause != expected) {
+    violation(prog, pred,
+              "run() failed with " + cause + " on rank " + std::to_string(f.rank()) +
+                  ", expected " + expected + ":\n" + f.what());
+  }
+  if (!contains(pred.ranks, f.rank())) {
+    violation(prog, pred,
+              "the primary failure is on world rank " + std::to_string(f.rank()) +
+                  ", not one of the predicted ranks:\n" + f.what());
+  }
+  // Every other rank either stopped because of the primary failure, or failed the same way.
+  for (const RankError& e : f.all()) {
+    const std::string t = type_of(e.error);
+    if (t != expected && t != "PeerAborted") {
+      violation(prog, pred,
+                "world rank " + std::to_string(e.rank) + " failed with " + t + " besides the " +
+                    expected + " on rank " + std::to_string(f.rank()) + ": " + e.what);
+    }
+  }
+  if (pred.expect == Expect::mismatch) {
+    // Every rank of the disagreeing step is told, and the message names the step.
+    for (int w : pred.ranks) {
+      bool told = false;
+      for (const RankError& e : f.all()) told |= e.rank == w && type_of(e.error) == expected;
+      if (!told) {
+        violation(prog, pred,
+                  "world rank " + std::to_string(w) +
+                      " took part in the disagreeing step but got no CollectiveMismatch:\n" +
+                      f.what());
+      }
+    }
+    // A collective's step, or a point-to-point message's sequence number on its link.
+    const bool p2p = pred.why.rfind("message", 0) == 0;
+    const char* word = p2p ? "message" : "step";
+    if (std::string(f.what()).find(word) == std::string::npos) {
+      violation(prog, pred, std::string("the mismatch message does not name the ") + word +
+                                ":\n" + f.what());
+    }
+  }
+}
+
+}  // namespace
+}  // namespace shardcheck::fuzz
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using namespace shardcheck;
+  using namespace shardcheck::fuzz;
+  const Program prog = decode({data, size});
+  const Prediction pred = predict(prog);
+  if (verbose()) {
+    std::fprintf(stderr, "---- program\n%spredicted: %s %s\n", describe(prog).c_str(),
+                 std::string(name(pred.expect)).c_str(), pred.why.c_str());
+  }
+  const Execution ex = execute(prog, run_timeout);
+  if (verbose()) std::fprintf(stderr, "run() took %.3f ms\n", ex.seconds * 1e3);
+
+  if (ex.failure) {
+    try {
+      std::rethrow_exception(ex.failure);
+    } catch (const RankFailure& f) {
+      if (pred.expect == Expect::success) {
+        violation(prog, pred, std::string("run() threw although the program is matched:\n") + f.what());
+      }
+      check_failure(prog, pred, f);
+    } catch (...) {
+      violation(prog, pred, "run() threw " + type_of(ex.failure) + " instead of RankFailure");
+    }
+    return 0;
+  }
+  if (pred.expect != Expect::success) {
+    violation(prog, pred, "run() returned normally; expected RankFailure caused by " +
+                              std::string(name(pred.expect)));
+  }
+  if (const std::string e = check_outputs(prog, ex); !e.empty()) violation(prog, pred, e);
+  if (const std::string e = check_ledgers(prog, ex); !e.empty()) violation(prog, pred, e);
+  return 0;
+}

@@ -1,0 +1,68 @@
+// Collects what the cases of a run measured, for the summary lines and the reports: per
+// (suite, property, implementation, op, dtype, P, tensor) the number of cases, the largest
+// error, bound ratio and ULP distance, how often a fixed assert_close tolerance disagreed with
+// the bound's verdict, and the worst case in words.
+#pragma once
+
+#include "engine/verdict.hpp"
+
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace shardcheck::check {
+
+struct StatKey {
+  std::string suite, property, impl, op;
+  DType dtype;
+  int world;
+  std::string tensor;
+  auto tie() const { return std::tie(suite, property, impl, op, dtype, world, tensor); }
+  friend bool operator<(const StatKey& a, const StatKey& b) { return a.tie() < b.tie(); }
+};
+
+struct Stat {
+  int cases = 0;
+  int failed_cases = 0;
+  double max_abs_err = 0;
+  double max_ratio = 0;
+  double max_ulp = 0;
+  // assert_close's defaults, for contrast: cases it would fail although the bound passes
+  // (a false alarm) and cases it would pass although the bound fails (a missed bug).
+  int fixed_false_alarms = 0;
+  int fixed_missed = 0;
+  std::string worst_case;  // explanation of the case with the largest ratio
+};
+
+class Collector {
+ public:
+  // The collector cases record to, or null. Set for the duration of a run by ActiveCollector.
+  static Collector* active();
+
+  void set_context(std::string suite, std::string property, std::string impl);
+  void record(const CaseVerdict& v);
+
+  const std::map<StatKey, Stat>& stats() const { return stats_; }
+  // Largest bound ratio recorded for (suite, property, impl); 0 when nothing was recorded.
+  double max_ratio(const std::string& suite, const std::string& property,
+                   const std::string& impl) const;
+
+ private:
+  std::string suite_, property_, impl_;
+  std::map<StatKey, Stat> stats_;
+};
+
+// Makes `c` the active collector while in scope.
+class ActiveCollector {
+ public:
+  explicit ActiveCollector(Collector& c);
+  ~ActiveCollector();
+  ActiveCollector(const ActiveCollector&) = delete;
+  ActiveCollector& operator=(const ActiveCollector&) = delete;
+
+ private:
+  Collector* previous_;
+};
+
+}  // namespace shardcheck::check

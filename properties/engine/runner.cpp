@@ -1,0 +1,77 @@
+#include "engine/runner.hpp"
+
+#include "runtime/errors.hpp"
+
+#include <rapidcheck.h>
+#include <rapidcheck/detail/TestListenerAdapter.h>
+
+namespace shardcheck::check {
+
+PropertyOutcome run_property(const Suite& suite, const std::string& property,
+                             const std::string& impl, const RunConfig& config,
+                             const RunParams& params, Collector& collector) {
+  bool known_property = false;
+  for (const auto& p : suite.properties()) known_property |= p.name == property;
+  if (!known_property) {
+    std::string known;
+    for (const auto& p : suite.properties()) known += (known.empty() ? "" : ", ") + p.name;
+    throw UsageError("suite '" + suite.name() + "' has no property '" + property +
+                     "'; its properties: " + known);
+  }
+  bool known_impl = false;
+  for (const auto& i : suite.implementations()) known_impl |= i.name == impl;
+  if (!known_impl) {
+    std::string known;
+    for (const auto& i : suite.implementations()) known += (known.empty() ? "" : ", ") + i.name;
+    throw UsageError("suite '" + suite.name() + "' has no implementation '" + impl +
+                     "'; known: " + known);
+  }
+
+  PropertyOutcome out;
+  out.suite = suite.name();
+  out.property = property;
+  out.impl = impl;
+  collector.set_context(suite.name(), property, impl);
+  const ActiveCollector active(collector);
+
+  rc::detail::TestMetadata metadata;
+  metadata.id = suite.name() + "/" + property + "/" + impl;
+  metadata.description = metadata.id;
+  rc::detail::TestParams tp;
+  tp.seed = params.seed;
+  tp.maxSuccess = params.cases;
+  tp.maxSize = params.max_size;
+  tp.disableShrinking = !params.shrink;
+  rc::detail::TestListenerAdapter quiet;
+  const auto result = rc::detail::checkTestable(
+      [&] { suite.run_case(property, impl, config); }, metadata, tp, quiet);
+
+  if (result.is<rc::detail::SuccessResult>()) {
+    const auto& ok = result.get<rc::detail::SuccessResult>();
+    out.passed = true;
+    out.cases = ok.numSuccess;
+    out.tags = ok.distribution;
+  } else if (result.is<rc::detail::FailureResult>()) {
+    const auto& fail = result.get<rc::detail::FailureResult>();
+    out.cases = fail.numSuccess;
+    // RC_FAIL prefixes its message with "file:line:\nRC_FAIL(expr)\n\n": keep the message.
+    out.message = fail.description;
+    if (const auto cut = out.message.find("RC_FAIL("); cut != std::string::npos) {
+      if (const auto body = out.message.find("\n\n", cut); body != std::string::npos) {
+        out.message = out.message.substr(body + 2);
+      }
+    }
+    out.counterexample = fail.counterExample;
+  } else if (result.is<rc::detail::GaveUpResult>()) {
+    const auto& gave = result.get<rc::detail::GaveUpResult>();
+    out.gave_up = true;
+    out.cases = gave.numSuccess;
+    out.message = "gave up: " + gave.description;
+  } else if (result.is<rc::detail::Error>()) {
+    out.message = "error: " + result.get<rc::detail::Error>().description;
+  }
+  out.max_ratio = collector.max_ratio(suite.name(), property, impl);
+  return out;
+}
+
+}  // namespace shardcheck::check

@@ -1,0 +1,41 @@
+// Running properties: one property against one implementation for a number of cases, with a
+// seed, through RapidCheck (generation, classification, shrinking), collecting the statistics.
+// The command line and the tests both run properties through here, so a failure in either
+// replays in the other with the same seed.
+#pragma once
+
+#include "engine/collector.hpp"
+#include "engine/suite.hpp"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace shardcheck::check {
+
+struct RunParams {
+  std::uint64_t seed = 1;
+  int cases = 100;     // RapidCheck's max_success
+  int max_size = 100;  // RapidCheck's max_size (keep <= 100: gotchas.md)
+  bool shrink = true;
+};
+
+struct PropertyOutcome {
+  std::string suite, property, impl;
+  bool passed = false;
+  bool gave_up = false;  // too many discarded cases
+  int cases = 0;         // cases that passed (before the failure, if any)
+  std::string message;   // failure: the shrunk case explained; gave up: why
+  std::vector<std::pair<std::string, std::string>> counterexample;  // RapidCheck's
+  std::map<std::vector<std::string>, int> tags;                     // RC_TAG distribution
+  double max_ratio = 0;  // the largest bound ratio any case of this property recorded
+};
+
+// @throws UsageError for an unknown property or implementation of `suite`.
+PropertyOutcome run_property(const Suite& suite, const std::string& property,
+                             const std::string& impl, const RunConfig& config,
+                             const RunParams& params, Collector& collector);
+
+}  // namespace shardcheck::check

@@ -1,0 +1,64 @@
+#include "engine/tensor_check.hpp"
+
+#include <cstdio>
+#include <string>
+
+namespace shardcheck::check {
+namespace {
+
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+std::string where(const TensorCheck& c) {
+  std::string s = c.name + format_shape(c.worst_index);
+  if (c.worst_rank >= 0) {
+    s += ", owned by rank " + std::to_string(c.worst_rank) + " (" + c.placement + " over " +
+         std::to_string(c.parts) + " ranks), " + std::to_string(c.worst_boundary_distance) +
+         " element" + (c.worst_boundary_distance == 1 ? "" : "s") +
+         " from its shard boundary";
+  } else {
+    s += " (" + c.placement + ": held by every rank)";
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string TensorCheck::summary() const {
+  std::string s = name + " " + format_shape(shape) + " " + placement + ": ";
+  if (!problem.empty()) return s + problem;
+  s += "max err " + num(max_abs_err) + ", " + num(max_ratio) + " of the bound, " +
+       num(max_ulp) + " ulp";
+  if (special_mismatches != 0) s += ", " + std::to_string(special_mismatches) + " NaN/Inf mismatches";
+  if (over_bound != 0) s += ", " + std::to_string(over_bound) + " elements over the bound";
+  s += fixed_tolerance_pass() ? "; assert_close: pass" : "; assert_close: FAIL";
+  return s;
+}
+
+std::string TensorCheck::explain() const {
+  if (!problem.empty()) return name + ": " + problem;
+  std::string s;
+  if (!divergent_ranks.empty()) {
+    s += name + " is replicated (" + placement + ") but ranks";
+    for (const int r : divergent_ranks) s += " " + std::to_string(r);
+    s += " hold different bits from rank 0 (a replicated result must be identical on every "
+         "rank).\n";
+  }
+  if (special_mismatches != 0 || over_bound != 0) {
+    s += name + ": worst element " + where(*this) + ": got " + num(worst_actual) +
+         ", exact " + num(worst_exact) + ", error " + num(std::fabs(worst_actual - worst_exact)) +
+         " > bound " + num(worst_bound) + " (" +
+         (std::isinf(max_ratio) ? std::string("NaN/Inf where the reference has none, or the "
+                                              "reverse")
+                                : num(max_ratio) + "x the bound") +
+         "); " + std::to_string(over_bound) + " of " + std::to_string(numel(shape)) +
+         " elements fail. A fixed assert_close tolerance would say: " +
+         (fixed_tolerance_pass() ? "pass" : "fail") + ".\n";
+  }
+  return s;
+}
+
+}  // namespace shardcheck::check

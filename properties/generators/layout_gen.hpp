@@ -1,0 +1,87 @@
+// Generators of world sizes, dimensions and split policies: the shapes where sharding bugs
+// live. Dimensions favour 1, primes and sizes smaller than the world (empty shards); split
+// policies cover torch.chunk, balanced and explicit sizes with zeros.
+#pragma once
+
+#include "layout/split_policy.hpp"
+#include "runtime/dtype.hpp"
+
+#include <rapidcheck.h>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace shardcheck::gen {
+
+// A world size in [1, max_world], P > 2 common.
+inline rc::Gen<int> genWorld(int max_world) {
+  return rc::gen::weightedOneOf<int>({
+      {1, rc::gen::just(1)},
+      {2, rc::gen::just(std::min(2, max_world))},
+      {6, rc::gen::inRange(1, max_world + 1)},
+  });
+}
+
+// A dimension in [1, max]: 1, small primes, or anything up to max.
+inline rc::Gen<std::size_t> genDim(std::size_t max) {
+  std::vector<std::size_t> primes;
+  for (std::size_t p : {2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31}) {
+    if (p <= max) primes.push_back(p);
+  }
+  return rc::gen::weightedOneOf<std::size_t>({
+      {1, rc::gen::just<std::size_t>(1)},
+      {3, rc::gen::elementOf(primes)},
+      {4, rc::gen::inRange<std::size_t>(1, max + 1)},
+  });
+}
+
+// Explicit sizes for n over `parts` ranks: random cut points, so zeros (and everything on one
+// rank) occur often.
+inline rc::Gen<SplitPolicy> genExplicitSplit(std::size_t n, int parts) {
+  return rc::gen::map(
+      rc::gen::container<std::vector<std::size_t>>(static_cast<std::size_t>(parts - 1),
+                                                   rc::gen::inRange<std::size_t>(0, n + 1)),
+      [n, parts](std::vector<std::size_t> cuts) {
+        cuts.push_back(0);
+        cuts.push_back(n);
+        std::sort(cuts.begin(), cuts.end());
+        std::vector<std::size_t> sizes;
+        for (int k = 0; k < parts; ++k) {
+          sizes.push_back(cuts[static_cast<std::size_t>(k) + 1] - cuts[static_cast<std::size_t>(k)]);
+        }
+        return SplitPolicy::explicit_sizes(std::move(sizes));
+      });
+}
+
+// Any policy for a dimension of n over `parts` ranks.
+inline rc::Gen<SplitPolicy> genSplit(std::size_t n, int parts) {
+  return rc::gen::weightedOneOf<SplitPolicy>({
+      {3, rc::gen::just(SplitPolicy::chunk())},
+      {2, rc::gen::just(SplitPolicy::balanced())},
+      {3, genExplicitSplit(n, parts)},
+  });
+}
+
+inline rc::Gen<DType> genFloatDType(const std::vector<DType>& allowed) {
+  return rc::gen::elementOf(allowed);
+}
+
+// "chunk", "balanced" or "explicit" (the tag RC_CLASSIFY reports).
+inline std::string policy_kind(const SplitPolicy& p) {
+  switch (p.kind()) {
+    case SplitPolicy::Kind::chunk: return "chunk";
+    case SplitPolicy::Kind::balanced: return "balanced";
+    case SplitPolicy::Kind::explicit_sizes: return "explicit";
+  }
+  return "?";
+}
+
+inline bool has_empty_piece(const SplitPolicy& p, std::size_t n, int parts) {
+  for (const auto s : split_sizes(p, n, parts)) {
+    if (s == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace shardcheck::gen

@@ -1,0 +1,460 @@
+// Misuse of the runtime is an error, never a hang and never silent garbage (issue 2): each test
+// provokes one misuse and checks the exception's type on every rank, the identifying parts of
+// its message (step, ranks, group, what each called), and that it came in bounded time. The
+// run timeout is short (300 ms) so that a misuse the runtime failed to recognise at once shows
+// up as a TimeoutError (wrong type) rather than a slow pass.
+//
+// Also here: the limits that are not misuse (P = 16 on 2 cores, P = 1 for every collective).
+#include "runtime/errors.hpp"
+#include "runtime/launcher.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <numeric>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace shardcheck {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kTimeout = 300ms;
+// Recognised misuse (mismatch, deadlock, bad argument) is reported without waiting for the
+// timeout; this bound only has to exceed thread start-up and sanitizer slowdown.
+constexpr auto kPrompt = 3s;
+
+struct Failure {
+  std::optional<RankFailure> error;
+  Clock::duration elapsed{};
+};
+
+Failure run_expecting_failure(int p, const std::function<void(Communicator&)>& fn,
+                              std::chrono::milliseconds timeout = kTimeout) {
+  Failure f;
+  RunOptions options;
+  options.timeout = timeout;
+  const auto start = Clock::now();
+  try {
+    run(p, fn, options);
+  } catch (const RankFailure& e) {
+    f.error = e;
+  }
+  f.elapsed = Clock::now() - start;
+  return f;
+}
+
+std::string what_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  }
+}
+
+template <class E>
+bool holds(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const E&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+// The ranks whose exception is an E.
+template <class E>
+std::vector<int> ranks_with(const RankFailure& f) {
+  std::vector<int> r;
+  for (const auto& e : f.all()) {
+    if (holds<E>(e.error)) r.push_back(e.rank);
+  }
+  return r;
+}
+
+void expect_mentions(const std::string& text, std::initializer_list<const char*> parts) {
+  for (const char* part : parts) {
+    EXPECT_NE(text.find(part), std::string::npos) << "message lacks \"" << part << "\":\n" << text;
+  }
+}
+
+// The run failed, its primary failure is an E on `rank`, and the message names `parts`.
+template <class E>
+void expect_primary(const Failure& f, int rank, std::initializer_list<const char*> parts) {
+  ASSERT_TRUE(f.error.has_value()) << "run() returned normally";
+  EXPECT_EQ(f.error->rank(), rank) << f.error->what();
+  EXPECT_TRUE(holds<E>(f.error->cause())) << f.error->what();
+  expect_mentions(what_of(f.error->cause()), parts);
+  expect_mentions(f.error->what(), {"rank"});
+}
+
+std::vector<int> iota(int n) {
+  std::vector<int> v(static_cast<std::size_t>(n));
+  std::iota(v.begin(), v.end(), 0);
+  return v;
+}
+
+// ---------------------------------------------------------------- collective mismatches
+
+TEST(misuse, different_collectives_at_one_step_raise_collective_mismatch_on_every_rank) {
+  const auto f = run_expecting_failure(3, [](Communicator& c) {
+    std::vector<float> x(4), y(12);
+    if (c.rank() == 2) c.all_gather(std::span<const float>(x), std::span<float>(y));
+    else c.all_reduce(std::span<float>(x), ReduceOp::sum);
+  });
+  expect_primary<CollectiveMismatch>(f, 0, {"step 0", "[0,1,2]", "all_reduce", "all_gather", "rank 2"});
+  EXPECT_EQ(ranks_with<CollectiveMismatch>(*f.error), iota(3));
+  EXPECT_LT(f.elapsed, kPrompt);
+}
+
+TEST(misuse, different_counts_raise_collective_mismatch_naming_the_step) {
+  const auto f = run_expecting_failure(3, [](Communicator& c) {
+    c.barrier();  // the mismatch is at step 1
+    std::vector<double> x(c.rank() == 1 ? 5 : 4);
+    c.all_reduce(std::span<double>(x), ReduceOp::sum);
+  });
+  expect_primary<CollectiveMismatch>(f, 0, {"step 1", "count", "rank 1", "5", "4"});
+  EXPECT_EQ(ranks_with<CollectiveMismatch>(*f.error), iota(3));
+  EXPECT_LT(f.elapsed, kPrompt);
+}
+
+TEST(misuse, different_roots_raise_collective_mismatch) {
+  const auto f = run_expecting_failure(3, [](Communicator& c) {
+    std::vector<int> x(3);
+    c.broadcast(std::span<int>(x), c.rank() == 2 ? 1 : 0);
+  });
+  expect_primary<CollectiveMismatch>(f, 0, {"step 0", "root", "broadcast", "rank 2"});
+  EXPECT_EQ(ranks_with<CollectiveMismatch>(*f.error), iota(3));
+  EXPECT_LT(f.elapsed, kPrompt);
+}
+
+TEST(misuse, different_reduce_ops_raise_collective_mismatch) {
+  const auto f = run_expecting_failure(4, [](Communicator& c) {
+    std::vector<float> x(8);
+    c.all_reduce(std::span<float>(x), c.rank() == 3 ? ReduceOp::max : ReduceOp::sum);
+  });
+  expect_primary<CollectiveMismatch>(f, 0, {"step 0", "reduce op", "sum", "max", "rank 3"});
+  EXPECT_EQ(ranks_with<CollectiveMismatch>(*f.error), iota(4));
+  EXPECT_LT(f.elapsed, kPrompt);
+}
+
+TEST(misuse, different_element_types_raise_collective_mismatch) {
+  const auto f = run_expecting_failure(2, [](Communicator& c) {
+    std::vector<float> x(8);
+    std::vector<double> y(8);
+    if (c.rank() == 0) c.all_reduce(std::span<float>(x), ReduceOp::sum);
+    else c.all_reduce(std::span<double>(y), ReduceOp::sum);
+  });
+  expect_primary<CollectiveMismatch>(f, 0, {"step 0", "element type", "float32", "float64"});
+  EXPECT_EQ(ranks_with<CollectiveMismatch>(*f.error), iota(2));
+  EXPECT_LT(f.elapsed, kPrompt);
+}
+
+TEST(misuse, different_algorithms_raise_collective_mismatch) {
+  const auto f = run_expecting_failure(3, [](Communicator& c) {
+    std::vector<float> x(8);
+    c.all_reduce(std::span<float>(x), ReduceOp::sum, c.rank() == 0 ? Algorithm::sequential : Algorithm::ring);
+  });
+  expect_primary<CollectiveMismatch>(f, 0, {"step 0", "algorithm", "ring", "sequential"});
+  EXPECT_EQ(ranks_with<CollectiveMismatch>(*f.error), iota(3));
+  EXPECT_LT(f.elapsed, kPrompt);
+}
+
+TEST(misuse, a_mismatch_on_a_subgroup_names_its_members_and_world_ranks) {
+  const auto f = run_expecting_failure(4, [](Communicator& c) {
+    if (c.rank() == 3) return;
+    const std::vector<int> ranks = {2, 0, 1};
+    auto g = c.group(ranks);
+    std::vector<float> x(4), y(12);
+    if (g->rank() == 1) g->all_gather(std::span<const float>(x), std::span<float>(y));
+    else g->all_reduce(std::span<float>(x), ReduceOp::sum);
+  });
+  // Group rank 1 is world rank 0.
+  expect_primary<CollectiveMismatch>(f, 0, {"step 0", "[2,0,1]", "rank 1 (world rank 0)", "all_gather"});
+  EXPECT_EQ(ranks_with<CollectiveMismatch>(*f.error), iota(3));
+  EXPECT_LT(f.elapsed, kPrompt);
+}
+
+TEST(misuse, send_and_recv_that_disagree_raise_collective_mismatch_on_both) {
+  const auto f = run_expecting_failure(2, [](Communicator& c) {
+    std::vector<float> x(4);
+    std::vector<float> y(5);
+    if (c.rank() == 0) c.send(std::span<const float>(x), 1, 3);
+    else c.recv(std::span<float>(y), 0, 3);
+  });
+  expect_primary<CollectiveMismatch>(f, 0, {"send", "recv", "4", "5", "rank 0", "rank 1"});
+  EXPECT_EQ(ranks_with<CollectiveMismatch>(*f.error), iota(2));
+  EXPECT_LT(f.elapsed, kPrompt);
+}
+
+// ---------------------------------------------------------------- ranks that never arrive
+
+TEST(misuse, a_rank_that_returns_early_makes_the_others_fail_with_deadlock_error) {
+  const auto f = run_expecting_failure(3, [](Communicator& c) {
+    if (c.rank() == 2) return;
+    c.barrier();
+  });
+  expect_primary<DeadlockError>(f, 0, {"rank 2", "returned", "barrier", "step 0", "[0,1,2]"});
+  EXPECT_EQ(ranks_with<DeadlockError>(*f.error), (std::vector<int>{0, 1}));
+  EXPECT_LT(f.elapsed, kPrompt);
+}
+
+TEST(misuse, a_rank_that_throws_surfaces_with_its_rank_and_the_others_are_peer_aborted) {
+  const auto f = run_expecting_failure(3, [](Communicator& c) {
+    if (c.rank() == 1) throw std::runtime_error("boom on rank 1");
+    c.barrier();
+  });
+  ASSERT_TRUE(f.error.has_value());
+  EXPECT_EQ(f.error->rank(), 1);
+  EXPECT_THROW(f.error->rethrow_cause(), std::runtime_error);
+  EXPECT_EQ(what_of(f.error->cause()), "boom on rank 1");
+  expect_mentions(f.error->what(), {"rank 1", "boom on rank 1"});
+  EXPECT_EQ(ranks_with<PeerAborted>(*f.error), (std::vector<int>{0, 2}));
+  ASSERT_EQ(f.error->all().size(), 3u);
+  EXPECT_LT(f.elapsed, kPrompt);
+}
+
+TEST(misuse, two_ranks_sending_to_each_other_raise_deadlock_error) {
+  const auto f = run_expecting_failure(2, [](Communicator& c) {
+    std::vector<float> x(4), y(4);
+    c.send(std::span<const float>(x), 1 - c.rank());
+    c.recv(std::span<float>(y), 1 - c.rank());
+  });
+  expect_primary<DeadlockError>(f, 0, {"send to rank 1", "send to rank 0", "ring_shift"});
+  EXPECT_EQ(ranks_with<DeadlockError>(*f.error), iota(2));
+  EXPECT_LT(f.elapsed, kPrompt);
+}
+
+TEST(misuse, crossed_groups_raise_deadlock_error_naming_both_groups) {
+  // Rank 0 waits on the world; rank 1 on [1,2]; rank 2 on the world first, then [1,2].
+  const auto f = run_expecting_failure(3, [](Communicator& c) {
+    if (c.rank() == 0) {
+      c.barrier();
+      return;
+    }
+    const std::vector<int> ranks = {1, 2};
+    auto sub = c.group(ranks);
+    if (c.rank() == 2) c.barrier();
+    sub->barrier();
+    if (c.rank() == 1) c.barrier();
+  });
+  expect_primary<DeadlockError>(f, 0, {"[0,1,2]", "[1,2]", "barrier"});
+  EXPECT_EQ(ranks_with<DeadlockError>(*f.error), iota(3));
+  EXPECT_LT(f.elapsed, kPrompt);
+}
+
+TEST(misuse, a_rank_stuck_computing_makes_the_others_time_out) {
+  constexpr auto stuck = 1000ms;
+  const auto f = run_expecting_failure(3, [&](Communicator& c) {
+    if (c.rank() == 1) std::this_thread::sleep_for(stuck);
+    c.barrier();
+  });
+  ASSERT_TRUE(f.error.has_value());
+  // Ranks 0 and 2 wait with the same deadline; the first to reach it reports TimeoutError and
+  // releases the other with PeerAborted. The message names the rank that never arrived.
+  const int first = f.error->rank();
+  EXPECT_TRUE(first == 0 || first == 2) << f.error->what();
+  expect_primary<TimeoutError>(f, first, {"300 ms", "barrier", "[0,1,2]", "rank 1: running"});
+  EXPECT_EQ(ranks_with<TimeoutError>(*f.error), std::vector<int>{first});
+  for (const auto& e : f.error->all()) {
+    if (e.rank != first) {
+      EXPECT_TRUE(holds<PeerAborted>(e.error)) << e.rank << ": " << e.what;
+    }
+  }
+  EXPECT_LT(f.elapsed, stuck + kPrompt);
+}
+
+// After its peers timed out and unwound, a late rank must not complete the collective: the
+// peers' buffers are gone (ASan sees a use-after-free if it reads them) and they never got
+// the result.
+TEST(misuse, a_late_rank_does_not_complete_a_collective_its_peers_abandoned) {
+  const auto f = run_expecting_failure(2, [](Communicator& c) {
+    if (c.rank() == 1) std::this_thread::sleep_for(900ms);
+    std::vector<double> x(4096, 1.0);
+    c.all_reduce(std::span<double>(x), ReduceOp::sum);
+  });
+  expect_primary<TimeoutError>(f, 0, {"all_reduce"});
+  EXPECT_EQ(ranks_with<PeerAborted>(*f.error), (std::vector<int>{1}));
+}
+
+// ---------------------------------------------------------------- bad arguments
+
+TEST(misuse, recv_too_small_is_a_usage_error_on_that_rank) {
+  const auto f = run_expecting_failure(3, [](Communicator& c) {
+    std::vector<float> x(4), y(c.rank() == 1 ? 3 : 4);
+    c.all_reduce(std::span<const float>(x), std::span<float>(y), ReduceOp::sum);
+  });
+  expect_primary<UsageError>(f, 1, {"rank 1", "[0,1,2]", "all_reduce", "4", "3"});
+  EXPECT_EQ(ranks_with<PeerAborted>(*f.error), (std::vector<int>{0, 2}));
+  EXPECT_LT(f.elapsed, kPrompt);
+}
+
+TEST(misuse, root_out_of_range_is_a_usage_error) {
+  const auto f = run_expecting_failure(3, [](Communicator& c) {
+    std::vector<float> x(4);
+    c.broadcast(std::span<float>(x), 3);
+  });
+  expect_primary<UsageError>(f, 0, {"broadcast", "root 3"});
+  EXPECT_LT(f.elapsed, kPrompt);
+}
+
+TEST(misuse, counts_of_the_wrong_length_are_a_usage_error) {
+  const auto f = run_expecting_failure(3, [](Communicator& c) {
+    const std::vector<std::size_t> counts = {1, 1};
+    std::vector<float> x(1), y(2);
+    c.all_gather(std::span<const float>(x), std::span<float>(y), counts);
+  });
+  expect_primary<UsageError>(f, 0, {"all_gather", "2 entries", "3 ranks"});
+  EXPECT_LT(f.elapsed, kPrompt);
+}
+
+TEST(misuse, send_size_differing_from_its_count_is_a_usage_error_on_that_rank) {
+  const auto f = run_expecting_failure(3, [](Communicator& c) {
+    const std::vector<std::size_t> counts = {1, 2, 2};
+    std::vector<float> x(c.rank() == 2 ? 1 : counts[static_cast<std::size_t>(c.rank())]), y(5);
+    c.all_gather(std::span<const float>(x), std::span<float>(y), counts);
+  });
+  expect_primary<UsageError>(f, 2, {"rank 2", "all_gather", "counts[2] = 2"});
+  EXPECT_LT(f.elapsed, kPrompt);
+}
+
+TEST(misuse, avg_on_integers_is_a_usage_error) {
+  const auto f = run_expecting_failure(2, [](Communicator& c) {
+    std::vector<std::int32_t> x(4);
+    c.all_reduce(std::span<std::int32_t>(x), ReduceOp::avg);
+  });
+  expect_primary<UsageError>(f, 0, {"avg", "int32"});
+  EXPECT_LT(f.elapsed, kPrompt);
+}
+
+TEST(misuse, bad_group_lists_are_usage_errors) {
+  const std::vector<std::vector<int>> bad = {{0, 0}, {0, 5}, {-1, 0}, {}};
+  const std::vector<const char*> why = {"twice", "5", "-1", "empty"};
+  for (std::size_t i = 0; i < bad.size(); ++i) {
+    const auto f = run_expecting_failure(3, [&](Communicator& c) { c.group(bad[i]); });
+    expect_primary<UsageError>(f, 0, {"group", why[i]});
+  }
+  // Missing self: rank 0 asks for a group of the others.
+  const auto f = run_expecting_failure(3, [](Communicator& c) {
+    const std::vector<int> others = {1, 2};
+    if (c.rank() == 0) c.group(others);
+  });
+  expect_primary<UsageError>(f, 0, {"group", "calling rank"});
+}
+
+TEST(misuse, partially_overlapping_send_and_recv_are_a_usage_error) {
+  const auto f = run_expecting_failure(2, [](Communicator& c) {
+    std::vector<float> buf(5);
+    c.all_reduce(std::span<const float>(buf.data(), 4), std::span<float>(buf.data() + 1, 4), ReduceOp::sum);
+  });
+  expect_primary<UsageError>(f, 0, {"all_reduce", "overlap"});
+  const auto g = run_expecting_failure(2, [](Communicator& c) {
+    std::vector<float> buf(4);
+    c.ring_shift(std::span<const float>(buf.data(), 2), std::span<float>(buf.data(), 2));
+  });
+  expect_primary<UsageError>(g, 0, {"ring_shift", "overlap"});
+}
+
+TEST(misuse, sending_to_oneself_is_a_usage_error) {
+  const auto f = run_expecting_failure(1, [](Communicator& c) {
+    std::vector<float> x(1);
+    c.send(std::span<const float>(x), 0);
+  });
+  expect_primary<UsageError>(f, 0, {"send", "itself"});
+}
+
+TEST(misuse, run_with_no_ranks_or_too_many_is_a_usage_error) {
+  EXPECT_THROW(run(0, [](Communicator&) {}), UsageError);
+  EXPECT_THROW(run(-1, [](Communicator&) {}), UsageError);
+  EXPECT_THROW(run(max_world_size + 1, [](Communicator&) {}), UsageError);
+}
+
+TEST(misuse, run_inside_a_rank_is_a_usage_error) {
+  for (const int outer : {2, 1}) {
+    const auto f = run_expecting_failure(outer, [](Communicator&) { run(2, [](Communicator&) {}); });
+    expect_primary<UsageError>(f, 0, {"run", "inside"});
+  }
+}
+
+// ---------------------------------------------------------------- limits that are not misuse
+
+// 16 ranks on 2 cores: waiting ranks must give their core to the rank being waited for.
+TEST(limits, sixteen_ranks_run_every_kind_of_collective) {
+  constexpr int p = 16;
+  std::vector<std::int64_t> sums(p), gathered_ok(p);
+  const auto start = Clock::now();
+  run(p, [&](Communicator& c) {
+    const auto r = static_cast<std::size_t>(c.rank());
+    for (int round = 0; round < 5; ++round) {
+      std::vector<std::int64_t> x(100, c.rank() + 1), y(100, c.rank() + 1);
+      c.all_reduce(std::span<std::int64_t>(x), ReduceOp::sum, Algorithm::ring);
+      c.all_reduce(std::span<std::int64_t>(y), ReduceOp::sum, Algorithm::sequential);
+      std::vector<std::int64_t> mine(3, c.rank()), all(3 * p);
+      c.all_gather(std::span<const std::int64_t>(mine), std::span<std::int64_t>(all));
+      c.barrier();
+      sums[r] = x[99] + y[0];
+      gathered_ok[r] = all[3 * 7 + 1] == 7 && all[3 * 15 + 2] == 15;
+    }
+  });
+  const auto elapsed = Clock::now() - start;
+  for (int r = 0; r < p; ++r) {
+    EXPECT_EQ(sums[static_cast<std::size_t>(r)], 2 * (p * (p + 1) / 2)) << r;
+    EXPECT_TRUE(gathered_ok[static_cast<std::size_t>(r)]) << r;
+  }
+  EXPECT_LT(elapsed, 20s);
+}
+
+// P = 1: every collective is a copy (or nothing), and the ledger records no traffic.
+TEST(limits, one_rank_runs_every_collective) {
+  std::vector<std::string> failures;
+  const auto result = run(1, [&](Communicator& c) {
+    const std::vector<double> x = {1.5, -0.0, 3.0};
+    const std::vector<std::size_t> counts = {3};
+    auto check = [&](const char* what, const std::vector<double>& got) {
+      if (got.size() != x.size() || std::memcmp(got.data(), x.data(), x.size() * sizeof(double)) != 0) failures.push_back(what);
+    };
+    c.barrier();
+    std::vector<double> b = x;
+    c.broadcast(std::span<double>(b), 0);
+    check("broadcast", b);
+    std::vector<double> out(3);
+    c.reduce(std::span<const double>(x), std::span<double>(out), ReduceOp::sum, 0);
+    check("reduce", out);
+    for (const auto algo : {Algorithm::ring, Algorithm::sequential}) {
+      for (const auto op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min, ReduceOp::product}) {
+        std::vector<double> a = x;
+        c.all_reduce(std::span<double>(a), op, algo);
+        check("all_reduce", a);
+        std::vector<double> rs(3);
+        c.reduce_scatter(std::span<const double>(x), std::span<double>(rs), counts, op, algo);
+        check("reduce_scatter", rs);
+      }
+    }
+    std::vector<double> ag(3), a2a(3), ga(3), sc(3), rs(3);
+    c.all_gather(std::span<const double>(x), std::span<double>(ag), counts);
+    check("all_gather", ag);
+    c.all_to_all(std::span<const double>(x), counts, std::span<double>(a2a), counts);
+    check("all_to_all", a2a);
+    c.gather(std::span<const double>(x), std::span<double>(ga), counts, 0);
+    check("gather", ga);
+    c.scatter(std::span<const double>(x), std::span<double>(sc), counts, 0);
+    check("scatter", sc);
+    for (const int shift : {0, 1, -3}) {
+      c.ring_shift(std::span<const double>(x), std::span<double>(rs), shift);
+      check("ring_shift", rs);
+    }
+  });
+  EXPECT_TRUE(failures.empty()) << failures.front();
+  EXPECT_EQ(result.ledgers.at(0).bytes_sent(), 0u);
+  EXPECT_EQ(result.ledgers.at(0).bytes_recv(), 0u);
+  EXPECT_EQ(result.ledgers.at(0).size(), 1u + 1 + 1 + 20 + 4 + 3);
+}
+
+}  // namespace
+}  // namespace shardcheck

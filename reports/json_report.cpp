@@ -1,0 +1,114 @@
+// report.json: see docs/report-schema.md. Hand-written (no JSON dependency): strings escaped
+// per RFC 8259, non-finite numbers written as null.
+#include "reports/report.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+namespace shardcheck::report {
+namespace {
+
+std::string str(const std::string& s) {
+  std::string out = "\"";
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += ch;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string num(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+std::string boolean(bool b) { return b ? "true" : "false"; }
+
+}  // namespace
+
+std::string to_json(const Report& r) {
+  std::ostringstream o;
+  int passed = 0;
+  int failed = 0;
+  for (const auto& p : r.properties) (p.passed ? passed : failed) += 1;
+  int killed = 0;
+  for (const auto& m : r.mutants) killed += m.killed ? 1 : 0;
+  o << "{\n  \"schema\": \"shardcheck-report/1\",\n";
+  o << "  \"command\": " << str(r.command) << ",\n";
+  o << "  \"started\": " << str(r.started) << ",\n";
+  o << "  \"seed\": " << r.seed << ",\n  \"cases\": " << r.cases << ",\n";
+  o << "  \"config\": {\"max_world\": " << r.config.max_world << ", \"dtypes\": [";
+  for (std::size_t i = 0; i < r.config.dtypes.size(); ++i) {
+    o << (i ? ", " : "") << str(std::string(name(r.config.dtypes[i])));
+  }
+  o << "]},\n";
+  o << "  \"summary\": {\"passed\": " << passed << ", \"failed\": " << failed
+    << ", \"mutants_killed\": " << killed
+    << ", \"mutants_survived\": " << static_cast<int>(r.mutants.size()) - killed << "},\n";
+  o << "  \"properties\": [";
+  for (std::size_t i = 0; i < r.properties.size(); ++i) {
+    const auto& p = r.properties[i];
+    o << (i ? "," : "") << "\n    {\"suite\": " << str(p.suite) << ", \"property\": "
+      << str(p.property) << ", \"implementation\": " << str(p.impl)
+      << ", \"passed\": " << boolean(p.passed) << ", \"gave_up\": " << boolean(p.gave_up)
+      << ", \"cases\": " << p.cases << ", \"max_bound_ratio\": " << num(p.max_ratio)
+      << ", \"message\": " << str(p.message) << ", \"counterexample\": [";
+    for (std::size_t k = 0; k < p.counterexample.size(); ++k) {
+      o << (k ? ", " : "") << "[" << str(p.counterexample[k].first) << ", "
+        << str(p.counterexample[k].second) << "]";
+    }
+    o << "], \"tags\": [";
+    std::size_t k = 0;
+    for (const auto& [tags, count] : p.tags) {
+      o << (k++ ? ", " : "") << "{\"tags\": [";
+      for (std::size_t j = 0; j < tags.size(); ++j) o << (j ? ", " : "") << str(tags[j]);
+      o << "], \"count\": " << count << "}";
+    }
+    o << "]}";
+  }
+  o << "\n  ],\n  \"mutants\": [";
+  for (std::size_t i = 0; i < r.mutants.size(); ++i) {
+    const auto& m = r.mutants[i];
+    o << (i ? "," : "") << "\n    {\"suite\": " << str(m.suite) << ", \"mutant\": "
+      << str(m.mutant) << ", \"description\": " << str(m.description)
+      << ", \"killed\": " << boolean(m.killed) << ", \"killed_by\": " << str(m.killed_by)
+      << ", \"cases\": " << m.cases << ", \"counterexample\": " << str(m.counterexample) << "}";
+  }
+  o << "\n  ],\n  \"statistics\": [";
+  if (r.collector != nullptr) {
+    std::size_t i = 0;
+    for (const auto& [k, s] : r.collector->stats()) {
+      o << (i++ ? "," : "") << "\n    {\"suite\": " << str(k.suite) << ", \"property\": "
+        << str(k.property) << ", \"implementation\": " << str(k.impl) << ", \"op\": "
+        << str(k.op) << ", \"dtype\": " << str(std::string(name(k.dtype)))
+        << ", \"world\": " << k.world << ", \"tensor\": " << str(k.tensor)
+        << ", \"cases\": " << s.cases << ", \"failed_cases\": " << s.failed_cases
+        << ", \"max_abs_error\": " << num(s.max_abs_err)
+        << ", \"max_bound_ratio\": " << num(s.max_ratio) << ", \"max_ulp\": " << num(s.max_ulp)
+        << ", \"fixed_tolerance_false_alarms\": " << s.fixed_false_alarms
+        << ", \"fixed_tolerance_missed\": " << s.fixed_missed
+        << ", \"worst_case\": " << str(s.worst_case) << "}";
+    }
+  }
+  o << "\n  ]\n}\n";
+  return o.str();
+}
+
+}  // namespace shardcheck::report

@@ -1,0 +1,146 @@
+// report.md: what a user reads. Per op x dtype x P (over tensors and properties): cases, the
+// largest error, bound ratio and ULP distance, what torch.testing.assert_close's default
+// tolerance would have said, and the worst case; then the properties and the mutants.
+#include "reports/report.hpp"
+
+#include "runtime/errors.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <tuple>
+
+namespace shardcheck::report {
+namespace {
+
+std::string num(double v) {
+  if (std::isinf(v)) return "inf";
+  if (std::isnan(v)) return "nan";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
+// Table cells may not hold newlines or pipes.
+std::string cell(std::string s) {
+  for (auto& c : s) {
+    if (c == '\n') c = ' ';
+    if (c == '|') c = '/';
+  }
+  return s;
+}
+
+struct Row {
+  int cases = 0;
+  int failed = 0;
+  double err = 0, ratio = 0, ulp = 0;
+  int false_alarms = 0, missed = 0;
+  std::string worst;
+};
+
+}  // namespace
+
+std::string to_markdown(const Report& r) {
+  std::ostringstream o;
+  int passed = 0;
+  int failed = 0;
+  for (const auto& p : r.properties) (p.passed ? passed : failed) += 1;
+  o << "# shardcheck report\n\n";
+  o << "- command: `" << r.command << "`\n- started: " << r.started << " (UTC)\n- seed: "
+    << r.seed << ", cases per property: " << r.cases << ", max world: " << r.config.max_world
+    << "\n- properties: " << passed << " passed, " << failed << " failed\n";
+  if (!r.mutants.empty()) {
+    int killed = 0;
+    for (const auto& m : r.mutants) killed += m.killed ? 1 : 0;
+    o << "- mutants: " << killed << " killed, " << r.mutants.size() - killed << " survived\n";
+  }
+  o << "\nBound ratio = max |error| / a-priori bound (pass <= 1; derivations in "
+       "docs/tolerances.md). assert_close = torch.testing.assert_close with its default rtol/atol "
+       "for the dtype, for contrast: \"false alarm\" counts correct cases it would fail, "
+       "\"missed\" failing cases it would pass.\n";
+
+  if (r.collector != nullptr && !r.collector->stats().empty()) {
+    // Aggregate over properties and tensors: (impl, op, dtype, P).
+    std::map<std::tuple<std::string, std::string, int, int>, Row> rows;
+    for (const auto& [k, s] : r.collector->stats()) {
+      Row& row = rows[{k.impl, k.op, static_cast<int>(k.dtype), k.world}];
+      row.cases += s.cases;
+      row.failed += s.failed_cases;
+      row.err = std::max(row.err, s.max_abs_err);
+      row.ulp = std::max(row.ulp, s.max_ulp);
+      row.false_alarms += s.fixed_false_alarms;
+      row.missed += s.fixed_missed;
+      if (s.max_ratio >= row.ratio || row.worst.empty()) {
+        row.ratio = std::max(row.ratio, s.max_ratio);
+        row.worst = k.tensor + ": " + s.worst_case;
+      }
+    }
+    std::string impl;
+    for (const auto& [key, row] : rows) {
+      const auto& [row_impl, op, dtype, world] = key;
+      if (row_impl != impl) {
+        impl = row_impl;
+        o << "\n## Numerics: " << impl << "\n\n"
+          << "| op | dtype | P | tensor checks | failed | max error | max bound ratio | max ULP "
+             "| assert_close | worst case |\n|---|---|---|---|---|---|---|---|---|---|\n";
+      }
+      std::string verdict = "agrees";
+      if (row.false_alarms != 0 || row.missed != 0) {
+        verdict = std::to_string(row.false_alarms) + " false alarms, " +
+                  std::to_string(row.missed) + " missed";
+      }
+      o << "| " << op << " | " << name(static_cast<DType>(dtype)) << " | " << world << " | "
+        << row.cases << " | " << row.failed << " | " << num(row.err) << " | " << num(row.ratio)
+        << " | " << num(row.ulp) << " | " << verdict << " | " << cell(row.worst) << " |\n";
+    }
+  }
+
+  o << "\n## Properties\n\n| suite | property | implementation | cases | max bound ratio | "
+       "verdict |\n|---|---|---|---|---|---|\n";
+  for (const auto& p : r.properties) {
+    o << "| " << p.suite << " | " << p.property << " | " << p.impl << " | " << p.cases << " | "
+      << num(p.max_ratio) << " | " << (p.passed ? "pass" : p.gave_up ? "gave up" : "**FAIL**")
+      << " |\n";
+  }
+  if (!r.mutants.empty()) {
+    o << "\n## Mutants\n\n| mutant | verdict | killed by | after cases | the bug |\n"
+         "|---|---|---|---|---|\n";
+    for (const auto& m : r.mutants) {
+      o << "| " << m.mutant << " | " << (m.killed ? "killed" : "**SURVIVED**") << " | "
+        << m.killed_by << " | " << m.cases << " | " << cell(m.description) << " |\n";
+    }
+  }
+  bool any_failure = false;
+  for (const auto& p : r.properties) any_failure |= !p.passed;
+  if (any_failure) {
+    o << "\n## Failures\n";
+    for (const auto& p : r.properties) {
+      if (p.passed) continue;
+      o << "\n### " << p.suite << " / " << p.property << " / " << p.impl << "\n\n```\n"
+        << p.message << "\n```\n";
+    }
+  }
+  return o.str();
+}
+
+void write_report(const Report& r, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    throw UsageError("report: cannot create directory '" + dir + "': " + ec.message() +
+                "; pass a writable --report directory");
+  }
+  for (const auto& [file, text] :
+       {std::pair{std::string("report.json"), to_json(r)},
+        std::pair{std::string("report.md"), to_markdown(r)}}) {
+    const auto path = std::filesystem::path(dir) / file;
+    std::ofstream out(path);
+    out << text;
+    if (!out) throw UsageError("report: cannot write '" + path.string() + "'");
+  }
+}
+
+}  // namespace shardcheck::report

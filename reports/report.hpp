@@ -1,0 +1,43 @@
+// The report of one `shardcheck check` or `shardcheck mutants` run, and its writers:
+// report.json (schema: docs/report-schema.md) and report.md (tables per op x dtype x P).
+#pragma once
+
+#include "engine/collector.hpp"
+#include "engine/runner.hpp"
+#include "engine/suite.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace shardcheck::report {
+
+struct MutantOutcome {
+  std::string suite;
+  std::string mutant;       // "mutant:bias-on-every-rank"
+  std::string description;  // the bug
+  bool killed = false;
+  std::string killed_by;    // the property that failed
+  int cases = 0;            // cases of that property up to and including the failing one
+  std::string counterexample;  // the shrunk failing case, explained
+};
+
+struct Report {
+  std::string command;  // the command line that produced it
+  std::string started;  // ISO 8601, UTC
+  std::uint64_t seed = 0;
+  int cases = 0;
+  check::RunConfig config;
+  std::vector<check::PropertyOutcome> properties;
+  std::vector<MutantOutcome> mutants;
+  const check::Collector* collector = nullptr;  // per (op, dtype, P, tensor) statistics
+};
+
+// Writes dir/report.json and dir/report.md (creating dir).
+// @throws UsageError naming the path when it cannot be created or written.
+void write_report(const Report& r, const std::string& dir);
+
+std::string to_json(const Report& r);
+std::string to_markdown(const Report& r);
+
+}  // namespace shardcheck::report
