@@ -35,8 +35,7 @@ int main(int argc, char** argv) {
   } else {
     const auto options = isatty(STDOUT_FILENO) != 0 ? benchmark::ConsoleReporter::OO_ColorTabular
                                                     : benchmark::ConsoleReporter::OO_Tabular;
-    shardcheck::bench::SummarizingReporter<benchmark::ConsoleReporter> reporter(std::cout,
-                                                                                options);
+    shardcheck::bench::SummarizingReporter<benchmark::ConsoleReporter> reporter(std::cout, options);
     benchmark::RunSpecifiedBenchmarks(&reporter);
   }
   benchmark::Shutdown();

@@ -13,8 +13,8 @@ namespace {
 // The issue's goals (issue 2, "Benchmarks").
 constexpr int goal_all_reduce_p = 2;
 constexpr double goal_all_reduce_bytes = 8.0 * (1 << 20);
-constexpr double goal_busbw_pct = 50.0;       // all_reduce busbw >= 50% of memcpy
-constexpr double goal_barrier_ratio = 1.5;    // barrier <= 1.5 x omp barrier
+constexpr double goal_busbw_pct = 50.0;     // all_reduce busbw >= 50% of memcpy
+constexpr double goal_barrier_ratio = 1.5;  // barrier <= 1.5 x omp barrier
 constexpr std::array<int, 3> goal_barrier_ps = {2, 8, 16};
 
 constexpr std::array<std::string_view, 3> bandwidth_families = {
@@ -111,8 +111,8 @@ void Summary::print(std::ostream& out) const {
     out << "- " << family << ", P = " << goal_all_reduce_p << ", "
         << size_name(goal_all_reduce_bytes) << ": busbw "
         << fixed(counter(rit->second.counters, "busbw") / 1e9, 2) << " GB/s = " << fixed(pct, 0)
-        << "% of memcpy (goal ≥ " << fixed(goal_busbw_pct, 0) << "%): "
-        << (pct >= goal_busbw_pct ? "met" : "NOT met") << "\n";
+        << "% of memcpy (goal ≥ " << fixed(goal_busbw_pct, 0)
+        << "%): " << (pct >= goal_busbw_pct ? "met" : "NOT met") << "\n";
   }
   if (barrier_it != rows_.end()) {
     for (const int p : goal_barrier_ps) {
@@ -120,8 +120,8 @@ void Summary::print(std::ostream& out) const {
       if (rit == barrier_it->second.end()) continue;
       const double ratio = counter(rit->second.counters, "vs_omp_pct") / 100.0;
       out << "- barrier, P = " << p << ": " << fixed(ratio, 2) << "× OpenMP's (goal ≤ "
-          << fixed(goal_barrier_ratio, 1) << "×): "
-          << (ratio <= goal_barrier_ratio ? "met" : "NOT met") << "\n";
+          << fixed(goal_barrier_ratio, 1)
+          << "×): " << (ratio <= goal_barrier_ratio ? "met" : "NOT met") << "\n";
     }
   }
 }

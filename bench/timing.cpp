@@ -44,7 +44,8 @@ double time_memcpy(std::size_t bytes, std::int64_t reps) {
 
 std::int64_t memcpy_reps(std::size_t bytes) {
   constexpr std::size_t target = std::size_t{64} << 20;
-  return static_cast<std::int64_t>(std::max<std::size_t>(1, target / std::max<std::size_t>(1, bytes)));
+  return static_cast<std::int64_t>(
+      std::max<std::size_t>(1, target / std::max<std::size_t>(1, bytes)));
 }
 
 }  // namespace shardcheck::bench

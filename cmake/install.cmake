@@ -4,6 +4,11 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
+# Installed names match the aliases used in this tree (shardcheck::lib, shardcheck::check, ...).
+foreach(t lib reference warnings check reports cli main)
+  set_target_properties(shardcheck_${t} PROPERTIES EXPORT_NAME ${t})
+endforeach()
+
 install(TARGETS shardcheck_lib shardcheck_reference shardcheck_warnings shardcheck_check
                 shardcheck_reports shardcheck_cli shardcheck_main
         EXPORT shardcheckTargets

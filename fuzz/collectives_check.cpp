@@ -78,7 +78,9 @@ std::vector<std::optional<std::vector<T>>> expected(const Program& prog, std::si
     case Kind::gather: out[root] = model::gather(in); break;
     case Kind::scatter: all(model::scatter(in[root], c.counts)); break;
     case Kind::ring_shift: all(model::ring_shift(in, c.shift)); break;
-    case Kind::send_recv: out[static_cast<std::size_t>(c.dst)] = in[static_cast<std::size_t>(c.src)]; break;
+    case Kind::send_recv:
+      out[static_cast<std::size_t>(c.dst)] = in[static_cast<std::size_t>(c.src)];
+      break;
   }
   return out;
 }
@@ -112,8 +114,8 @@ std::string compare(const std::vector<T>& want, std::span<const std::byte> got_b
   }
   if (bad == 0) return {};
   return std::to_string(bad) + " of " + std::to_string(want.size()) +
-         " elements differ; first at index " + std::to_string(first) + ": got " +
-         show(got[first]) + ", model " + show(want[first]);
+         " elements differ; first at index " + std::to_string(first) + ": got " + show(got[first]) +
+         ", model " + show(want[first]);
 }
 
 template <Element T>
@@ -186,7 +188,8 @@ std::pair<std::uint64_t, model::Traffic> ledger_of(const Call& c, int r, int p) 
     case Kind::reduce: return {c.count, model::reduce_traffic(p, r, c.root, c.count * e)};
     case Kind::all_reduce:
       return {c.count, model::all_reduce_traffic(model_order(c.algo), p, r, c.count, e)};
-    case Kind::all_gather: return {model::total(c.counts), model::all_gather_traffic(c.counts, r, e)};
+    case Kind::all_gather:
+      return {model::total(c.counts), model::all_gather_traffic(c.counts, r, e)};
     case Kind::reduce_scatter:
       return {model::total(c.counts),
               model::reduce_scatter_traffic(model_order(c.algo), c.counts, r, e)};
@@ -195,12 +198,13 @@ std::pair<std::uint64_t, model::Traffic> ledger_of(const Call& c, int r, int p) 
       for (const auto& row : c.matrix) col.push_back(row[ur]);
       return {model::total(c.matrix[ur]), model::all_to_all_traffic(c.matrix[ur], col, r, e)};
     }
-    case Kind::gather: return {model::total(c.counts), model::gather_traffic(c.counts, r, c.root, e)};
+    case Kind::gather:
+      return {model::total(c.counts), model::gather_traffic(c.counts, r, c.root, e)};
     case Kind::scatter:
       return {model::total(c.counts), model::scatter_traffic(c.counts, r, c.root, e)};
     case Kind::ring_shift:
-      return {c.counts[ur], model::ring_shift_traffic(p, c.shift, c.counts[ur],
-                                                      recv_count(c, r, p), e)};
+      return {c.counts[ur],
+              model::ring_shift_traffic(p, c.shift, c.counts[ur], recv_count(c, r, p), e)};
     case Kind::send_recv:
       if (r == c.src) return {c.count, {c.count * e, 0}};
       return {c.count, {0, c.count * e}};
@@ -221,9 +225,8 @@ std::string check_outputs(const Program& prog, const Execution& ex) {
       const Group& g = prog.groups[static_cast<std::size_t>(acts[j].spec.group)];
       if (rb.seen_rank != rank_in(g, w) || rb.seen_members != g.members) {
         err << "world rank " << w << " at call #" << acts[j].call << ": the communicator of g"
-            << acts[j].spec.group << " says rank " << rb.seen_rank << " of size "
-            << rb.seen_size << "; it was made as rank " << rank_in(g, w) << " of "
-            << g.members.size() << '\n';
+            << acts[j].spec.group << " says rank " << rb.seen_rank << " of size " << rb.seen_size
+            << "; it was made as rank " << rank_in(g, w) << " of " << g.members.size() << '\n';
       }
       if (rb.a_is_send && rb.a != rb.a_before) {
         err << "world rank " << w << " at call #" << acts[j].call
@@ -241,7 +244,8 @@ std::string check_outputs(const Program& prog, const Execution& ex) {
       ++parts;
       const int j = action_of(prog, g.members[static_cast<std::size_t>(r)], static_cast<int>(i));
       if (j >= 0 && ex.bufs[static_cast<std::size_t>(g.members[static_cast<std::size_t>(r)])]
-                          [static_cast<std::size_t>(j)].executed) {
+                           [static_cast<std::size_t>(j)]
+                               .executed) {
         ++ran;
       }
     }
@@ -252,9 +256,9 @@ std::string check_outputs(const Program& prog, const Execution& ex) {
       continue;
     }
     bool shown_inputs = false;
-    const bool any_nan = (c.kind == Kind::reduce || c.kind == Kind::all_reduce ||
-                          c.kind == Kind::reduce_scatter) &&
-                         (c.op == ReduceOp::sum || c.op == ReduceOp::avg || c.op == ReduceOp::product);
+    const bool any_nan =
+        (c.kind == Kind::reduce || c.kind == Kind::all_reduce || c.kind == Kind::reduce_scatter) &&
+        (c.op == ReduceOp::sum || c.op == ReduceOp::avg || c.op == ReduceOp::product);
     auto result_of = [&](int r) {
       const int w = g.members[static_cast<std::size_t>(r)];
       const int j = action_of(prog, w, static_cast<int>(i));
@@ -268,9 +272,8 @@ std::string check_outputs(const Program& prog, const Execution& ex) {
         if (!wr) continue;
         const std::string diff = compare<T>(*wr, result_of(r), any_nan);
         if (!diff.empty()) {
-          err << "call #" << i << " (" << describe(c, g) << "), group rank " << r
-              << " (world rank " << g.members[static_cast<std::size_t>(r)] << "): result "
-              << diff << '\n';
+          err << "call #" << i << " (" << describe(c, g) << "), group rank " << r << " (world rank "
+              << g.members[static_cast<std::size_t>(r)] << "): result " << diff << '\n';
           if (!shown_inputs) {
             err << inputs_at<T>(prog, i, first_difference<T>(*wr, result_of(r), any_nan));
           }
@@ -319,21 +322,19 @@ std::string check_ledgers(const Program& prog, const Execution& ex) {
       std::ostringstream want;
       want << name(collective_of(c, r)) << ' ' << name(algorithm_of(c)) << ' ';
       if (c.kind != Kind::barrier) want << name(c.dtype);
-      want << " x" << count << ' ' << format_group(g.members) << " sent " << bytes.sent
-           << " recv " << bytes.recv;
+      want << " x" << count << ' ' << format_group(g.members) << " sent " << bytes.sent << " recv "
+           << bytes.recv;
       if (!p2p) want << " step " << steps[static_cast<std::size_t>(c.group)];
-      const bool ok =
-          e.op == collective_of(c, r) && e.group && *e.group == g.members &&
-          (c.kind == Kind::barrier || e.dtype == c.dtype) && e.count == count &&
-          e.bytes_sent == bytes.sent && e.bytes_recv == bytes.recv &&
-          e.algorithm == algorithm_of(c) &&
-          (!reduces || e.reduce_op == c.op) &&
-          (!p2p || e.peer == (r == c.src ? c.dst : c.src)) &&
-          (p2p || e.step == steps[static_cast<std::size_t>(c.group)]);
+      const bool ok = e.op == collective_of(c, r) && e.group && *e.group == g.members &&
+                      (c.kind == Kind::barrier || e.dtype == c.dtype) && e.count == count &&
+                      e.bytes_sent == bytes.sent && e.bytes_recv == bytes.recv &&
+                      e.algorithm == algorithm_of(c) && (!reduces || e.reduce_op == c.op) &&
+                      (!p2p || e.peer == (r == c.src ? c.dst : c.src)) &&
+                      (p2p || e.step == steps[static_cast<std::size_t>(c.group)]);
       if (!ok) {
         err << "world rank " << w << " call #" << acts[j].call << ": ledger entry '"
-            << e.to_string() << " step " << e.step << " peer " << e.peer
-            << "', expected '" << want.str() << "'\n";
+            << e.to_string() << " step " << e.step << " peer " << e.peer << "', expected '"
+            << want.str() << "'\n";
       }
       if (!p2p) ++steps[static_cast<std::size_t>(c.group)];
     }

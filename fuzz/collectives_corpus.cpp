@@ -56,7 +56,8 @@ std::size_t group_size(const Program& p, const Call& c) {
 }
 
 // A matched program with at most `max_calls` calls containing `k` on a group of >= min_p.
-Pred matched(Kind k, std::size_t min_p, std::function<bool(const Program&, const Call&)> extra = {}) {
+Pred matched(Kind k, std::size_t min_p,
+             std::function<bool(const Program&, const Call&)> extra = {}) {
   return [=](const Program& p, const Prediction& pr) {
     if (p.deviation != Deviation::none || pr.expect != Expect::success) return false;
     if (p.calls.size() > 3) return false;
@@ -122,7 +123,8 @@ bool order_visible(const Program& p, std::size_t i) {
         return false;
       }
       case Kind::reduce:
-        return c.root != n - 1 && differ(model::reduce(in, op, c.root), model::reduce(in, op, n - 1));
+        return c.root != n - 1 &&
+               differ(model::reduce(in, op, c.root), model::reduce(in, op, n - 1));
       default: return false;
     }
   });
@@ -150,7 +152,8 @@ std::vector<Target> targets() {
   t.push_back({"ok-barrier", matched(Kind::barrier, 3)});
   t.push_back({"ok-broadcast", matched(Kind::broadcast, 3)});
   t.push_back({"ok-reduce", matched(Kind::reduce, 3)});
-  t.push_back({"ok-reduce-in-place", matched(Kind::reduce, 2, [](auto&, auto& c) { return c.in_place; })});
+  t.push_back(
+      {"ok-reduce-in-place", matched(Kind::reduce, 2, [](auto&, auto& c) { return c.in_place; })});
   for (ReduceOp op : all_reduce_ops) {
     for (Algorithm a : {Algorithm::ring, Algorithm::sequential}) {
       t.push_back({"ok-all_reduce-" + std::string(name(a)) + "-" + std::string(name(op)),
@@ -165,19 +168,22 @@ std::vector<Target> targets() {
   t.push_back({"ok-all_reduce-in-place-float16", matched(Kind::all_reduce, 2, [](auto&, auto& c) {
                  return c.in_place && c.dtype == DType::float16;
                })});
-  t.push_back({"ok-all_gather-uneven-zero", matched(Kind::all_gather, 3, [](auto&, auto& c) {
-                 return has_zero(c.counts);
-               })});
-  t.push_back({"ok-all_gather-in-place", matched(Kind::all_gather, 2, [](auto&, auto& c) { return c.in_place; })});
-  t.push_back({"ok-reduce_scatter-uneven-zero", matched(Kind::reduce_scatter, 3, [](auto&, auto& c) {
-                 return has_zero(c.counts);
-               })});
-  t.push_back({"ok-reduce_scatter-in-place", matched(Kind::reduce_scatter, 2, [](auto&, auto& c) { return c.in_place; })});
+  t.push_back({"ok-all_gather-uneven-zero",
+               matched(Kind::all_gather, 3, [](auto&, auto& c) { return has_zero(c.counts); })});
+  t.push_back({"ok-all_gather-in-place",
+               matched(Kind::all_gather, 2, [](auto&, auto& c) { return c.in_place; })});
+  t.push_back(
+      {"ok-reduce_scatter-uneven-zero",
+       matched(Kind::reduce_scatter, 3, [](auto&, auto& c) { return has_zero(c.counts); })});
+  t.push_back({"ok-reduce_scatter-in-place",
+               matched(Kind::reduce_scatter, 2, [](auto&, auto& c) { return c.in_place; })});
   t.push_back({"ok-all_to_all", matched(Kind::all_to_all, 3)});
   t.push_back({"ok-gather", matched(Kind::gather, 3)});
   t.push_back({"ok-scatter", matched(Kind::scatter, 3)});
-  t.push_back({"ok-ring_shift", matched(Kind::ring_shift, 3, [](auto&, auto& c) { return c.shift > 0; })});
-  t.push_back({"ok-ring_shift-negative", matched(Kind::ring_shift, 3, [](auto&, auto& c) { return c.shift < 0; })});
+  t.push_back(
+      {"ok-ring_shift", matched(Kind::ring_shift, 3, [](auto&, auto& c) { return c.shift > 0; })});
+  t.push_back({"ok-ring_shift-negative",
+               matched(Kind::ring_shift, 3, [](auto&, auto& c) { return c.shift < 0; })});
   t.push_back({"ok-send_recv", matched(Kind::send_recv, 2)});
   t.push_back({"ok-nested-group", matched(Kind::all_reduce, 2, [](auto& p, auto& c) {
                  return p.groups[static_cast<std::size_t>(c.group)].parent > 0;
@@ -198,12 +204,18 @@ std::vector<Target> targets() {
     t.push_back({"order-all_reduce-sum-" + std::string(name(d)),
                  order_sensitive(Kind::all_reduce, ReduceOp::sum, d)});
   }
-  t.push_back({"order-all_reduce-avg-float32", order_sensitive(Kind::all_reduce, ReduceOp::avg, DType::float32)});
-  t.push_back({"order-all_reduce-product-float16", order_sensitive(Kind::all_reduce, ReduceOp::product, DType::float16)});
-  t.push_back({"order-all_reduce-max-bfloat16", order_sensitive(Kind::all_reduce, ReduceOp::max, DType::bfloat16)});
-  t.push_back({"order-all_reduce-min-float64", order_sensitive(Kind::all_reduce, ReduceOp::min, DType::float64)});
-  t.push_back({"order-reduce_scatter-sum-float32", order_sensitive(Kind::reduce_scatter, ReduceOp::sum, DType::float32)});
-  t.push_back({"order-reduce-sum-float64", order_sensitive(Kind::reduce, ReduceOp::sum, DType::float64)});
+  t.push_back({"order-all_reduce-avg-float32",
+               order_sensitive(Kind::all_reduce, ReduceOp::avg, DType::float32)});
+  t.push_back({"order-all_reduce-product-float16",
+               order_sensitive(Kind::all_reduce, ReduceOp::product, DType::float16)});
+  t.push_back({"order-all_reduce-max-bfloat16",
+               order_sensitive(Kind::all_reduce, ReduceOp::max, DType::bfloat16)});
+  t.push_back({"order-all_reduce-min-float64",
+               order_sensitive(Kind::all_reduce, ReduceOp::min, DType::float64)});
+  t.push_back({"order-reduce_scatter-sum-float32",
+               order_sensitive(Kind::reduce_scatter, ReduceOp::sum, DType::float32)});
+  t.push_back(
+      {"order-reduce-sum-float64", order_sensitive(Kind::reduce, ReduceOp::sum, DType::float64)});
 
   t.push_back({"bad-kind", deviating_kind(Deviation::kind, Kind::all_reduce)});
   t.push_back({"bad-kind-barrier", deviating_kind(Deviation::kind, Kind::barrier)});
@@ -217,29 +229,32 @@ std::vector<Target> targets() {
   t.push_back({"bad-algorithm", deviating_kind(Deviation::algorithm, Kind::all_reduce)});
   t.push_back({"bad-tag", deviating_kind(Deviation::tag, Kind::send_recv)});
   t.push_back({"bad-early_return-deadlock", deviating(Deviation::early_return, Expect::deadlock)});
-  t.push_back({"bad-early_return-harmless", deviating(Deviation::early_return, Expect::success,
-                                                      [](const Program& p) { return p.world >= 2; })});
+  t.push_back(
+      {"bad-early_return-harmless", deviating(Deviation::early_return, Expect::success,
+                                              [](const Program& p) { return p.world >= 2; })});
   t.push_back({"bad-throws", deviating(Deviation::throws, Expect::injected)});
   t.push_back({"bad-usage_local-send_recv", [](const Program& p, const Prediction& pr) {
                  return p.deviation == Deviation::usage_local && pr.expect == Expect::usage &&
                         p.calls[static_cast<std::size_t>(p.deviant_call)].kind == Kind::send_recv;
                }});
   t.push_back({"bad-usage_local", deviating(Deviation::usage_local, Expect::usage)});
-  t.push_back({"bad-usage_all-root", deviating(Deviation::usage_all, Expect::usage, [](const Program& p) {
-                 return p.deviation_text.find("root") != std::string::npos;
-               })});
-  t.push_back({"bad-usage_all-avg-int", deviating(Deviation::usage_all, Expect::usage, [](const Program& p) {
+  t.push_back(
+      {"bad-usage_all-root", deviating(Deviation::usage_all, Expect::usage, [](const Program& p) {
+         return p.deviation_text.find("root") != std::string::npos;
+       })});
+  t.push_back({"bad-usage_all-avg-int",
+               deviating(Deviation::usage_all, Expect::usage, [](const Program& p) {
                  return p.deviation_text.find("avg") != std::string::npos;
                })});
-  t.push_back({"bad-usage_all-counts", deviating(Deviation::usage_all, Expect::usage, [](const Program& p) {
-                 return p.deviation_text.find("p + 1") != std::string::npos;
-               })});
+  t.push_back(
+      {"bad-usage_all-counts", deviating(Deviation::usage_all, Expect::usage, [](const Program& p) {
+         return p.deviation_text.find("p + 1") != std::string::npos;
+       })});
   t.push_back({"bad-usage_group", deviating(Deviation::usage_group, Expect::usage)});
   t.push_back({"bad-wrong_group-mismatch", deviating(Deviation::wrong_group, Expect::mismatch)});
   t.push_back({"bad-wrong_group-deadlock", deviating(Deviation::wrong_group, Expect::deadlock)});
   return t;
 }
-
 
 std::vector<std::uint8_t> read_file(const std::filesystem::path& f) {
   std::ifstream in(f, std::ios::binary);
@@ -289,8 +304,10 @@ int write(const std::filesystem::path& dir) {
       const Program prog = decode(bytes);
       if (!target.ok(prog, predict(prog))) continue;
       std::ofstream(dir / target.name, std::ios::binary)
-          .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-      std::printf("%-40s %3zu bytes  %s", target.name.c_str(), bytes.size(), describe(prog).c_str());
+          .write(reinterpret_cast<const char*>(bytes.data()),
+                 static_cast<std::streamsize>(bytes.size()));
+      std::printf("%-40s %3zu bytes  %s", target.name.c_str(), bytes.size(),
+                  describe(prog).c_str());
       found = true;
     }
     if (!found) {
@@ -307,8 +324,9 @@ int write(const std::filesystem::path& dir) {
 int main(int argc, char** argv) {
   if (argc == 3 && std::string(argv[1]) == "--check") return check(argv[2]);
   if (argc == 2 && argv[1][0] != '-') return write(argv[1]);
-  std::fprintf(stderr, "usage: %s <corpus dir>            write the seeds\n"
-                       "       %s --check <corpus dir>    check that the seeds meet their targets\n",
+  std::fprintf(stderr,
+               "usage: %s <corpus dir>            write the seeds\n"
+               "       %s --check <corpus dir>    check that the seeds meet their targets\n",
                argv[0], argv[0]);
   return 2;
 }

@@ -49,7 +49,8 @@ RankBuffers prepare(const Program& prog, int w, const Action& act) {
   const Call& original = prog.calls[static_cast<std::size_t>(act.call)];
   const int in_rank = rank_in(prog.groups[static_cast<std::size_t>(original.group)], w);
   std::span<const std::byte> input;
-  if (in_rank >= 0) input = prog.inputs[static_cast<std::size_t>(act.call)][static_cast<std::size_t>(in_rank)];
+  if (in_rank >= 0)
+    input = prog.inputs[static_cast<std::size_t>(act.call)][static_cast<std::size_t>(in_rank)];
   const std::size_t extra_send = act.fault == Fault::longer_send ? 1 : 0;
   const std::size_t extra_recv = act.fault == Fault::longer_recv ? 1 : 0;
 

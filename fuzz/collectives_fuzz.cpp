@@ -21,8 +21,10 @@
 
 #include "runtime/errors.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <string>
 
 namespace shardcheck::fuzz {
@@ -118,8 +120,8 @@ void check_failure(const Program& prog, const Prediction& pred, const RankFailur
     const bool p2p = pred.why.rfind("message", 0) == 0;
     const char* word = p2p ? "message" : "step";
     if (std::string(f.what()).find(word) == std::string::npos) {
-      violation(prog, pred, std::string("the mismatch message does not name the ") + word +
-                                ":\n" + f.what());
+      violation(prog, pred,
+                std::string("the mismatch message does not name the ") + word + ":\n" + f.what());
     }
   }
 }
@@ -144,7 +146,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       std::rethrow_exception(ex.failure);
     } catch (const RankFailure& f) {
       if (pred.expect == Expect::success) {
-        violation(prog, pred, std::string("run() threw although the program is matched:\n") + f.what());
+        violation(prog, pred,
+                  std::string("run() threw although the program is matched:\n") + f.what());
       }
       check_failure(prog, pred, f);
     } catch (...) {
@@ -153,8 +156,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return 0;
   }
   if (pred.expect != Expect::success) {
-    violation(prog, pred, "run() returned normally; expected RankFailure caused by " +
-                              std::string(name(pred.expect)));
+    violation(prog, pred,
+              "run() returned normally; expected RankFailure caused by " +
+                  std::string(name(pred.expect)));
   }
   if (const std::string e = check_outputs(prog, ex); !e.empty()) violation(prog, pred, e);
   if (const std::string e = check_ledgers(prog, ex); !e.empty()) violation(prog, pred, e);

@@ -125,7 +125,8 @@ Prediction predict(const Program& prog) {
 
   const int P = prog.world;
   std::vector<std::size_t> pc(static_cast<std::size_t>(P), 0);
-  std::vector<bool> posted(static_cast<std::size_t>(P), false), done(static_cast<std::size_t>(P), false);
+  std::vector<bool> posted(static_cast<std::size_t>(P), false),
+      done(static_cast<std::size_t>(P), false);
   std::vector<std::map<Key, std::uint64_t>> counter(static_cast<std::size_t>(P));
   std::map<std::pair<Key, std::uint64_t>, Step> steps;
   std::vector<std::pair<Key, std::uint64_t>> at(static_cast<std::size_t>(P));

@@ -59,9 +59,9 @@ enum class Values : std::uint8_t { raw, small, special, mixed };
 
 // An ordered subset of a parent group, created with parent.group(ranks_in_parent).
 struct Group {
-  int parent = -1;                    // index of the parent group; -1 for the world (group 0)
-  std::vector<int> ranks_in_parent;   // the argument of Communicator::group
-  std::vector<int> members;           // world ranks, in group order
+  int parent = -1;                   // index of the parent group; -1 for the world (group 0)
+  std::vector<int> ranks_in_parent;  // the argument of Communicator::group
+  std::vector<int> members;          // world ranks, in group order
 };
 
 // One call as one rank issues it. Fields a kind does not use keep their defaults.
@@ -75,12 +75,12 @@ struct Call {
   Algorithm algo = Algorithm::ring;
   bool in_place = false;
   int root = 0;
-  std::size_t count = 0;                        // broadcast, reduce, all_reduce, send_recv
-  std::vector<std::size_t> counts;              // all_gather, reduce_scatter, gather, scatter;
-                                                // ring_shift: each rank's send count
-  std::vector<std::vector<std::size_t>> matrix; // all_to_all
-  int shift = 0;                                // ring_shift
-  int src = 0, dst = 0, tag = 0;                // send_recv (group ranks)
+  std::size_t count = 0;                         // broadcast, reduce, all_reduce, send_recv
+  std::vector<std::size_t> counts;               // all_gather, reduce_scatter, gather, scatter;
+                                                 // ring_shift: each rank's send count
+  std::vector<std::vector<std::size_t>> matrix;  // all_to_all
+  int shift = 0;                                 // ring_shift
+  int src = 0, dst = 0, tag = 0;                 // send_recv (group ranks)
 };
 
 // A program is matched (deviation::none) or carries exactly one deviation, so the error it
@@ -107,18 +107,18 @@ std::string_view name(Deviation d) noexcept;
 // A buffer-size fault of usage_local, applied by the executor to one rank's buffers.
 enum class Fault : std::uint8_t {
   none,
-  longer_send,   // send has one element more than the counts say
-  longer_recv,   // recv has one element more than the counts say
-  bad_peer,      // send_recv: the sender names a destination outside the group
+  longer_send,  // send has one element more than the counts say
+  longer_recv,  // recv has one element more than the counts say
+  bad_peer,     // send_recv: the sender names a destination outside the group
 };
 
 // One rank's step of the program: the call as this rank issues it.
 struct Action {
-  int call = 0;             // index in Program::calls
-  Call spec;                // equals Program::calls[call] unless this rank deviates
+  int call = 0;  // index in Program::calls
+  Call spec;     // equals Program::calls[call] unless this rank deviates
   Fault fault = Fault::none;
-  bool stop = false;        // return from the rank function instead (early_return)
-  bool raise = false;       // throw InjectedFault instead (throws)
+  bool stop = false;   // return from the rank function instead (early_return)
+  bool raise = false;  // throw InjectedFault instead (throws)
 };
 
 struct Program {
@@ -127,9 +127,9 @@ struct Program {
   std::vector<Call> calls;    // as the matched program calls them
   Deviation deviation = Deviation::none;
   int deviant_call = 0;
-  int deviant = -1;           // world rank of the deviating rank (-1: every member, usage_all)
-  int bad_group = -1;         // usage_group: the group the deviant creates with a bad list
-  std::string deviation_text; // what the deviant does, for messages
+  int deviant = -1;            // world rank of the deviating rank (-1: every member, usage_all)
+  int bad_group = -1;          // usage_group: the group the deviant creates with a bad list
+  std::string deviation_text;  // what the deviant does, for messages
 
   // What world rank w executes, in order: every call whose group holds w (send_recv: only
   // its two ends), with the deviation applied.

@@ -60,8 +60,7 @@ struct Arithmetic {
 
 // Mirrors acc_t<T> in lib/ops/linear.hpp (reference/ does not include lib/ops): float64
 // accumulates in float64, every other type in float32. properties/ checks the two agree.
-template <class T>
-  requires is_storage_float<T>
+template <StorageFloat T>
 constexpr Arithmetic arithmetic_of() {
   return {format_of<T>(), std::is_same_v<T, double> ? float64_format : float32_format};
 }
@@ -98,7 +97,9 @@ struct ElementBound {
 
 namespace detail {
 template <class R>
-R max_of(const R& a, const R& b) { return a < b ? b : a; }
+R max_of(const R& a, const R& b) {
+  return a < b ? b : a;
+}
 }  // namespace detail
 
 // The bound for one element. `parts`: the element's per-part terms in rank order (dot.hpp);
@@ -149,9 +150,9 @@ ElementBound<R> element_bound(std::span<const PartTerms<R>> parts, const R* bias
   const bool exact_products = operands == Operands::unit || 2 * st.precision <= ac.precision;
   const R omega_a = overflow_threshold<R>(ac), omega_t = overflow_threshold<R>(st);
 
-  R sum_e(0);          // Σ e_r
-  R sum_mag(0);        // Σ (|s_r| + e_r): bound on Σ |t_r|
-  std::size_t q = 0;   // non-empty parts
+  R sum_e(0);         // Σ e_r
+  R sum_mag(0);       // Σ (|s_r| + e_r): bound on Σ |t_r|
+  std::size_t q = 0;  // non-empty parts
   bool may_overflow = false;
   for (const auto& pt : parts) {
     if (pt.length == 0) continue;
@@ -228,8 +229,7 @@ struct ElementVerdict {
 //   finite reference, non-finite computed    pass iff status is may_overflow
 //   non-finite reference (nonfinite_input)   pass iff the same class: NaN for NaN, the same
 //                                            infinity for an infinity
-template <class R = hp, class T>
-  requires is_storage_float<T>
+template <class R = hp, StorageFloat T>
 ElementVerdict<R> judge(T computed, const R& reference, const ElementBound<R>& b) {
   using std::abs;
   using std::isfinite;
@@ -247,7 +247,9 @@ ElementVerdict<R> judge(T computed, const R& reference, const ElementBound<R>& b
     v.ratio = v.pass ? R(0) : std::numeric_limits<R>::infinity();
     return v;
   }
-  v.ratio = v.error == 0 ? R(0) : b.bound == 0 ? std::numeric_limits<R>::infinity() : R(v.error / b.bound);
+  v.ratio = v.error == 0   ? R(0)
+            : b.bound == 0 ? std::numeric_limits<R>::infinity()
+                           : R(v.error / b.bound);
   v.pass = v.error <= b.bound;
   return v;
 }

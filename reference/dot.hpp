@@ -7,7 +7,8 @@
 // For one output element, contracted axis of length k split into parts of lengths k_0..k_{p-1}
 // (Σ k_r = k, zeros allowed: an empty shard):
 //   partial_r = Σ_{i in part r} a_i·b_i     (evaluated in R)
-//   abs_sum_r = Σ_{i in part r} |a_i·b_i|   (evaluated in R; Higham's |x|ᵀ|y| restricted to the part)
+//   abs_sum_r = Σ_{i in part r} |a_i·b_i|   (evaluated in R; Higham's |x|ᵀ|y| restricted to the
+//   part)
 // In R every product of two float64 values is exact (106 ≤ 113 bits), so partial_r is within
 // gamma_{k_r−1}(u_R)·abs_sum_r of the exact value; bounds.hpp adds that term.
 #pragma once
@@ -32,8 +33,8 @@ enum class Operands {
 // One part of one element's contraction.
 template <class R = hp>
 struct PartTerms {
-  R partial{0};        // Σ a_i·b_i over the part
-  R abs_sum{0};        // Σ |a_i·b_i| over the part
+  R partial{0};            // Σ a_i·b_i over the part
+  R abs_sum{0};            // Σ |a_i·b_i| over the part
   std::size_t length = 0;  // k_r, the number of products in the part
 };
 
@@ -43,12 +44,13 @@ struct PartTerms {
 inline std::vector<std::size_t> normalize_parts(std::span<const std::size_t> part_lengths,
                                                 std::size_t k, const char* what) {
   if (part_lengths.empty()) return {k};
-  const std::size_t total = std::accumulate(part_lengths.begin(), part_lengths.end(), std::size_t{0});
+  const std::size_t total =
+      std::accumulate(part_lengths.begin(), part_lengths.end(), std::size_t{0});
   if (total != k) {
-    throw std::invalid_argument(std::string("reference: the parts of ") + what + " sum to " +
-                                std::to_string(total) + " but the contracted axis has length " +
-                                std::to_string(k) +
-                                "; pass the shard sizes of that axis (one per rank, zeros allowed)");
+    throw std::invalid_argument(
+        std::string("reference: the parts of ") + what + " sum to " + std::to_string(total) +
+        " but the contracted axis has length " + std::to_string(k) +
+        "; pass the shard sizes of that axis (one per rank, zeros allowed)");
   }
   return {part_lengths.begin(), part_lengths.end()};
 }

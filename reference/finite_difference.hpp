@@ -17,7 +17,8 @@
 //                f̂⁺ − f̂⁻ rounds once: u_R·|f̂⁺ − f̂⁻|/(2h).
 // The step: for affine-along-axes f, truncation is zero and the other terms fall as 1/h, so
 // h_i = 2^⌊log2 max(|θ_i|, scale)⌋, the largest power of two that keeps θ_i ± h_i exact for a
-// θ_i with ≤ digits(R) − 2 significant bits. For smooth f, h_i is that times 2^round(log2 u_R^(1/3))
+// θ_i with ≤ digits(R) − 2 significant bits. For smooth f, h_i is that times 2^round(log2
+// u_R^(1/3))
 // (~2^-38 for 113 bits): balancing h²·M3 against u_R/h gives h ∝ u_R^(1/3) (Nocedal & Wright,
 // Numerical Optimization, 2nd ed., §8.1).
 #pragma once
@@ -155,7 +156,9 @@ FdVerdict<R> compare_gradient(const FdGradient<R>& fd, std::span<const R> gradie
   for (std::size_t i = 0; i < gradient.size(); ++i) {
     const R err = abs(fd.estimate[i] - gradient[i]);
     const R allowed = fd.tolerance[i] + gradient_error[i];
-    const R ratio = err == 0 ? R(0) : allowed == 0 ? std::numeric_limits<R>::infinity() : R(err / allowed);
+    const R ratio = err == 0       ? R(0)
+                    : allowed == 0 ? std::numeric_limits<R>::infinity()
+                                   : R(err / allowed);
     if (!(err <= allowed)) v.pass = false;
     if (ratio > v.worst_ratio || i == 0) {
       v.worst = i;

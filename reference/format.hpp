@@ -45,12 +45,19 @@ inline constexpr Format bfloat16_format{"bfloat16", 8, -126, 127, 8};
 inline constexpr Format float16_format{"float16", 11, -14, 15, 5};
 
 template <class T>
-inline constexpr bool is_storage_float =
-    std::is_same_v<T, double> || std::is_same_v<T, float> || std::is_same_v<T, bfloat16> ||
-    std::is_same_v<T, float16>;
+inline constexpr bool is_storage_float = std::is_same_v<T, double> || std::is_same_v<T, float> ||
+                                         std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>;
 
+// The floating element types of the runtime (float64, float32, bfloat16, float16).
 template <class T>
-  requires is_storage_float<T>
+concept StorageFloat = is_storage_float<T>;
+
+// A scalar the reference computes in: anything but the storage types themselves (so that
+// linear_forward(Tensor<float>...) converts to hp instead of computing in float).
+template <class R>
+concept HighPrecision = !is_storage_float<R>;
+
+template <StorageFloat T>
 constexpr Format format_of() {
   if constexpr (std::is_same_v<T, double>) return float64_format;
   else if constexpr (std::is_same_v<T, float>) return float32_format;
@@ -81,13 +88,21 @@ R pow2(int e) {
 }
 
 template <class R = double>
-R unit_roundoff(const Format& f) { return pow2<R>(-f.precision); }
+R unit_roundoff(const Format& f) {
+  return pow2<R>(-f.precision);
+}
 template <class R = double>
-R smallest_subnormal(const Format& f) { return pow2<R>(f.emin - f.precision + 1); }
+R smallest_subnormal(const Format& f) {
+  return pow2<R>(f.emin - f.precision + 1);
+}
 template <class R = double>
-R smallest_normal(const Format& f) { return pow2<R>(f.emin); }
+R smallest_normal(const Format& f) {
+  return pow2<R>(f.emin);
+}
 template <class R = double>
-R max_finite(const Format& f) { return (2 - pow2<R>(1 - f.precision)) * pow2<R>(f.emax); }
+R max_finite(const Format& f) {
+  return (2 - pow2<R>(1 - f.precision)) * pow2<R>(f.emax);
+}
 
 // Omega = (2 − 2^−p)·2^emax needs p + 1 bits: R must be wider than the format.
 // @throws std::invalid_argument when R cannot hold it exactly.

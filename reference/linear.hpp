@@ -30,8 +30,8 @@ template <class R>
 void require_linear_shapes(const Tensor<R>& x, const Tensor<R>& w, const Tensor<R>* b,
                            const Tensor<R>* dy) {
   auto fail = [&](const std::string& why) {
-    std::string msg = "reference::linear: x " + format_shape(x.shape()) + ", w " +
-                      format_shape(w.shape());
+    std::string msg =
+        "reference::linear: x " + format_shape(x.shape()) + ", w " + format_shape(w.shape());
     if (b != nullptr) msg += ", b " + format_shape(b->shape());
     if (dy != nullptr) msg += ", dy " + format_shape(dy->shape());
     throw std::invalid_argument(msg + ": " + why);
@@ -49,8 +49,7 @@ void require_linear_shapes(const Tensor<R>& x, const Tensor<R>& w, const Tensor<
 
 // y = x·Wᵀ + b. `in_parts`: shard sizes of the input features when the contraction is split
 // (row-parallel), empty for one part. @pre x [tokens, in], w [out, in], b empty or [out].
-template <class R = hp>
-  requires(!is_storage_float<R>)
+template <HighPrecision R = hp>
 Contraction<R> linear_forward(const Tensor<R>& x, const Tensor<R>& w, const Tensor<R>& b,
                               std::span<const std::size_t> in_parts = {}) {
   detail::require_linear_shapes<R>(x, w, &b, nullptr);
@@ -64,7 +63,8 @@ Contraction<R> linear_forward(const Tensor<R>& x, const Tensor<R>& w, const Tens
   for (std::size_t t = 0; t < tokens; ++t) {
     for (std::size_t o = 0; o < out; ++o) {
       contract_parts(x.data() + t * in, 1, w.data() + o * in, 1, c.part_lengths, parts.data());
-      for (std::size_t r = 0; r < c.parts(); ++r) c.terms[r * tokens * out + t * out + o] = parts[r];
+      for (std::size_t r = 0; r < c.parts(); ++r)
+        c.terms[r * tokens * out + t * out + o] = parts[r];
     }
   }
   finish_values(c);
@@ -80,8 +80,7 @@ struct LinearBackward {
 
 // Gradients of y = x·Wᵀ + b for the upstream gradient dy [tokens, out]. `out_parts`: shard sizes
 // of the output features when dx's contraction is split (column-parallel), empty for one part.
-template <class R = hp>
-  requires(!is_storage_float<R>)
+template <HighPrecision R = hp>
 LinearBackward<R> linear_backward(const Tensor<R>& x, const Tensor<R>& w, bool has_bias,
                                   const Tensor<R>& dy,
                                   std::span<const std::size_t> out_parts = {}) {
@@ -92,13 +91,15 @@ LinearBackward<R> linear_backward(const Tensor<R>& x, const Tensor<R>& w, bool h
   LinearBackward<R> g;
 
   g.dx.value = Tensor<R>({tokens, in});
-  g.dx.part_lengths = normalize_parts(out_parts, out, "out (linear backward dx, column-parallel split)");
+  g.dx.part_lengths =
+      normalize_parts(out_parts, out, "out (linear backward dx, column-parallel split)");
   g.dx.terms.resize(g.dx.parts() * tokens * in);
   std::vector<PartTerms<R>> parts(g.dx.parts());
   for (std::size_t t = 0; t < tokens; ++t) {
     for (std::size_t i = 0; i < in; ++i) {
       contract_parts(dy.data() + t * out, 1, w.data() + i, s_in, g.dx.part_lengths, parts.data());
-      for (std::size_t r = 0; r < g.dx.parts(); ++r) g.dx.terms[r * tokens * in + t * in + i] = parts[r];
+      for (std::size_t r = 0; r < g.dx.parts(); ++r)
+        g.dx.terms[r * tokens * in + t * in + i] = parts[r];
     }
   }
   finish_values(g.dx);
@@ -128,17 +129,16 @@ LinearBackward<R> linear_backward(const Tensor<R>& x, const Tensor<R>& w, bool h
 }
 
 // The same, from storage-typed tensors (converted exactly).
-template <class R = hp, class T>
-  requires is_storage_float<T>
+template <class R = hp, StorageFloat T>
 Contraction<R> linear_forward(const Tensor<T>& x, const Tensor<T>& w, const Tensor<T>& b,
                               std::span<const std::size_t> in_parts = {}) {
   return linear_forward<R>(to_hp<R>(x), to_hp<R>(w), to_hp<R>(b), in_parts);
 }
 
-template <class R = hp, class T>
-  requires is_storage_float<T>
+template <class R = hp, StorageFloat T>
 LinearBackward<R> linear_backward(const Tensor<T>& x, const Tensor<T>& w, bool has_bias,
-                                  const Tensor<T>& dy, std::span<const std::size_t> out_parts = {}) {
+                                  const Tensor<T>& dy,
+                                  std::span<const std::size_t> out_parts = {}) {
   return linear_backward<R>(to_hp<R>(x), to_hp<R>(w), has_bias, to_hp<R>(dy), out_parts);
 }
 

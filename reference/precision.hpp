@@ -54,7 +54,9 @@ static_assert(std::numeric_limits<hp>::digits >= 100, "the reference needs >= 10
 
 // The scalar's own unit roundoff: 2^-digits (round-to-nearest in every Boost backend used).
 template <class R = hp>
-R unit_roundoff_of() { return pow2<R>(-std::numeric_limits<R>::digits); }
+R unit_roundoff_of() {
+  return pow2<R>(-std::numeric_limits<R>::digits);
+}
 
 // ---------------------------------------------------------------- storage bits
 
@@ -62,8 +64,7 @@ template <class T>
 using bits_t = std::conditional_t<sizeof(T) == 8, std::uint64_t,
                                   std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint16_t>>;
 
-template <class T>
-  requires is_storage_float<T>
+template <StorageFloat T>
 bits_t<T> to_bits(T v) {
   bits_t<T> b{};
   static_assert(sizeof(b) == sizeof(v));
@@ -71,11 +72,11 @@ bits_t<T> to_bits(T v) {
   return b;
 }
 
-template <class T>
-  requires is_storage_float<T>
+template <StorageFloat T>
 T from_bits(bits_t<T> b) {
   T v{};
-  std::memcpy(static_cast<void*>(&v), &b, sizeof(v));  // Eigen's 16-bit types are trivially copyable
+  std::memcpy(static_cast<void*>(&v), &b,
+              sizeof(v));  // Eigen's 16-bit types are trivially copyable
   return v;
 }
 
@@ -84,14 +85,12 @@ T from_bits(bits_t<T> b) {
 // Exact: every double, float, bfloat16 and float16 value (subnormals, ±0, ±inf included) is a
 // double, and every double is an R value (R has ≥ 53 bits and a wider exponent range). NaN maps
 // to NaN (payloads are not carried).
-template <class R = hp, class T>
-  requires is_storage_float<T>
+template <class R = hp, StorageFloat T>
 R to_hp(T v) {
   return R(static_cast<double>(v));
 }
 
-template <class R = hp, class T>
-  requires is_storage_float<T>
+template <class R = hp, StorageFloat T>
 Tensor<R> to_hp(const Tensor<T>& t) {
   if (t.ndim() == 0 && t.empty()) return {};  // a default-constructed (absent) tensor
   std::vector<R> out;
@@ -102,13 +101,13 @@ Tensor<R> to_hp(const Tensor<T>& t) {
 
 // ---------------------------------------------------------------- R -> T, one rounding
 
-// round_to<T>(x): the T value nearest to x, ties to the even significand (IEEE 754 roundTiesToEven),
-// computed from x itself with integer arithmetic on T's encoding: no intermediate format.
+// round_to<T>(x): the T value nearest to x, ties to the even significand (IEEE 754
+// roundTiesToEven), computed from x itself with integer arithmetic on T's encoding: no intermediate
+// format.
 //   |x| ≥ Omega_T (format.hpp)  → ±inf            NaN → quiet NaN (sign and payload not kept)
 //   underflow                    → a subnormal or ±0 with x's sign (gradual underflow)
 // @post for finite results no T value is nearer to x; on a tie the result's last bit is 0.
-template <class T, class R>
-  requires is_storage_float<T>
+template <StorageFloat T, class R>
 T round_to(const R& x) {
   using std::abs;
   using std::floor;
@@ -131,19 +130,19 @@ T round_to(const R& x) {
 
   const R a = abs(x);
   int e2 = 0;
-  (void)frexp(a, &e2);  // a in [2^(e2-1), 2^e2)
+  (void)frexp(a, &e2);   // a in [2^(e2-1), 2^e2)
   const int e = e2 - 1;  // a's binade
   if (e > f.emax) return from_bits<T>(U(sign | inf_bits));
 
   // Quantum (spacing of T around a): 2^(e-p+1) in the normal range, eta below it.
   const int q = (e < f.emin ? f.emin : e) - mant_bits;
-  const R scaled = ldexp(a, -q);       // exact (power of two); < 2^p
+  const R scaled = ldexp(a, -q);  // exact (power of two); < 2^p
   const R whole = floor(scaled);
-  const R frac = scaled - whole;       // exact: the bits of `scaled` below the binary point
+  const R frac = scaled - whole;  // exact: the bits of `scaled` below the binary point
   auto n = static_cast<std::uint64_t>(whole);
   if (frac > R(0.5) || (frac == R(0.5) && (n & 1U) != 0)) ++n;
 
-  int qe = q;  // result = n·2^qe
+  int qe = q;                          // result = n·2^qe
   if (n == (std::uint64_t{1} << p)) {  // carried into the next binade
     n >>= 1;
     ++qe;
@@ -158,8 +157,7 @@ T round_to(const R& x) {
   return from_bits<T>(U(sign | static_cast<U>(n)));  // subnormal or zero: exponent field 0
 }
 
-template <class T, class R>
-  requires is_storage_float<T>
+template <StorageFloat T, class R>
 Tensor<T> round_to(const Tensor<R>& t) {
   if (t.ndim() == 0 && t.empty()) return {};
   std::vector<T> out;
@@ -172,8 +170,7 @@ Tensor<T> round_to(const Tensor<R>& t) {
 
 // The encoding as an ordered integer: -0 and +0 both map to 0, and consecutive T values (across
 // zero, up to ±inf) map to consecutive integers.
-template <class T>
-  requires is_storage_float<T>
+template <StorageFloat T>
 std::int64_t ordered(T v) {
   using U = bits_t<T>;
   const U b = to_bits(v);
@@ -184,8 +181,7 @@ std::int64_t ordered(T v) {
 
 // Number of representable T values between a and b (0 when bit-equal or ±0; 1 for neighbours;
 // max finite to inf is 1). Two NaNs are 0 apart; a NaN and a number are as far apart as can be.
-template <class T>
-  requires is_storage_float<T>
+template <StorageFloat T>
 std::uint64_t ulp_distance(T a, T b) {
   const bool na = Eigen::numext::isnan(a);
   const bool nb = Eigen::numext::isnan(b);
@@ -199,8 +195,7 @@ std::uint64_t ulp_distance(T a, T b) {
 
 // The next representable T above / below v (towards +inf / -inf); inf and NaN are returned as
 // they are. next_up(-0) = next_up(+0) = the smallest positive subnormal.
-template <class T>
-  requires is_storage_float<T>
+template <StorageFloat T>
 T next_up(T v) {
   using U = bits_t<T>;
   if (Eigen::numext::isnan(v) || (Eigen::numext::isinf(v) && v > T(0))) return v;
@@ -210,8 +205,7 @@ T next_up(T v) {
   return from_bits<T>((b & sign_bit) != 0 ? U(b - 1) : U(b + 1));
 }
 
-template <class T>
-  requires is_storage_float<T>
+template <StorageFloat T>
 T next_down(T v) {
   return -next_up<T>(-v);
 }

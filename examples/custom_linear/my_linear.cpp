@@ -104,8 +104,8 @@ struct MyLinear {
     const int p = tp.size();
     const auto r = static_cast<std::size_t>(tp.rank());
     Tensor<T> x = in.x;
-    const auto in_pieces = split(cfg.in_split, in.x.dim(1), p);
-    if (!cfg.input_is_parallel) {
+    if (!cfg.input_is_parallel) {  // x is the full input: take this rank's columns
+      const auto in_pieces = split(cfg.in_split, in.x.dim(1), p);
       x = Tensor<T>({in.x.dim(0), in_pieces[r].size});
       for (std::size_t t = 0; t < x.dim(0); ++t) {
         for (std::size_t j = 0; j < x.dim(1); ++j) x(t, j) = in.x(t, in_pieces[r].offset + j);

@@ -68,8 +68,9 @@ class Communicator {
 
   // A sub-communicator over `ranks` (this communicator's rank numbers, in the order that
   // becomes the new group's rank order). Only the members call it, with the same list; the
-  // k-th call with a given list on each member yields the same group. Not collective: it
-  // never waits. @pre ranks non-empty, distinct, in [0, size()), and contains rank().
+  // k-th call with a given list on each member yields the same group, and always a new one:
+  // the world communicator counts as the first group over all ranks. Not collective: it never
+  // waits. @pre ranks non-empty, distinct, in [0, size()), and contains rank().
   virtual std::unique_ptr<Communicator> group(std::span<const int> ranks) = 0;
 
   // This rank's ledger, shared by all of this rank's communicators.

@@ -83,7 +83,8 @@ RunResult run(int world_size, const std::function<void(Communicator&)>& fn,
     throw UsageError("run: world size " + std::to_string(world_size) + " is out of range; use 1 to " +
                      std::to_string(max_world_size) + " ranks");
   }
-  if (omp_in_parallel() != 0) {
+  // omp_get_level counts inactive regions too: a rank of a one-rank run() is one.
+  if (omp_get_level() > 0) {
     throw UsageError(
         "run: called from inside a parallel region (a rank of another run(), or an OpenMP "
         "parallel region); ranks cannot start ranks. Call run() from the main thread");

@@ -56,10 +56,12 @@ class PrintRatios : public ::testing::Environment {
  public:
   void TearDown() override {
     if (ratio_stats().empty()) return;
-    std::printf("bound soundness: largest |err|/bound observed (pass <= 1; 1 = the bound attained)\n");
+    std::printf(
+        "bound soundness: largest |err|/bound observed (pass <= 1; 1 = the bound attained)\n");
     for (const auto& [key, s] : ratio_stats()) {
-      std::printf("  %-26s max ratio %.4f over %zu elements (%zu may overflow, %zu non-finite inputs)\n",
-                  key.c_str(), s.max_ratio, s.cases, s.overflow_possible, s.nonfinite);
+      std::printf(
+          "  %-26s max ratio %.4f over %zu elements (%zu may overflow, %zu non-finite inputs)\n",
+          key.c_str(), s.max_ratio, s.cases, s.overflow_possible, s.nonfinite);
     }
   }
 };
@@ -74,7 +76,9 @@ const char* mix_name(Mix m) {
 }
 
 template <class T>
-rc::Gen<T> genTame() { return genLogUniform<T>(-6, 6); }
+rc::Gen<T> genTame() {
+  return genLogUniform<T>(-6, 6);
+}
 
 // The bottom third of T's binades: bfloat16/float32/float64 products there underflow the
 // accumulator; float16 sums there round into float16's subnormals.
@@ -85,7 +89,9 @@ rc::Gen<T> genTiny() {
 }
 
 template <class T>
-rc::Gen<T> genWide() { return genLogUniform<T>(lowest_binade<T>(), highest_binade<T>()); }
+rc::Gen<T> genWide() {
+  return genLogUniform<T>(lowest_binade<T>(), highest_binade<T>());
+}
 
 template <class T>
 rc::Gen<T> genSpecial() {
@@ -98,7 +104,8 @@ rc::Gen<T> genOfMix(Mix m) {
   switch (m) {
     case Mix::wide: return genWide<T>();
     case Mix::tiny: return genTiny<T>();
-    case Mix::mixed: return rc::gen::weightedOneOf<T>({{3, genTame<T>()}, {2, genTiny<T>()}, {1, genWide<T>()}});
+    case Mix::mixed:
+      return rc::gen::weightedOneOf<T>({{3, genTame<T>()}, {2, genTiny<T>()}, {1, genWide<T>()}});
     default: return genTame<T>();
   }
 }
@@ -120,8 +127,10 @@ template <class T>
 rc::Gen<DotCase<T>> genDotCase(Mix mix) {
   return rc::gen::exec([mix] {
     DotCase<T> c;
-    const std::size_t k = *rc::gen::weightedOneOf<std::size_t>(
-        {{4, uniform<std::size_t>(1, 8)}, {4, uniform<std::size_t>(1, 64)}, {1, uniform<std::size_t>(65, 300)}});
+    const std::size_t k =
+        *rc::gen::weightedOneOf<std::size_t>({{4, uniform<std::size_t>(1, 8)},
+                                              {4, uniform<std::size_t>(1, 64)},
+                                              {1, uniform<std::size_t>(65, 300)}});
     const bool unit = *uniform(0, 4) == 0;
     c.a = *rc::gen::container<std::vector<T>>(k, genOfMix<T>(mix));
     if (!unit) c.b = *rc::gen::container<std::vector<T>>(k, genOfMix<T>(mix));
@@ -163,7 +172,8 @@ reference::ElementBound<hp> bound_of(const DotCase<T>& c, hp& reference_value) {
   for (T v : c.a) a.push_back(to_hp(v));
   for (T v : c.b) b.push_back(to_hp(v));
   std::vector<PartTerms<hp>> parts(c.parts.size());
-  reference::contract_parts<hp>(a.data(), 1, b.empty() ? nullptr : b.data(), 1, c.parts, parts.data());
+  reference::contract_parts<hp>(a.data(), 1, b.empty() ? nullptr : b.data(), 1, c.parts,
+                                parts.data());
   const hp bias = c.bias ? to_hp(*c.bias) : hp(0);
   reference_value = 0;
   for (const auto& pt : parts) reference_value += pt.partial;
@@ -175,7 +185,8 @@ reference::ElementBound<hp> bound_of(const DotCase<T>& c, hp& reference_value) {
 template <class T>
 std::string describe(const DotCase<T>& c) {
   std::string s = std::string(type_name(T{})) + ", k = " + std::to_string(c.a.size()) + ", parts [";
-  for (std::size_t i = 0; i < c.parts.size(); ++i) s += (i ? ", " : "") + std::to_string(c.parts[i]);
+  for (std::size_t i = 0; i < c.parts.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(c.parts[i]);
   s += "], order " + std::string(order_name(c.order)) + (c.b.empty() ? ", plain sum" : "") +
        (c.bias ? ", bias " + show(*c.bias) : ", no bias");
   return s;
@@ -183,8 +194,12 @@ std::string describe(const DotCase<T>& c) {
 
 template <class T>
 void bound_covers_contract_case() {
-  const Mix mix = *rc::gen::weightedElement<Mix>({{4, Mix::tame}, {3, Mix::cancellation}, {2, Mix::wide},
-                                                  {2, Mix::tiny}, {3, Mix::mixed}, {1, Mix::special}});
+  const Mix mix = *rc::gen::weightedElement<Mix>({{4, Mix::tame},
+                                                  {3, Mix::cancellation},
+                                                  {2, Mix::wide},
+                                                  {2, Mix::tiny},
+                                                  {3, Mix::mixed},
+                                                  {1, Mix::special}});
   const DotCase<T> c = *genDotCase<T>(mix);
   RC_TAG(type_name(T{}), mix_name(mix), order_name(c.order));
   hp exact(0);
@@ -196,7 +211,8 @@ void bound_covers_contract_case() {
     ++s.cases;
     if (b.status == BoundStatus::may_overflow) ++s.overflow_possible;
     if (b.status == BoundStatus::nonfinite_input) ++s.nonfinite;
-    if (v.pass && boost::multiprecision::isfinite(v.ratio)) s.max_ratio = std::max(s.max_ratio, static_cast<double>(v.ratio));
+    if (v.pass && boost::multiprecision::isfinite(v.ratio))
+      s.max_ratio = std::max(s.max_ratio, static_cast<double>(v.ratio));
   }
   if (!v.pass) {
     RC_FAIL(describe(c) + ": emulated " + show(got) + ", reference " + show_hp(exact) + ", |err| " +
@@ -205,10 +221,18 @@ void bound_covers_contract_case() {
   }
 }
 
-RC_GTEST_PROP(bounds, cover_every_order_of_the_contract_float64, ()) { bound_covers_contract_case<double>(); }
-RC_GTEST_PROP(bounds, cover_every_order_of_the_contract_float32, ()) { bound_covers_contract_case<float>(); }
-RC_GTEST_PROP(bounds, cover_every_order_of_the_contract_bfloat16, ()) { bound_covers_contract_case<bfloat16>(); }
-RC_GTEST_PROP(bounds, cover_every_order_of_the_contract_float16, ()) { bound_covers_contract_case<float16>(); }
+RC_GTEST_PROP(bounds, cover_every_order_of_the_contract_float64, ()) {
+  bound_covers_contract_case<double>();
+}
+RC_GTEST_PROP(bounds, cover_every_order_of_the_contract_float32, ()) {
+  bound_covers_contract_case<float>();
+}
+RC_GTEST_PROP(bounds, cover_every_order_of_the_contract_bfloat16, ()) {
+  bound_covers_contract_case<bfloat16>();
+}
+RC_GTEST_PROP(bounds, cover_every_order_of_the_contract_float16, ()) {
+  bound_covers_contract_case<float16>();
+}
 
 // ---------------------------------------------------------------- tightness: each term attained
 
@@ -245,7 +269,8 @@ template <class T>
 DotCase<T> staircase(std::size_t k, bool plain_sum) {
   const int p = reference::format_of<T>().precision;
   DotCase<T> c;
-  c.a.assign(k, static_cast<T>(std::ldexp(1.0, -p) * (1 - std::ldexp(1.0, 1 - p))));  // p−1 bits: exact
+  c.a.assign(
+      k, static_cast<T>(std::ldexp(1.0, -p) * (1 - std::ldexp(1.0, 1 - p))));  // p−1 bits: exact
   c.a[0] = T(1.0F);
   if (!plain_sum) c.b.assign(k, T(1.0F));
   c.parts = {k};
@@ -292,7 +317,8 @@ TEST(bounds_tightness, accumulator_underflow_float32) {
 
 TEST(bounds_status, overflow_is_flagged_and_a_nonfinite_result_accepted_only_then) {
   DotCase<bfloat16> c;
-  c.a = {static_cast<bfloat16>(std::ldexp(1.0F, 100)), static_cast<bfloat16>(-std::ldexp(1.0F, 100))};
+  c.a = {static_cast<bfloat16>(std::ldexp(1.0F, 100)),
+         static_cast<bfloat16>(-std::ldexp(1.0F, 100))};
   c.b = c.a;  // products 2^200 overflow float32
   c.parts = {2};
   hp exact(0);

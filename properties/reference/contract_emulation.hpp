@@ -75,12 +75,14 @@ acc_of<T> emulate_part(const DotCase<T>& c, std::size_t begin, std::size_t len, 
   switch (c.order) {
     case SumOrder::in_order: {
       A s(0);
-      for (std::size_t i = begin; i < begin + len; ++i) s = A(s + A(static_cast<A>(c.a[i]) * factor(i)));
+      for (std::size_t i = begin; i < begin + len; ++i)
+        s = A(s + A(static_cast<A>(c.a[i]) * factor(i)));
       return s;
     }
     case SumOrder::random_tree: {
       std::vector<A> prods;
-      for (std::size_t i = begin; i < begin + len; ++i) prods.push_back(A(static_cast<A>(c.a[i]) * factor(i)));
+      for (std::size_t i = begin; i < begin + len; ++i)
+        prods.push_back(A(static_cast<A>(c.a[i]) * factor(i)));
       return random_tree_sum(std::move(prods), rng, add);
     }
     case SumOrder::fma_permuted: {
@@ -110,7 +112,8 @@ T emulate(const DotCase<T>& c) {
     partials.push_back(static_cast<T>(emulate_part(c, begin, len, rng)));  // one rounding to T
     begin += len;
   }
-  const T sum = random_tree_sum(std::move(partials), rng, [](T x, T y) { return static_cast<T>(x + y); });
+  const T sum =
+      random_tree_sum(std::move(partials), rng, [](T x, T y) { return static_cast<T>(x + y); });
   return c.bias ? static_cast<T>(sum + *c.bias) : sum;
 }
 

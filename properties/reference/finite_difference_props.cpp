@@ -74,8 +74,9 @@ Evaluation<hp> loss(const LinearCase& c, const Tensor<hp>& theta) {
   const auto* t = theta.data();
   const Tensor<hp> x({c.tokens, c.in}, std::vector<hp>(t, t + nx));
   const Tensor<hp> w({c.out, c.in}, std::vector<hp>(t + nx, t + nx + nw));
-  const Tensor<hp> b = c.has_bias ? Tensor<hp>({c.out}, std::vector<hp>(t + nx + nw, t + nx + nw + c.out))
-                                  : Tensor<hp>();
+  const Tensor<hp> b = c.has_bias
+                           ? Tensor<hp>({c.out}, std::vector<hp>(t + nx + nw, t + nx + nw + c.out))
+                           : Tensor<hp>();
   const auto y = reference::linear_forward<hp>(x, w, b);
   hp value(0), abs_terms(0);
   for (std::size_t e = 0; e < y.value.size(); ++e) {
@@ -114,17 +115,20 @@ template <class T>
 void fd_case(bool perturb) {
   const LinearCase c = *genLinearCase<T>();
   RC_TAG(type_name(T{}));
-  const auto fd = central_difference_gradient<hp>([&](const Tensor<hp>& th) { return loss(c, th); }, pack(c));
+  const auto fd =
+      central_difference_gradient<hp>([&](const Tensor<hp>& th) { return loss(c, th); }, pack(c));
   Gradient g = analytic_gradient(c);
   RC_ASSERT(g.value.size() == fd.estimate.size());
   if (!perturb) {
     const auto v = compare_gradient<hp>(fd, g.value, g.error);
     if (!v.pass) {
-      RC_FAIL(describe(c) + ": coordinate " + std::to_string(v.worst) + " of (x, W, b): central difference " +
-              show_hp(fd.estimate[v.worst]) + ", backward " + show_hp(g.value[v.worst]) + ", ratio " +
-              show_hp(v.worst_ratio));
+      RC_FAIL(describe(c) + ": coordinate " + std::to_string(v.worst) +
+              " of (x, W, b): central difference " + show_hp(fd.estimate[v.worst]) + ", backward " +
+              show_hp(g.value[v.worst]) + ", ratio " + show_hp(v.worst_ratio));
     }
-    RC_TAG(v.worst_ratio < hp(1e-3) ? "worst ratio < 1e-3" : v.worst_ratio < hp(0.1) ? "worst ratio 1e-3..0.1" : "worst ratio >= 0.1");
+    RC_TAG(v.worst_ratio < hp(1e-3)  ? "worst ratio < 1e-3"
+           : v.worst_ratio < hp(0.1) ? "worst ratio 1e-3..0.1"
+                                     : "worst ratio >= 0.1");
     return;
   }
   // Teeth: one gradient entry off by one float64 ulp of its scale Σ|a||b| must be caught.
@@ -136,14 +140,21 @@ void fd_case(bool perturb) {
   RC_ASSERT(v.worst == j);
 }
 
-RC_GTEST_PROP(finite_difference, linear_backward_matches_central_differences_float64, ()) { fd_case<double>(false); }
-RC_GTEST_PROP(finite_difference, linear_backward_matches_central_differences_bfloat16, ()) { fd_case<bfloat16>(false); }
-RC_GTEST_PROP(finite_difference, a_gradient_one_float64_ulp_off_is_caught, ()) { fd_case<double>(true); }
+RC_GTEST_PROP(finite_difference, linear_backward_matches_central_differences_float64, ()) {
+  fd_case<double>(false);
+}
+RC_GTEST_PROP(finite_difference, linear_backward_matches_central_differences_bfloat16, ()) {
+  fd_case<bfloat16>(false);
+}
+RC_GTEST_PROP(finite_difference, a_gradient_one_float64_ulp_off_is_caught, ()) {
+  fd_case<double>(true);
+}
 
 // ---------------------------------------------------------------- the smooth path
 
 RC_GTEST_PROP(finite_difference, smooth_truncation_term_holds_and_is_attained, ()) {
-  const auto v = *rc::gen::container<std::vector<double>>(*uniform<std::size_t>(1, 6), genLogUniform<double>(-8, 8));
+  const auto v = *rc::gen::container<std::vector<double>>(*uniform<std::size_t>(1, 6),
+                                                          genLogUniform<double>(-8, 8));
   const Tensor<hp> theta = to_hp(Tensor<double>({v.size()}, v));
   auto cube_sum = [n = v.size()](const Tensor<hp>& th) {
     using std::abs;
@@ -178,14 +189,16 @@ TEST(finite_difference, refuses_smooth_without_a_third_derivative_bound) {
   reference::FdOptions<hp> opt;
   opt.smoothness = reference::Smoothness::smooth;
   const Tensor<hp> theta({1}, {hp(1)});
-  EXPECT_THROW((void)central_difference_gradient<hp>([](const Tensor<hp>&) { return Evaluation<hp>{}; }, theta, opt),
+  EXPECT_THROW((void)central_difference_gradient<hp>(
+                   [](const Tensor<hp>&) { return Evaluation<hp>{}; }, theta, opt),
                std::invalid_argument);
 }
 
 TEST(finite_difference, refuses_a_step_that_is_not_exact) {
   // 1 + 2^-112 has 113 significant bits: 1 + 2^-112 ± 1 needs 114.
   const Tensor<hp> theta({1}, {hp(1) + reference::pow2<hp>(-112)});
-  EXPECT_THROW((void)central_difference_gradient<hp>([](const Tensor<hp>&) { return Evaluation<hp>{}; }, theta),
+  EXPECT_THROW((void)central_difference_gradient<hp>(
+                   [](const Tensor<hp>&) { return Evaluation<hp>{}; }, theta),
                std::invalid_argument);
 }
 

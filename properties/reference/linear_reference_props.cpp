@@ -49,7 +49,8 @@ RC_GTEST_PROP(linear_reference, forward_and_backward_equal_exact_integer_arithme
   const std::size_t tokens = *uniform<std::size_t>(1, 6), in = *uniform<std::size_t>(1, 6),
                     out = *uniform<std::size_t>(1, 6);
   const bool has_bias = *uniform(0, 1) == 1;
-  const auto x = small_ints({tokens, in}), w = small_ints({out, in}), dy = small_ints({tokens, out});
+  const auto x = small_ints({tokens, in}), w = small_ints({out, in}),
+             dy = small_ints({tokens, out});
   const auto b = has_bias ? small_ints({out}) : Tensor<double>();
   const auto in_parts = *genPartition(in), out_parts = *genPartition(out);
   const auto y = reference::linear_forward(x, w, b, in_parts);
@@ -119,14 +120,18 @@ std::string error_of(F&& f) {
 TEST(linear_reference, errors_name_the_shapes_and_the_fix) {
   const Tensor<float> x({2, 3}), w({4, 5}), b({4}), dy({2, 4});
   EXPECT_EQ(error_of([&] { (void)reference::linear_forward(x, w, b); }),
-            "reference::linear: x [2, 3], w [4, 5], b [4]: x's in (last axis) must equal w's in (axis 1)");
+            "reference::linear: x [2, 3], w [4, 5], b [4]: x's in (last axis) must equal w's in "
+            "(axis 1)");
   const Tensor<float> w3({4, 3});
-  EXPECT_EQ(error_of([&] { (void)reference::linear_backward(x, w3, true, Tensor<float>({2, 5})); }),
+  EXPECT_EQ(error_of([&] {
+              (void)reference::linear_backward(x, w3, true, Tensor<float>({2, 5}));
+            }),
             "reference::linear: x [2, 3], w [4, 3], dy [2, 5]: dy must be [tokens, out]");
   const std::size_t parts[] = {1, 1};
-  EXPECT_EQ(error_of([&] { (void)reference::linear_forward(x, w3, b, parts); }),
-            "reference: the parts of in (linear forward, row-parallel split) sum to 2 but the contracted "
-            "axis has length 3; pass the shard sizes of that axis (one per rank, zeros allowed)");
+  EXPECT_EQ(
+      error_of([&] { (void)reference::linear_forward(x, w3, b, parts); }),
+      "reference: the parts of in (linear forward, row-parallel split) sum to 2 but the contracted "
+      "axis has length 3; pass the shard sizes of that axis (one per rank, zeros allowed)");
   (void)dy;
 }
 

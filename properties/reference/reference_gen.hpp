@@ -60,14 +60,17 @@ T make_value(bool negative, int e, std::uint64_t mantissa_draw, int bits) {
   U enc = 0;
   if (e >= f.emin) {
     const int free_bits = bits - 1;
-    const std::uint64_t m =
-        free_bits == 0 ? 0 : (mantissa_draw & ((std::uint64_t{1} << free_bits) - 1)) << (man_bits - free_bits);
+    const std::uint64_t m = free_bits == 0 ? 0
+                                           : (mantissa_draw & ((std::uint64_t{1} << free_bits) - 1))
+                                                 << (man_bits - free_bits);
     enc = static_cast<U>((static_cast<std::uint64_t>(e + f.emax) << man_bits) | m);
   } else {
     const int lead = e - lowest;  // position of the leading bit in the subnormal field
     const int free_bits = std::min(bits - 1, lead);
-    const std::uint64_t low =
-        free_bits == 0 ? 0 : (mantissa_draw & ((std::uint64_t{1} << free_bits) - 1)) << (lead - free_bits);
+    const std::uint64_t low = free_bits == 0
+                                  ? 0
+                                  : (mantissa_draw & ((std::uint64_t{1} << free_bits) - 1))
+                                        << (lead - free_bits);
     enc = static_cast<U>((std::uint64_t{1} << lead) | low);
   }
   if (negative) enc = static_cast<U>(enc | (U(1) << (8 * sizeof(T) - 1)));
@@ -76,9 +79,13 @@ T make_value(bool negative, int e, std::uint64_t mantissa_draw, int bits) {
 
 // Lowest and highest binade of T (subnormals included).
 template <class T>
-constexpr int lowest_binade() { return format_of<T>().emin - format_of<T>().precision + 1; }
+constexpr int lowest_binade() {
+  return format_of<T>().emin - format_of<T>().precision + 1;
+}
 template <class T>
-constexpr int highest_binade() { return format_of<T>().emax; }
+constexpr int highest_binade() {
+  return format_of<T>().emax;
+}
 
 // Log-uniform magnitude: binade uniform in [e_lo, e_hi] (clamped to T's range), random sign,
 // significand of random length (short half the time: ties and exact sums).
@@ -91,7 +98,8 @@ rc::Gen<T> genLogUniform(int e_lo, int e_hi, bool signed_values = true, int bits
     const int e = *uniform(std::max(e_lo, lowest_binade<T>()), std::min(e_hi, highest_binade<T>()));
     const int p = format_of<T>().precision;
     const int n = bits != 0 ? bits
-                            : *rc::gen::weightedOneOf<int>({{1, uniform(1, 3)}, {1, rc::gen::just(p)}, {1, uniform(1, p)}});
+                            : *rc::gen::weightedOneOf<int>(
+                                  {{1, uniform(1, 3)}, {1, rc::gen::just(p)}, {1, uniform(1, p)}});
     // With a fixed length the last bit must be set, or the value is shorter than asked.
     std::uint64_t draw = *rc::gen::resize(100, rc::gen::arbitrary<std::uint64_t>());
     if (bits != 0 && bits >= 2) draw |= 1U;
@@ -116,7 +124,8 @@ template <class T>
 std::string show(T v) {
   std::ostringstream os;
   os.precision(17);
-  os << static_cast<double>(v) << " (0x" << std::hex << static_cast<std::uint64_t>(to_bits(v)) << ")";
+  os << static_cast<double>(v) << " (0x" << std::hex << static_cast<std::uint64_t>(to_bits(v))
+     << ")";
   return os.str();
 }
 

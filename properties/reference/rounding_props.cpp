@@ -31,13 +31,19 @@ using reference::to_hp;
 using reference::ulp_distance;
 
 template <class T>
-bool is_nan(T v) { return Eigen::numext::isnan(v); }
+bool is_nan(T v) {
+  return Eigen::numext::isnan(v);
+}
 
 template <class T>
-bool bits_equal(T a, T b) { return to_bits(a) == to_bits(b); }
+bool bits_equal(T a, T b) {
+  return to_bits(a) == to_bits(b);
+}
 
 template <class T>
-bool sign_of(T v) { return ((to_bits(v) >> (8 * sizeof(T) - 1)) & 1U) != 0; }
+bool sign_of(T v) {
+  return ((to_bits(v) >> (8 * sizeof(T) - 1)) & 1U) != 0;
+}
 
 // The exact value of a finite T, decoded from its encoding with integer arithmetic only:
 // ±M·2^E. Independent of every conversion under test.
@@ -47,7 +53,8 @@ R decode(T v) {
   const std::uint64_t b = to_bits(v);
   const int man_bits = f.precision - 1;
   const std::uint64_t mant = b & ((std::uint64_t{1} << man_bits) - 1);
-  const auto field = static_cast<int>((b >> man_bits) & ((std::uint64_t{1} << f.exponent_bits) - 1));
+  const auto field =
+      static_cast<int>((b >> man_bits) & ((std::uint64_t{1} << f.exponent_bits) - 1));
   const bool neg = ((b >> (8 * sizeof(T) - 1)) & 1U) != 0;
   const std::uint64_t m = field == 0 ? mant : (mant | (std::uint64_t{1} << man_bits));
   const int e = (field == 0 ? f.emin : field - f.emax) - man_bits;
@@ -86,12 +93,19 @@ void to_hp_is_exact_case() {
   });
 }
 
-RC_GTEST_PROP(to_hp, is_exact_and_round_to_inverts_it_float64, ()) { to_hp_is_exact_case<double>(); }
+RC_GTEST_PROP(to_hp, is_exact_and_round_to_inverts_it_float64, ()) {
+  to_hp_is_exact_case<double>();
+}
 RC_GTEST_PROP(to_hp, is_exact_and_round_to_inverts_it_float32, ()) { to_hp_is_exact_case<float>(); }
-RC_GTEST_PROP(to_hp, is_exact_and_round_to_inverts_it_bfloat16, ()) { to_hp_is_exact_case<bfloat16>(); }
-RC_GTEST_PROP(to_hp, is_exact_and_round_to_inverts_it_float16, ()) { to_hp_is_exact_case<float16>(); }
+RC_GTEST_PROP(to_hp, is_exact_and_round_to_inverts_it_bfloat16, ()) {
+  to_hp_is_exact_case<bfloat16>();
+}
+RC_GTEST_PROP(to_hp, is_exact_and_round_to_inverts_it_float16, ()) {
+  to_hp_is_exact_case<float16>();
+}
 
-// ---------------------------------------------------------------- round_to: single roundings the hardware does
+// ---------------------------------------------------------------- round_to: single roundings the
+// hardware does
 
 // double → float (the CPU's cvtsd2ss), float → bfloat16 and float → float16 (Eigen's
 // round-to-nearest-even conversions) are single correct roundings: round_to must agree bit for
@@ -134,7 +148,8 @@ template <class T, class R>
 R genNear(T v) {
   const R rv = to_hp<R>(v);
   const R up = to_hp<R>(next_up(v));
-  const R gap = Eigen::numext::isinf(next_up(v)) ? R(to_hp<R>(v) - to_hp<R>(next_down(v))) : R(up - rv);
+  const R gap =
+      Eigen::numext::isinf(next_up(v)) ? R(to_hp<R>(v) - to_hp<R>(next_down(v))) : R(up - rv);
   const int kind = *uniform(0, 5);
   using std::ldexp;
   if (kind == 0) return rv + gap / 2;  // a tie
@@ -148,7 +163,9 @@ R genNear(T v) {
 }
 
 template <class T>
-bool even_encoding(T v) { return (to_bits(v) & 1U) == 0; }
+bool even_encoding(T v) {
+  return (to_bits(v) & 1U) == 0;
+}
 
 template <class T>
 void nearest_ties_to_even_case() {
@@ -160,7 +177,8 @@ void nearest_ties_to_even_case() {
     const R omega = reference::overflow_threshold<R>(format_of<T>());
     RC_ASSERT(sign_of(r) == (boost::multiprecision::signbit(x) != 0));
     if (abs(x) >= omega) {
-      if (!Eigen::numext::isinf(r)) RC_FAIL(show_hp(x) + " is beyond Omega but rounded to " + show(r));
+      if (!Eigen::numext::isinf(r))
+        RC_FAIL(show_hp(x) + " is beyond Omega but rounded to " + show(r));
       return;
     }
     RC_ASSERT(Eigen::numext::isfinite(r));
@@ -168,16 +186,26 @@ void nearest_ties_to_even_case() {
     for (const T n : {next_up(r), next_down(r)}) {
       if (Eigen::numext::isinf(n)) continue;  // |x| < Omega: max is nearer than the infinity
       const R dn = abs(x - to_hp<R>(n));
-      if (dn < dist) RC_FAIL("round_to(" + show_hp(x) + ") = " + show(r) + " but " + show(n) + " is nearer");
-      if (dn == dist && !even_encoding(r)) RC_FAIL("tie at " + show_hp(x) + " went to the odd " + show(r));
+      if (dn < dist)
+        RC_FAIL("round_to(" + show_hp(x) + ") = " + show(r) + " but " + show(n) + " is nearer");
+      if (dn == dist && !even_encoding(r))
+        RC_FAIL("tie at " + show_hp(x) + " went to the odd " + show(r));
     }
   });
 }
 
-RC_GTEST_PROP(round_to, is_nearest_with_ties_to_even_float64, ()) { nearest_ties_to_even_case<double>(); }
-RC_GTEST_PROP(round_to, is_nearest_with_ties_to_even_float32, ()) { nearest_ties_to_even_case<float>(); }
-RC_GTEST_PROP(round_to, is_nearest_with_ties_to_even_bfloat16, ()) { nearest_ties_to_even_case<bfloat16>(); }
-RC_GTEST_PROP(round_to, is_nearest_with_ties_to_even_float16, ()) { nearest_ties_to_even_case<float16>(); }
+RC_GTEST_PROP(round_to, is_nearest_with_ties_to_even_float64, ()) {
+  nearest_ties_to_even_case<double>();
+}
+RC_GTEST_PROP(round_to, is_nearest_with_ties_to_even_float32, ()) {
+  nearest_ties_to_even_case<float>();
+}
+RC_GTEST_PROP(round_to, is_nearest_with_ties_to_even_bfloat16, ()) {
+  nearest_ties_to_even_case<bfloat16>();
+}
+RC_GTEST_PROP(round_to, is_nearest_with_ties_to_even_float16, ()) {
+  nearest_ties_to_even_case<float16>();
+}
 
 // ---------------------------------------------------------------- direct vs double rounding
 
@@ -186,7 +214,8 @@ RC_GTEST_PROP(round_to, is_nearest_with_ties_to_even_float16, ()) { nearest_ties
 // rounding sees δ. Wherever the even neighbour lies on the other side of δ, the two differ.
 template <class T, class Mid>
 void direct_differs_from_double_rounding_case() {
-  const T v = *genLogUniform<T>(lowest_binade<T>() + format_of<T>().precision, highest_binade<T>() - 1, false);
+  const T v = *genLogUniform<T>(lowest_binade<T>() + format_of<T>().precision,
+                                highest_binade<T>() - 1, false);
   const T w = next_up(v);
   RC_PRE(Eigen::numext::isfinite(w));
   const bool upward = *uniform(0, 1) == 1;
@@ -231,8 +260,8 @@ TEST(round_to, overflow_underflow_and_signed_zero) {
   EXPECT_EQ(to_bits(round_to<bfloat16>(hp(omega * (1 - reference::pow2<hp>(-100))))),
             to_bits(std::numeric_limits<bfloat16>::max()));
   const hp eta = reference::smallest_subnormal<hp>(reference::float16_format);
-  EXPECT_EQ(to_bits(round_to<float16>(hp(eta / 2))), 0U);           // tie with 0: even is 0
-  EXPECT_EQ(to_bits(round_to<float16>(hp(-eta / 2))), 0x8000U);     // -0
+  EXPECT_EQ(to_bits(round_to<float16>(hp(eta / 2))), 0U);        // tie with 0: even is 0
+  EXPECT_EQ(to_bits(round_to<float16>(hp(-eta / 2))), 0x8000U);  // -0
   EXPECT_EQ(to_bits(round_to<float16>(hp(eta / 2 + reference::pow2<hp>(-60)))), 1U);
   EXPECT_EQ(to_bits(round_to<double>(hp(-0.0))), 0x8000000000000000ULL);
 }
@@ -256,15 +285,24 @@ void ulp_distance_case() {
   RC_ASSERT(ulp_distance(v[0], v[0]) == 0U);
 }
 
-RC_GTEST_PROP(ulp_distance, counts_representable_values_float64, ()) { ulp_distance_case<double>(); }
+RC_GTEST_PROP(ulp_distance, counts_representable_values_float64, ()) {
+  ulp_distance_case<double>();
+}
 RC_GTEST_PROP(ulp_distance, counts_representable_values_float32, ()) { ulp_distance_case<float>(); }
-RC_GTEST_PROP(ulp_distance, counts_representable_values_bfloat16, ()) { ulp_distance_case<bfloat16>(); }
-RC_GTEST_PROP(ulp_distance, counts_representable_values_float16, ()) { ulp_distance_case<float16>(); }
+RC_GTEST_PROP(ulp_distance, counts_representable_values_bfloat16, ()) {
+  ulp_distance_case<bfloat16>();
+}
+RC_GTEST_PROP(ulp_distance, counts_representable_values_float16, ()) {
+  ulp_distance_case<float16>();
+}
 
 TEST(ulp_distance, zeros_infinities_and_nan) {
   EXPECT_EQ(ulp_distance(0.0, -0.0), 0U);
-  EXPECT_EQ(ulp_distance(-std::numeric_limits<double>::denorm_min(), std::numeric_limits<double>::denorm_min()), 2U);
-  EXPECT_EQ(ulp_distance(std::numeric_limits<float>::max(), std::numeric_limits<float>::infinity()), 1U);
+  EXPECT_EQ(ulp_distance(-std::numeric_limits<double>::denorm_min(),
+                         std::numeric_limits<double>::denorm_min()),
+            2U);
+  EXPECT_EQ(ulp_distance(std::numeric_limits<float>::max(), std::numeric_limits<float>::infinity()),
+            1U);
   const float nan = std::numeric_limits<float>::quiet_NaN();
   EXPECT_EQ(ulp_distance(nan, nan), 0U);
   EXPECT_EQ(ulp_distance(nan, 1.0F), std::numeric_limits<std::uint64_t>::max());
@@ -281,13 +319,14 @@ void eigen_addition_is_one_rounding_case() {
   const T a = *genFiniteBits<T>();
   int e = 0;
   (void)std::frexp(static_cast<double>(a), &e);
-  const T b = *rc::gen::weightedOneOf<T>(
-      {{4, genLogUniform<T>(e - 30, e + 30)}, {1, genFiniteBits<T>()}});
+  const T b =
+      *rc::gen::weightedOneOf<T>({{4, genLogUniform<T>(e - 30, e + 30)}, {1, genFiniteBits<T>()}});
   const T sum = static_cast<T>(a + b);
   for_each_hp([&]<class R>() {
     const T expected = round_to<T>(R(to_hp<R>(a) + to_hp<R>(b)));
     if (!bits_equal(sum, expected)) {
-      RC_FAIL(show(a) + " + " + show(b) + ": Eigen gives " + show(sum) + ", one rounding gives " + show(expected));
+      RC_FAIL(show(a) + " + " + show(b) + ": Eigen gives " + show(sum) + ", one rounding gives " +
+              show(expected));
     }
   });
 }

@@ -176,7 +176,10 @@ RC_GTEST_PROP(ledger, every_entry_equals_the_documented_formulas, ()) {
     }
     const int r = static_cast<int>(it - members.begin());
     const auto want = expected_entries(c, p, r);
-    RC_ASSERT(entries.size() == want.size());
+    if (entries.size() != want.size()) {
+      RC_FAIL("world rank " + std::to_string(w) + " has " + std::to_string(entries.size()) + " ledger entries, expected " +
+              std::to_string(want.size()) + ":\n" + run.result.ledgers[static_cast<std::size_t>(w)].to_string());
+    }
     for (std::size_t i = 0; i < want.size(); ++i) {
       const auto diff = entry_difference(want[i], entries[i], c.dtype, members);
       if (!diff.empty()) {

@@ -100,7 +100,10 @@ OmpCommunicator::OmpCommunicator(World& world, std::shared_ptr<GroupState> state
 std::unique_ptr<Communicator> make_world_communicator(World& world, int world_rank) {
   std::vector<int> all(static_cast<std::size_t>(world.size()));
   std::iota(all.begin(), all.end(), 0);
-  return std::make_unique<OmpCommunicator>(world, world.group_state(all, 0), world_rank);
+  // The world is the first group over all ranks: a later group() with the same member list
+  // is a new group, not the world again.
+  const int index = world.next_group_index(world_rank, all);
+  return std::make_unique<OmpCommunicator>(world, world.group_state(all, index), world_rank);
 }
 
 // ---- errors ----
