@@ -90,7 +90,7 @@ void measure_collective(benchmark::State& state, int world_size, std::size_t byt
     copies += reps;
   }
   if (calls == 0 || copies == 0) return;
-  const double S = static_cast<double>(bytes);
+  const auto S = static_cast<double>(bytes);
   const double algbw = S * static_cast<double>(calls) / collective_s;
   const double busbw = algbw * bus_factor;
   const double memcpy_bw = S * static_cast<double>(copies) / memcpy_s;

@@ -125,7 +125,7 @@ ElementBound<R> element_bound(std::span<const PartTerms<R>> parts, const R* bias
 
   // Reference term and margin. The reference's partials and Σ|ab| carry R roundings: each
   // product passes through ≤ k + p roundings (product, sums in the part, sum of parts, bias), so
-  // |ŝ − s| ≤ g·(Σ a_r + |b|) and â_r ≥ a_r·(1 − g) with g = gamma_{k+p}(u_R) (Higham (3.4)).
+  // |ŝ − s| ≤ g·(Σ a_r + |b|) and â_r ≥ a_r·(1 − g) with g = gamma_{k+p+1}(u_R) (Higham (3.4)).
   // The model below is nondecreasing in a_r, |s_r|, |s + b|; it is evaluated at inputs raised by
   // 2g (≥ the true ones, Lemma 3.3), and the result is raised by gamma_m(u_R) for the m ≤
   // 24·(p+1) roundings of the evaluation itself and of |computed − reference| (sums and products

@@ -106,7 +106,7 @@ FdGradient<R> central_difference_gradient(F&& f, const Tensor<R>& theta,
   out.step.resize(n);
   Tensor<R> probe = theta;
   for (std::size_t i = 0; i < n; ++i) {
-    const R ti = theta[i];
+    const R& ti = theta[i];
     const R mag = abs(ti) < options.scale ? options.scale : R(abs(ti));
     R h = detail::floor_pow2<R>(mag);
     if (smooth) h *= smooth_factor;

@@ -150,7 +150,8 @@ T round_to(const R& x) {
   if (n >= (std::uint64_t{1} << mant_bits)) {  // normal
     const int exponent = qe + mant_bits;
     if (exponent > f.emax) return from_bits<T>(U(sign | inf_bits));
-    const auto biased = static_cast<U>(exponent + f.emax);
+    const int biased_exponent = exponent + f.emax;  // in [1, 2·emax]
+    const auto biased = static_cast<U>(biased_exponent);
     const auto mantissa = static_cast<U>(n - (std::uint64_t{1} << mant_bits));
     return from_bits<T>(U(sign | U(biased << mant_bits) | mantissa));
   }

@@ -26,7 +26,6 @@
 namespace shardcheck::props::ref {
 namespace {
 
-using reference::Arithmetic;
 using reference::arithmetic_of;
 using reference::BoundStatus;
 using reference::hp;

@@ -102,7 +102,7 @@ rc::Gen<T> genLogUniform(int e_lo, int e_hi, bool signed_values = true, int bits
                                   {{1, uniform(1, 3)}, {1, rc::gen::just(p)}, {1, uniform(1, p)}});
     // With a fixed length the last bit must be set, or the value is shorter than asked.
     std::uint64_t draw = *rc::gen::resize(100, rc::gen::arbitrary<std::uint64_t>());
-    if (bits != 0 && bits >= 2) draw |= 1U;
+    if (bits >= 2) draw |= 1U;
     return make_value<T>(neg, e, draw, n);
   });
 }

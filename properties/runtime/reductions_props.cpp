@@ -137,8 +137,11 @@ RC_GTEST_PROP(all_reduce, max_and_min_pick_the_documented_operand_on_ties_and_na
       g.reduce(std::span<const T>(send[r]), std::span<T>(rooted[r]), op, root);
     });
     assert_group_seen(topo, run.seen);
-    assert_ranks_equal(model::all_reduce(send, to_model(op), to_model(algo)), all, Match::bits, "all_reduce result");
-    const auto diff = first_difference(model::reduce(send, to_model(op), root), rooted[static_cast<std::size_t>(root)]);
+    assert_ranks_equal(model::all_reduce(send, to_model(op), to_model(algo)), all,
+                       match_for(op, dtype_of<T>), "all_reduce result");
+    const auto diff = first_difference(model::reduce(send, to_model(op), root),
+                                       rooted[static_cast<std::size_t>(root)],
+                                       match_for(op, dtype_of<T>));
     if (!diff.empty()) RC_FAIL("reduce result on root " + std::to_string(root) + ": " + diff);
   });
 }

@@ -34,7 +34,8 @@ struct CallDesc {
   std::string describe() const;  // "all_reduce(float32, count=16, op=sum, algorithm=ring)"
 };
 
-struct Slot {
+// Cache-line aligned: each rank writes its own slot at every step while the others read theirs.
+struct alignas(64) Slot {
   CallDesc desc;
   const void* send = nullptr;
   void* recv = nullptr;

@@ -95,7 +95,8 @@ OmpCommunicator::OmpCommunicator(World& world, std::shared_ptr<GroupState> state
     : world_(world),
       state_(std::move(state)),
       rank_(group_rank),
-      world_rank_((*state_->members)[static_cast<std::size_t>(group_rank)]) {}
+      world_rank_((*state_->members)[static_cast<std::size_t>(group_rank)]),
+      ledger_members_(std::make_shared<const std::vector<int>>(*state_->members)) {}
 
 std::unique_ptr<Communicator> make_world_communicator(World& world, int world_rank) {
   std::vector<int> all(static_cast<std::size_t>(world.size()));
@@ -250,7 +251,7 @@ void OmpCommunicator::check_agreement(const std::vector<Slot>& slots) const {
 void OmpCommunicator::leave(const CallDesc& desc, std::uint64_t count, std::uint64_t sent,
                             std::uint64_t recvd) {
   sync(name(desc.op));
-  ledger().record({desc.op, state_->members, desc.dtype, count, sent, recvd, desc.algorithm,
+  ledger().record({desc.op, ledger_members_, desc.dtype, count, sent, recvd, desc.algorithm,
                    desc.reduce_op, -1, step_});
   ++step_;
 }
@@ -263,7 +264,7 @@ void OmpCommunicator::do_barrier() {
   d.dtype = DType::float32;
   enter(std::move(d), nullptr, nullptr);
   // One episode suffices: slots are double-buffered (group_state.hpp), so no closing wait.
-  ledger().record({Collective::barrier, state_->members, DType::float32, 0, 0, 0,
+  ledger().record({Collective::barrier, ledger_members_, DType::float32, 0, 0, 0,
                    Algorithm::none, ReduceOp::sum, -1, step_});
   ++step_;
 }
@@ -342,21 +343,20 @@ void OmpCommunicator::do_all_reduce(ConstBuffer send, MutBuffer recv, ReduceOp o
   const auto off = offsets_of(chunk);
   const auto r = static_cast<std::size_t>(rank_);
 
-  // Phase 1 (reduce_scatter): finish my chunk from every rank's send, in the algorithm's order.
+  // Rank r finishes chunk r from every rank's send, in the algorithm's order, and writes it
+  // straight into every rank's recv: in shared memory the all_gather phase then costs no second
+  // pass over the chunk and no second wait. Only rank r touches chunk r of any buffer, and each
+  // block is read from every input before it is written, so in-place calls are safe.
   std::vector<const void*> inputs(static_cast<std::size_t>(p));
   const auto order = fold_order(algo, rank_, p);
   for (std::size_t j = 0; j < inputs.size(); ++j) {
     inputs[j] = slots[static_cast<std::size_t>(order[j])].send;
   }
-  fold(send.dtype, op, inputs, off[r], chunk[r],
-       static_cast<std::byte*>(recv.data) + off[r] * es, p);
-  sync(opname);
-  // Phase 2 (all_gather): copy every other rank's finished chunk.
-  for (std::size_t k = 0; k < chunk.size(); ++k) {
-    if (k == r) continue;
-    copy_bytes(static_cast<std::byte*>(recv.data) + off[k] * es,
-               static_cast<const std::byte*>(slots[k].recv) + off[k] * es, chunk[k] * es);
+  std::vector<void*> outs(static_cast<std::size_t>(p));
+  for (std::size_t k = 0; k < outs.size(); ++k) {
+    outs[k] = static_cast<std::byte*>(slots[k].recv) + off[r] * es;
   }
+  fold_to(send.dtype, op, inputs, off[r], chunk[r], outs, p);
   const std::uint64_t S = send.count * es;
   const std::uint64_t c_r = chunk[r] * es;
   const std::uint64_t c_next = chunk[static_cast<std::size_t>(mod(rank_ + 1, p))] * es;
@@ -615,7 +615,7 @@ void OmpCommunicator::do_send(ConstBuffer buf, int dst, int tag) {
   const WaitSite site{"send", seq, state_->members.get(), dst, tag};
   world_.wait_change(world_rank_, ch.consumed, seq, site);
   if (!ch.error.empty()) throw CollectiveMismatch(ch.error);
-  ledger().record({Collective::send, state_->members, buf.dtype, buf.count,
+  ledger().record({Collective::send, ledger_members_, buf.dtype, buf.count,
                    buf.count * size_of(buf.dtype), 0, Algorithm::direct, ReduceOp::sum, dst, seq});
 }
 
@@ -643,7 +643,7 @@ void OmpCommunicator::do_recv(MutBuffer buf, int src, int tag) {
   ch.consumed.store(seq + 1, std::memory_order_release);
   world_.notify();
   if (!error.empty()) throw CollectiveMismatch(error);
-  ledger().record({Collective::recv, state_->members, buf.dtype, buf.count, 0,
+  ledger().record({Collective::recv, ledger_members_, buf.dtype, buf.count, 0,
                    buf.count * size_of(buf.dtype), Algorithm::direct, ReduceOp::sum, src, seq});
 }
 

@@ -78,6 +78,9 @@ class OmpCommunicator final : public Communicator {
   int world_rank_;
   std::uint64_t step_ = 0;       // collective steps completed on this group
   std::uint64_t wait_step_ = 0;  // the step being waited for (for messages)
+  // This rank's own copy of the member list for its ledger entries: copying the shared one
+  // would bump a reference count every rank of the group writes, once per call.
+  std::shared_ptr<const std::vector<int>> ledger_members_;
 };
 
 // The world communicator of `world_rank` (used by run()).
