@@ -11,14 +11,15 @@
 // Why 113 bits: the operands are at most float64 (53 bits), so every product of two operands
 // (≤ 106 bits) is exact in hp and no product can underflow (2^-2148 is far inside hp's range);
 // a sum of k such products is then within gamma_{k-1}(2^-113)·Σ|x||y| of the exact value, about
-// 2^-60 of a float64 ulp for k = 10^4 (bounds.hpp adds that term, so no check assumes the
-// reference is exact). numerics.md's timings: binary128 (GCC's __float128, libquadmath) 10 ms
+// 2^-47 of a float64 ulp of Σ|x||y| for k = 10^4 (bounds.hpp adds that term, so no check assumes
+// the reference is exact). numerics.md's timings: binary128 (GCC's __float128, libquadmath) 10 ms
 // for a 64×64×64 product, cpp_bin_float_quad 15 ms, mpfr_float_50 15 ms.
 //
 // Which type hp is: boost::multiprecision::float128 under GCC; under clang-14 (tsan and fuzz
 // presets) <quadmath.h> is not on clang's include path, so hp is cpp_bin_float_quad, the same
 // 113-bit binary format (IEEE binary128's precision and exponent range) in portable C++.
-// Define SHARDCHECK_REFERENCE_PORTABLE_HP to choose cpp_bin_float_quad under GCC too.
+// Define SHARDCHECK_REFERENCE_PORTABLE_HP to choose cpp_bin_float_quad under GCC too (for the
+// whole program: hp must be the same type in every translation unit).
 // Every function here is a template on R; the properties run both types (portable_hp.hpp).
 #pragma once
 

@@ -59,9 +59,9 @@ struct RankError {
 // failed). all() holds every rank's exception, secondary ones included.
 class RankFailure : public Error {
  public:
-  RankFailure(std::string message, int rank, std::exception_ptr cause,
+  RankFailure(const std::string& message, int rank, std::exception_ptr cause,
               std::vector<RankError> all)
-      : Error(std::move(message)), rank_(rank), cause_(std::move(cause)), all_(std::move(all)) {}
+      : Error(message), rank_(rank), cause_(std::move(cause)), all_(std::move(all)) {}
 
   int rank() const noexcept { return rank_; }
   const std::exception_ptr& cause() const noexcept { return cause_; }

@@ -75,7 +75,8 @@ struct GroupState {
 
   std::vector<Channel> channels;  // [src * size + dst]
   Channel& channel(int src, int dst) {
-    return channels[static_cast<std::size_t>(src * size + dst)];
+    return channels[static_cast<std::size_t>(src) * static_cast<std::size_t>(size) +
+                    static_cast<std::size_t>(dst)];
   }
 };
 

@@ -87,6 +87,9 @@ void World::sleep_until_change(int world_rank, const std::atomic<std::uint64_t>&
   struct Unregister {
     World& w;
     RankStatus& me;
+    Unregister(World& world, RankStatus& status) : w(world), me(status) {}
+    Unregister(const Unregister&) = delete;
+    Unregister& operator=(const Unregister&) = delete;
     ~Unregister() {
       w.sleepers_.fetch_sub(1, std::memory_order_seq_cst);
       me = {};
