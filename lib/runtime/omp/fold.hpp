@@ -69,7 +69,6 @@ void fold_typed(std::span<const void* const> inputs, std::size_t offset, std::si
     std::copy(first, first + n, acc);
     for (std::size_t j = 1; j < inputs.size(); ++j) {
       const T* x = static_cast<const T*>(inputs[j]) + offset + start;
-#pragma omp simd
       for (std::size_t i = 0; i < n; ++i) acc[i] = combine(Op, acc[i], x[i]);
     }
     if constexpr (Op == ReduceOp::avg) {
