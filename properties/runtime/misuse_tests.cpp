@@ -283,6 +283,22 @@ TEST(misuse, a_late_rank_does_not_complete_a_collective_its_peers_abandoned) {
   EXPECT_EQ(ranks_with<PeerAborted>(*f.error), (std::vector<int>{1}));
 }
 
+// The same for point to point: a sender that timed out retracts its message, so a late
+// receiver gets PeerAborted instead of copying from the sender's freed buffer.
+TEST(misuse, a_late_receiver_does_not_read_a_message_whose_sender_gave_up) {
+  const auto f = run_expecting_failure(2, [](Communicator& c) {
+    std::vector<double> x(4096, 1.0);
+    if (c.rank() == 0) {
+      c.send(std::span<const double>(x), 1);
+    } else {
+      std::this_thread::sleep_for(900ms);
+      c.recv(std::span<double>(x), 0);
+    }
+  });
+  expect_primary<TimeoutError>(f, 0, {"send"});
+  EXPECT_EQ(ranks_with<PeerAborted>(*f.error), (std::vector<int>{1}));
+}
+
 // ---------------------------------------------------------------- bad arguments
 
 TEST(misuse, recv_too_small_is_a_usage_error_on_that_rank) {

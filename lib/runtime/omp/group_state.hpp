@@ -42,7 +42,7 @@ struct alignas(64) Slot {
 };
 
 // One direction of a point-to-point link (src -> dst). The sender publishes and bumps
-// `posted`; the receiver copies (or records a mismatch) and bumps `consumed`.
+// `posted`; the receiver claims the message, copies (or records a mismatch) and bumps `consumed`.
 struct Channel {
   alignas(64) std::atomic<std::uint64_t> posted{0};
   alignas(64) std::atomic<std::uint64_t> consumed{0};
@@ -51,6 +51,10 @@ struct Channel {
   DType dtype = DType::float32;
   int tag = 0;
   std::string error;  // set by the receiver on a mismatch, read by the sender
+  // Who owns the posted message: 0 open, 1 claimed by the receiver (it reads `data`), 2
+  // retracted by a sender that gave up waiting (the receiver must not read `data`).
+  static constexpr int open = 0, claimed = 1, retracted = 2;
+  std::atomic<int> claim{open};
 };
 
 struct GroupState {
@@ -64,9 +68,16 @@ struct GroupState {
   std::shared_ptr<const std::vector<int>> members;  // world ranks, group order
   const int size;
 
-  // Central sense-counting barrier: the last arrival resets `arrived` and bumps `generation`.
-  alignas(64) std::atomic<std::uint64_t> arrived{0};
-  alignas(64) std::atomic<std::uint64_t> generation{0};
+  // Central counting barrier in one word: generation << 32 | abandoned << 31 | arrived. The
+  // last arrival turns (g, size - 1) into (g + 1, 0) with one CAS. A rank that gives up waiting
+  // (timeout, a failed peer) sets `abandoned` with a CAS that fails if the generation moved on,
+  // so "completed" and "abandoned" exclude each other: a late rank never enters a collective
+  // whose peers have unwound, and a rank never unwinds from a collective that completed while
+  // peers may still read its buffers.
+  static constexpr std::uint64_t barrier_gen_shift = 32;
+  static constexpr std::uint64_t barrier_abandoned = std::uint64_t{1} << 31;
+  static constexpr std::uint64_t barrier_count_mask = barrier_abandoned - 1;
+  alignas(64) std::atomic<std::uint64_t> barrier{0};
 
   // slots[step % 2][group rank]. Two sets, so a fast rank publishing step k+1 never overwrites
   // what a slow rank still reads for step k (it cannot reach step k+2 before the slow rank

@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <utility>
 
 namespace shardcheck::omp {
 namespace {
@@ -181,17 +182,49 @@ void OmpCommunicator::check_no_partial_overlap(std::string_view op, ConstBuffer 
 
 // ---- the synchronization skeleton ----
 
-void OmpCommunicator::sync(std::string_view what) {
+void OmpCommunicator::sync(std::string_view what, bool interruptible) {
   GroupState& g = *state_;
-  const std::uint64_t gen = g.generation.load(std::memory_order_acquire);
-  if (g.arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == static_cast<std::uint64_t>(g.size)) {
-    g.arrived.store(0, std::memory_order_relaxed);
-    g.generation.store(gen + 1, std::memory_order_release);
+  const WaitSite site{what, wait_step_, g.members.get()};
+  const auto size = static_cast<std::uint64_t>(g.size);
+  std::uint64_t w = g.barrier.load(std::memory_order_acquire);
+  std::uint64_t next = 0;
+  do {
+    if ((w & GroupState::barrier_abandoned) != 0) world_.throw_fatal(world_rank_, site);
+    next = (w & GroupState::barrier_count_mask) + 1 == size
+               ? ((w >> GroupState::barrier_gen_shift) + 1) << GroupState::barrier_gen_shift
+               : w + 1;
+  } while (!g.barrier.compare_exchange_weak(w, next, std::memory_order_acq_rel,
+                                            std::memory_order_acquire));
+  const std::uint64_t gen = w >> GroupState::barrier_gen_shift;
+  if ((next >> GroupState::barrier_gen_shift) != gen) {
     world_.notify();
     return;
   }
-  const WaitSite site{what, wait_step_, g.members.get()};
-  world_.wait_change(world_rank_, g.generation, gen, site);
+  w = next;
+  for (;;) {
+    try {
+      world_.wait_change(world_rank_, g.barrier, w, site, interruptible);
+    } catch (...) {
+      w = g.barrier.load(std::memory_order_acquire);
+      while ((w >> GroupState::barrier_gen_shift) == gen) {
+        if (g.barrier.compare_exchange_weak(w, w | GroupState::barrier_abandoned,
+                                            std::memory_order_acq_rel,
+                                            std::memory_order_acquire)) {
+          world_.notify();
+          throw;
+        }
+      }
+      pending_ = std::current_exception();
+      return;
+    }
+    w = g.barrier.load(std::memory_order_acquire);
+    if ((w >> GroupState::barrier_gen_shift) != gen) return;
+    if ((w & GroupState::barrier_abandoned) != 0) world_.throw_fatal(world_rank_, site);
+  }
+}
+
+void OmpCommunicator::finish() {
+  if (pending_) std::rethrow_exception(std::exchange(pending_, nullptr));
 }
 
 std::vector<Slot>& OmpCommunicator::enter(CallDesc desc, const void* send, void* recv) {
@@ -202,7 +235,7 @@ std::vector<Slot>& OmpCommunicator::enter(CallDesc desc, const void* send, void*
   mine.desc = std::move(desc);
   mine.send = send;
   mine.recv = recv;
-  sync(op);
+  sync(op, /*interruptible=*/true);
   check_agreement(slots);
   return slots;
 }
@@ -250,10 +283,11 @@ void OmpCommunicator::check_agreement(const std::vector<Slot>& slots) const {
 
 void OmpCommunicator::leave(const CallDesc& desc, std::uint64_t count, std::uint64_t sent,
                             std::uint64_t recvd) {
-  sync(name(desc.op));
+  sync(name(desc.op), /*interruptible=*/false);
   ledger().record({desc.op, ledger_members_, desc.dtype, count, sent, recvd, desc.algorithm,
                    desc.reduce_op, -1, step_});
   ++step_;
+  finish();
 }
 
 // ---- collectives ----
@@ -267,6 +301,7 @@ void OmpCommunicator::do_barrier() {
   ledger().record({Collective::barrier, ledger_members_, DType::float32, 0, 0, 0,
                    Algorithm::none, ReduceOp::sum, -1, step_});
   ++step_;
+  finish();
 }
 
 void OmpCommunicator::do_broadcast(MutBuffer buf, int root) {
@@ -610,10 +645,23 @@ void OmpCommunicator::do_send(ConstBuffer buf, int dst, int tag) {
   ch.dtype = buf.dtype;
   ch.tag = tag;
   ch.error.clear();
+  ch.claim.store(Channel::open, std::memory_order_relaxed);
   ch.posted.store(seq + 1, std::memory_order_release);
   world_.notify();
   const WaitSite site{"send", seq, state_->members.get(), dst, tag};
-  world_.wait_change(world_rank_, ch.consumed, seq, site);
+  try {
+    world_.wait_change(world_rank_, ch.consumed, seq, site);
+  } catch (...) {
+    // Giving up: retract the message, or, if the receiver already claimed it and is copying
+    // from `buf`, wait for it to finish before unwinding frees `buf`.
+    int expected = Channel::open;
+    if (!ch.claim.compare_exchange_strong(expected, Channel::retracted,
+                                          std::memory_order_acq_rel)) {
+      world_.wait_change(world_rank_, ch.consumed, seq, site, /*interruptible=*/false);
+    }
+    world_.notify();
+    throw;
+  }
   if (!ch.error.empty()) throw CollectiveMismatch(ch.error);
   ledger().record({Collective::send, ledger_members_, buf.dtype, buf.count,
                    buf.count * size_of(buf.dtype), 0, Algorithm::direct, ReduceOp::sum, dst, seq});
@@ -628,6 +676,10 @@ void OmpCommunicator::do_recv(MutBuffer buf, int src, int tag) {
   const std::uint64_t seq = ch.consumed.load(std::memory_order_relaxed);
   const WaitSite site{"recv", seq, state_->members.get(), src, tag};
   world_.wait_change(world_rank_, ch.posted, seq, site);
+  int expected = Channel::open;
+  if (!ch.claim.compare_exchange_strong(expected, Channel::claimed, std::memory_order_acq_rel)) {
+    world_.throw_fatal(world_rank_, site);  // the sender gave up and unwound
+  }
   std::string error;
   if (ch.dtype != buf.dtype || ch.count != buf.count || ch.tag != tag) {
     error = "send/recv mismatch on group " + format_group(*state_->members) + ", message " +

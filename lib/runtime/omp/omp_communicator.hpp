@@ -10,6 +10,7 @@
 #include "runtime/omp/group_state.hpp"
 #include "runtime/omp/world.hpp"
 
+#include <exception>
 #include <map>
 #include <memory>
 #include <optional>
@@ -53,8 +54,14 @@ class OmpCommunicator final : public Communicator {
   // Publishes `desc` and the buffers, waits for the group, and checks that every rank called
   // the same thing. Returns the step's slots (one per group rank).
   std::vector<Slot>& enter(CallDesc desc, const void* send, void* recv);
-  // Waits until every rank of the group has arrived (one barrier episode).
-  void sync(std::string_view what);
+  // Waits until every rank of the group has arrived (one barrier episode). An interruptible
+  // sync that is aborted abandons the episode (no late rank can complete it) and rethrows; if
+  // the episode completed meanwhile, it returns and keeps the error in `pending_` for
+  // finish(), because peers may now be reading this rank's buffers. A non-interruptible sync
+  // (the closing barrier) waits for the peers whatever happens.
+  void sync(std::string_view what, bool interruptible);
+  // Rethrows an error kept by sync() once the collective is over.
+  void finish();
   // The closing wait of a collective, then its ledger entry.
   void leave(const CallDesc& desc, std::uint64_t count, std::uint64_t sent, std::uint64_t recvd);
   void check_agreement(const std::vector<Slot>& slots) const;
@@ -78,6 +85,7 @@ class OmpCommunicator final : public Communicator {
   int world_rank_;
   std::uint64_t step_ = 0;       // collective steps completed on this group
   std::uint64_t wait_step_ = 0;  // the step being waited for (for messages)
+  std::exception_ptr pending_;   // an abort that came after the opening barrier completed
   // This rank's own copy of the member list for its ledger entries: copying the shared one
   // would bump a reference count every rank of the group writes, once per call.
   std::shared_ptr<const std::vector<int>> ledger_members_;

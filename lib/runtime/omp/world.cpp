@@ -57,13 +57,13 @@ void World::notify() {
 }
 
 void World::wait_change(int world_rank, const std::atomic<std::uint64_t>& word,
-                        std::uint64_t seen, const WaitSite& site) {
+                        std::uint64_t seen, const WaitSite& site, bool interruptible) {
   if (word.load(std::memory_order_acquire) != seen) return;
   if (!oversubscribed_) {
     for (int i = 0; i < spin_iterations; ++i) {
       cpu_relax();
       if (word.load(std::memory_order_acquire) != seen) return;
-      if (aborted_.load(std::memory_order_relaxed)) throw_fatal(world_rank, site);
+      if (interruptible && aborted_.load(std::memory_order_relaxed)) throw_fatal(world_rank, site);
     }
   }
   const auto start = std::chrono::steady_clock::now();
@@ -71,15 +71,16 @@ void World::wait_change(int world_rank, const std::atomic<std::uint64_t>& word,
   for (unsigned i = 0;; ++i) {
     std::this_thread::yield();
     if (word.load(std::memory_order_acquire) != seen) return;
-    if (aborted_.load(std::memory_order_relaxed)) throw_fatal(world_rank, site);
+    if (interruptible && aborted_.load(std::memory_order_relaxed)) throw_fatal(world_rank, site);
     if (i % 16 == 15 && std::chrono::steady_clock::now() - start > yield_phase) break;
   }
-  sleep_until_change(world_rank, word, seen, site, deadline);
+  sleep_until_change(world_rank, word, seen, site, deadline, interruptible);
 }
 
 void World::sleep_until_change(int world_rank, const std::atomic<std::uint64_t>& word,
                                std::uint64_t seen, const WaitSite& site,
-                               std::chrono::steady_clock::time_point deadline) {
+                               std::chrono::steady_clock::time_point deadline,
+                               bool interruptible) {
   std::unique_lock lock(mu_);
   auto& me = status_[static_cast<std::size_t>(world_rank)];
   me = {Status::sleeping, &word, seen, &site};
@@ -99,8 +100,10 @@ void World::sleep_until_change(int world_rank, const std::atomic<std::uint64_t>&
   check_deadlock_locked();
   while (word.load(std::memory_order_seq_cst) == seen) {
     // Both throws leave with the lock held: the Unregister guard runs before `lock` unlocks.
-    if (fatal_ != Fatal::none) throw_fatal_locked(world_rank, site);
-    if (std::chrono::steady_clock::now() >= deadline) time_out_locked(world_rank, site);
+    if (interruptible) {
+      if (fatal_ != Fatal::none) throw_fatal_locked(world_rank, site);
+      if (std::chrono::steady_clock::now() >= deadline) time_out_locked(world_rank, site);
+    }
     cv_.wait_for(lock, sleep_slice);
   }
 }

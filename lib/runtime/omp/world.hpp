@@ -51,8 +51,15 @@ class World {
   // Blocks rank `world_rank` until `word` no longer holds `seen`.
   // @throws PeerAborted when another rank failed, DeadlockError when no rank can make progress,
   //         TimeoutError past the run's timeout.
+  // With `interruptible` false the wait ignores failures, deadlocks and the timeout: only for
+  // waits that every peer is already committed to end (the closing barrier of a collective
+  // whose opening barrier completed), where unwinding would free buffers peers still read.
   void wait_change(int world_rank, const std::atomic<std::uint64_t>& word, std::uint64_t seen,
-                   const WaitSite& site);
+                   const WaitSite& site, bool interruptible = true);
+
+  // Throws what a rank sees when the run is failing: PeerAborted or DeadlockError. For a rank
+  // that finds a collective abandoned by a peer.
+  [[noreturn]] void throw_fatal(int world_rank, const WaitSite& site);
 
   // Wakes sleepers; call after changing any word a rank may wait on.
   void notify();
@@ -80,13 +87,12 @@ class World {
   };
   enum class Fatal : std::uint8_t { none, peer_failed, deadlock, timeout };
 
-  [[noreturn]] void throw_fatal(int world_rank, const WaitSite& site);
   [[noreturn]] void throw_fatal_locked(int world_rank, const WaitSite& site);
   void check_deadlock_locked();
   std::string status_table_locked() const;
   void sleep_until_change(int world_rank, const std::atomic<std::uint64_t>& word,
                           std::uint64_t seen, const WaitSite& site,
-                          std::chrono::steady_clock::time_point deadline);
+                          std::chrono::steady_clock::time_point deadline, bool interruptible);
   [[noreturn]] void time_out_locked(int world_rank, const WaitSite& site);
 
   const int size_;
