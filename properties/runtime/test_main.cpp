@@ -2,8 +2,10 @@
 // of a suite draws the same cases (the seed is per suite, set in properties/CMakeLists.txt),
 // unless RC_PARAMS is already set, and prints them so a run can be repeated.
 //
-//   replay a failure    RC_PARAMS="reproduce=<string printed by the failure>" <program> --gtest_filter=<test>
-//   another seed        RC_PARAMS="seed=123 max_success=1000" <program>
+//   replay a failure:
+//     RC_PARAMS="reproduce=<string printed by the failure>" <program> --gtest_filter=<test>
+//   another seed:
+//     RC_PARAMS="seed=123 max_success=1000" <program>
 //
 // RapidCheck reads RC_PARAMS when it first needs its configuration (the first property), so
 // setting it here, before any test runs, takes effect.

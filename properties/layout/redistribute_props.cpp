@@ -1,0 +1,317 @@
+// redistribute on 1-D to 3-D meshes (lib/layout/redistribute.hpp): materialize(redistribute(x,
+// t)) == materialize(x) for every valid pair of layouts, uneven shards included; round trips
+// return the original piece; and each rank's ledger equals the plan it declared, step by step.
+//
+// Values are small integers, so every reduction (sum, avg of equal terms, max, min) is exact
+// in double and results can be compared bit for bit; the bound-based comparison of reductions
+// in rounding arithmetic belongs to the op suites.
+#include "layout/materialize_mesh.hpp"
+#include "layout/redistribute.hpp"
+#include "layout_test_support.hpp"
+#include "runtime/errors.hpp"
+#include "runtime/launcher.hpp"
+
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace shardcheck {
+namespace {
+
+using layout_test::expect_usage_error;
+using layout_test::kMeshNames;
+
+struct Case {
+  DeviceMesh mesh = DeviceMesh::line(1);
+  Shape global;
+  std::vector<Placement> from, to;
+  ReduceOp op = ReduceOp::sum;  // of every Partial in the case
+};
+
+std::ostream& operator<<(std::ostream& os, const Case& c) {
+  return os << format_placements(c.from) << " -> " << format_placements(c.to) << " on "
+            << c.mesh.to_string() << ", global " << format_shape(c.global);
+}
+
+rc::Gen<Placement> genPlacement(std::size_t ndim, ReduceOp op, bool allow_partial) {
+  return rc::gen::exec([=] {
+    const int kind = *rc::gen::inRange(0, allow_partial ? 4 : 3);
+    if (kind == 0) return Placement::replicate();
+    if (kind == 3) return Placement::partial(op);
+    const auto d = *rc::gen::inRange<std::size_t>(0, ndim);
+    return Placement::shard(d, *rc::gen::element(SplitPolicy::chunk(), SplitPolicy::balanced()));
+  });
+}
+
+bool valid(const Placement& f, const Placement& t) {
+  if (f.is_shard() && t.is_partial()) return false;
+  if (f.is_partial() && t.is_partial() && f.reduce_op() != t.reduce_op()) return false;
+  return true;
+}
+
+rc::Gen<Case> genCase() {
+  return rc::gen::exec([] {
+    Case c;
+    const auto n = static_cast<std::size_t>(*rc::gen::inRange(1, 4));
+    const auto names = *rc::gen::unique<std::vector<int>>(n, rc::gen::inRange(0, 4));
+    std::vector<MeshDim> dims;
+    for (const int k : names) dims.push_back({kMeshNames[k], *rc::gen::inRange(1, 4)});
+    c.mesh = DeviceMesh(dims);
+    const auto nd = static_cast<std::size_t>(*rc::gen::inRange(1, 4));
+    c.global = *rc::gen::container<Shape>(nd, rc::gen::inRange<std::size_t>(0, 7));
+    c.op = *rc::gen::element(ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min);
+    for (std::size_t i = 0; i < c.mesh.ndim(); ++i) {
+      const auto f = *genPlacement(nd, c.op, true);
+      auto t = *genPlacement(nd, c.op, !f.is_shard());
+      // Mostly a change on this dimension, sometimes the same placement.
+      if (*rc::gen::inRange(0, 4) == 0) t = f;
+      RC_PRE(valid(f, t));
+      c.from.push_back(f);
+      c.to.push_back(t);
+    }
+    return c;
+  });
+}
+
+// The per-rank pieces of x under `layout`: a Partial's terms are small integers whose
+// reduction by `op` is exactly x (sum: random terms, the first fixed up; avg: equal terms;
+// max/min: the first term is x, the others below/above it).
+std::vector<Tensor<double>> pieces_of(const Tensor<double>& x, const Case& c,
+                                      const std::vector<Placement>& layout,
+                                      const std::vector<std::vector<double>>& noise) {
+  std::vector<std::size_t> partial;
+  for (std::size_t i = 0; i < layout.size(); ++i) {
+    if (layout[i].is_partial() && c.mesh.size(i) > 1) partial.push_back(i);
+  }
+  std::size_t n_terms = 1;
+  for (const auto i : partial) n_terms *= static_cast<std::size_t>(c.mesh.size(i));
+  std::vector<Tensor<double>> terms(n_terms, x);
+  for (std::size_t t = 1; t < n_terms; ++t) {
+    for (std::size_t k = 0; k < x.size(); ++k) {
+      const double e = noise[t][k];
+      switch (c.op) {
+        case ReduceOp::sum:
+          terms[t].data()[k] = e;
+          terms[0].data()[k] -= e;
+          break;
+        case ReduceOp::max: terms[t].data()[k] = x.data()[k] - std::abs(e); break;
+        case ReduceOp::min: terms[t].data()[k] = x.data()[k] + std::abs(e); break;
+        default: break;  // avg, product: equal terms
+      }
+    }
+  }
+  std::vector<Tensor<double>> pieces;
+  for (int r = 0; r < c.mesh.world_size(); ++r) {
+    const auto co = c.mesh.coordinates(r);
+    std::size_t t = 0;
+    for (const auto i : partial) {
+      t = t * static_cast<std::size_t>(c.mesh.size(i)) + static_cast<std::size_t>(co[i]);
+    }
+    const auto piece = local_piece(c.global, c.mesh, layout, co);
+    Tensor<double> out(piece.shape);
+    detail::copy_block(terms[t].data(), c.global, piece.offset, out.data(), piece.shape,
+                       Shape(piece.shape.size(), 0), piece.shape);
+    pieces.push_back(std::move(out));
+  }
+  return pieces;
+}
+
+// The global tensor the pieces stand for, reducing Partial terms exactly (integers).
+Tensor<double> global_of(const std::vector<Tensor<double>>& pieces, const Case& c,
+                         const std::vector<Placement>& layout) {
+  const auto m = materialize(pieces, c.mesh, layout, c.global);
+  RC_ASSERT(m.divergent_ranks.empty());
+  if (!m.reduce_op) return m.terms.at(0);
+  Tensor<double> out = m.terms.at(0);
+  for (std::size_t t = 1; t < m.terms.size(); ++t) {
+    for (std::size_t k = 0; k < out.size(); ++k) {
+      const double v = m.terms[t].data()[k];
+      double& o = out.data()[k];
+      switch (*m.reduce_op) {
+        case ReduceOp::sum:
+        case ReduceOp::avg: o += v; break;
+        case ReduceOp::max: o = std::max(o, v); break;
+        case ReduceOp::min: o = std::min(o, v); break;
+        default: break;
+      }
+    }
+  }
+  if (*m.reduce_op == ReduceOp::avg) {
+    for (auto& v : out.values()) v /= static_cast<double>(m.terms.size());
+  }
+  return out;
+}
+
+struct Outcome {
+  std::vector<Tensor<double>> pieces;
+  std::vector<RedistributePlan> plans;
+  std::vector<std::vector<LedgerEntry>> ledgers;
+};
+
+Outcome run_redistribute(const Case& c, const std::vector<Tensor<double>>& in,
+                         const std::vector<Placement>& from, const std::vector<Placement>& to) {
+  Outcome o;
+  o.pieces.resize(in.size());
+  o.plans.resize(in.size());
+  o.ledgers.resize(in.size());
+  run(c.mesh.world_size(), [&](Communicator& world) {
+    MeshGroups groups(world, c.mesh);
+    const auto r = static_cast<std::size_t>(world.rank());
+    o.plans[r] =
+        plan_redistribute(c.global, DType::float64, c.mesh, from, to, groups.coordinates());
+    world.ledger().clear();
+    o.pieces[r] = redistribute(groups, in[r], c.global, from, to);
+    o.ledgers[r] = world.ledger().entries();
+  });
+  return o;
+}
+
+std::vector<std::vector<double>> genNoise(std::size_t terms, std::size_t n) {
+  return *rc::gen::container<std::vector<std::vector<double>>>(
+      terms, rc::gen::container<std::vector<double>>(
+                 n, rc::gen::map(rc::gen::inRange(-20, 21), [](int v) { return double(v); })));
+}
+
+RC_GTEST_PROP(redistribute, preserves_the_global_tensor_and_matches_its_declared_plan, ()) {
+  const auto c = *genCase();
+  RC_TAG(c.mesh.ndim());
+  Tensor<double> x(c.global);
+  const auto xs = *rc::gen::container<std::vector<double>>(
+      x.size(), rc::gen::map(rc::gen::inRange(-50, 51), [](int v) { return double(v); }));
+  std::copy(xs.begin(), xs.end(), x.data());
+  const auto noise = genNoise(64, x.size());
+  const auto in = pieces_of(x, c, c.from, noise);
+  const auto o = run_redistribute(c, in, c.from, c.to);
+  std::set<std::string> kinds;
+  for (const auto& plan : o.plans) {
+    for (const auto& s : plan.steps) kinds.insert(std::string(name(s.kind)));
+  }
+  for (const char* k : {"all_gather", "all_reduce", "reduce_scatter", "all_to_all", "local slice",
+                        "keep on coordinate 0"}) {
+    RC_CLASSIFY(kinds.count(k) != 0, k);
+  }
+  const auto got = global_of(o.pieces, c, c.to);
+  RC_ASSERT(bit_equal(got, x));
+  // Each rank's ledger holds exactly the plan's collectives, in order, with its bytes.
+  for (std::size_t r = 0; r < o.plans.size(); ++r) {
+    std::vector<const RedistributeStep*> coll;
+    for (const auto& s : o.plans[r].steps) {
+      if (s.is_collective()) coll.push_back(&s);
+    }
+    RC_ASSERT(o.ledgers[r].size() == coll.size());
+    for (std::size_t k = 0; k < coll.size(); ++k) {
+      RC_ASSERT(std::string(name(o.ledgers[r][k].op)) == std::string(name(coll[k]->kind)));
+      if (o.ledgers[r][k].bytes_sent != coll[k]->sent_bytes) {
+        RC_FAIL("rank " + std::to_string(r) + " step " + coll[k]->to_string(c.mesh) +
+                " but the ledger has " + o.ledgers[r][k].to_string());
+      }
+      if (o.ledgers[r][k].bytes_recv != coll[k]->received_bytes) {
+        RC_FAIL("rank " + std::to_string(r) + " step " + coll[k]->to_string(c.mesh) +
+                " but the ledger has " + o.ledgers[r][k].to_string());
+      }
+    }
+  }
+}
+
+// Shard/Replicate layouts: there and back returns every rank's original piece, bit for bit.
+RC_GTEST_PROP(redistribute, a_round_trip_returns_the_original_pieces, ()) {
+  auto c = *genCase();
+  for (auto* layout : {&c.from, &c.to}) {
+    for (auto& p : *layout) {
+      if (p.is_partial()) p = Placement::replicate();
+    }
+  }
+  Tensor<double> x(c.global);
+  for (std::size_t k = 0; k < x.size(); ++k) x.data()[k] = static_cast<double>(k) + 0.25;
+  const auto in = pieces_of(x, c, c.from, {});
+  const auto there = run_redistribute(c, in, c.from, c.to);
+  const auto back = run_redistribute(c, there.pieces, c.to, c.from);
+  for (std::size_t r = 0; r < in.size(); ++r) RC_ASSERT(bit_equal(back.pieces[r], in[r]));
+}
+
+TEST(redistribute, the_plan_names_each_step_and_its_collective) {
+  const DeviceMesh mesh({{"dp", 2}, {"tp", 2}});
+  const auto plan =
+      plan_redistribute({5, 4}, DType::float32, mesh, {Placement::shard(0), Placement::shard(0)},
+                        {Placement::replicate(), Placement::shard(1)}, {0, 0});
+  // Innermost cut undone first: tp gathers rows 2|1 of the dp piece (3 rows), then dp gathers
+  // 3|2 rows; then tp slices columns.
+  EXPECT_EQ(plan.to_string(mesh),
+            "tp: S(0) -> R all_gather [2, 4] -> [3, 4], sent 32 B, received 16 B\n"
+            "dp: S(0) -> R all_gather [3, 4] -> [5, 4], sent 48 B, received 32 B\n"
+            "tp: R -> S(1) local slice [5, 4] -> [5, 2], sent 0 B, received 0 B\n");
+}
+
+TEST(redistribute, a_single_shard_dimension_change_is_one_all_to_all) {
+  const DeviceMesh mesh = DeviceMesh::line(3, "cp");
+  const auto plan = plan_redistribute({7, 5}, DType::float32, mesh, {Placement::shard(0)},
+                                      {Placement::shard(1)}, {2});
+  ASSERT_EQ(plan.steps.size(), 1U);
+  EXPECT_EQ(plan.steps[0].kind, RedistributeStep::Kind::all_to_all);
+  EXPECT_EQ(plan.steps[0].before, (Shape{1, 5}));  // chunk 7/3 = 3,3,1
+  EXPECT_EQ(plan.steps[0].after, (Shape{7, 1}));   // chunk 5/3 = 2,2,1
+}
+
+// R -> P(sum): coordinate 0 keeps the value and the others hold zeros (exact), not value/P.
+TEST(redistribute, replicate_to_partial_sum_keeps_the_value_on_coordinate_zero) {
+  const DeviceMesh mesh = DeviceMesh::line(3);
+  std::vector<Tensor<double>> out(3);
+  run(3, [&](Communicator& world) {
+    MeshGroups g(world, mesh);
+    const Tensor<double> x({2}, {1.5, -3.0});
+    out[static_cast<std::size_t>(world.rank())] =
+        redistribute(g, x, {2}, {Placement::replicate()}, {Placement::partial()});
+  });
+  EXPECT_EQ(out[0].values(), (std::vector<double>{1.5, -3.0}));
+  EXPECT_EQ(out[1].values(), (std::vector<double>{0.0, 0.0}));
+  EXPECT_EQ(out[2].values(), (std::vector<double>{0.0, 0.0}));
+}
+
+TEST(redistribute, impossible_transitions_are_usage_errors) {
+  const DeviceMesh mesh({{"dp", 2}, {"tp", 2}});
+  expect_usage_error(
+      [&] {
+        plan_redistribute({4}, DType::float32, mesh, {Placement::shard(0), Placement::replicate()},
+                          {Placement::partial(), Placement::replicate()}, {0, 0});
+      },
+      {"[S(0), R] -> [P(sum), R]", "(dp=2, tp=2)", "dp goes S(0) -> P(sum)", "Go through R"});
+  expect_usage_error(
+      [&] {
+        plan_redistribute({4}, DType::float32, mesh,
+                          {Placement::replicate(), Placement::partial(ReduceOp::sum)},
+                          {Placement::replicate(), Placement::partial(ReduceOp::avg)}, {0, 0});
+      },
+      {"tp goes P(sum) -> P(avg)", "no conversion between reductions is exact"});
+  expect_usage_error(
+      [&] {
+        plan_redistribute({4}, DType::float32, mesh, {Placement::shard(0)},
+                          {Placement::replicate()}, {0, 0});
+      },
+      {"one placement per mesh dimension (2)"});
+}
+
+TEST(redistribute, a_piece_of_the_wrong_shape_is_a_usage_error) {
+  try {
+    run(2, [](Communicator& world) {
+      MeshGroups g(world, DeviceMesh::line(2));
+      const Tensor<double> x({3});
+      (void)redistribute(g, x, {5}, {Placement::shard(0)}, {Placement::replicate()});
+    });
+    ADD_FAILURE() << "no error";
+  } catch (const RankFailure& e) {
+    EXPECT_NE(std::string(e.what()).find("holds [3] but its piece of [5] under [S(0)] is ["),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace shardcheck
