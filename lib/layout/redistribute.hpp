@@ -159,6 +159,89 @@ inline std::size_t numel_except(const Shape& s, std::size_t d) {
 
 }  // namespace detail
 
+// One step of a plan on this rank: `g` is the rank's group along step.mesh_dim, `x` its piece
+// before the step (shape step.before); returns its piece after (shape step.after).
+template <Element T>
+Tensor<T> execute_step(Communicator& g, const RedistributeStep& step, Tensor<T> x) {
+  using Kind = RedistributeStep::Kind;
+  const int p = g.size();
+  switch (step.kind) {
+    case Kind::all_gather: {
+      const std::size_t d = step.from.dim();
+      const auto send = detail::to_d_major(x, d);
+      std::vector<T> recv(numel(step.after));
+      g.all_gather(std::span<const T>(send), std::span<T>(recv), step.counts);
+      return detail::from_d_major(std::span<const T>(recv), step.after, d);
+    }
+    case Kind::all_reduce: {
+      g.all_reduce(x.span(), detail::partial_op(step.from));
+      return x;
+    }
+    case Kind::reduce_scatter: {
+      const std::size_t d = step.to.dim();
+      const auto send = detail::to_d_major(x, d);
+      std::vector<T> recv(numel(step.after));
+      g.reduce_scatter(std::span<const T>(send), std::span<T>(recv), step.counts,
+                       detail::partial_op(step.from));
+      return detail::from_d_major(std::span<const T>(recv), step.after, d);
+    }
+    case Kind::local_slice: {
+      const std::size_t d = step.to.dim();
+      const auto cuts = split(step.to.policy(), step.before[d], p);
+      Shape off(step.before.size(), 0);
+      off[d] = cuts[static_cast<std::size_t>(g.rank())].offset;
+      Tensor<T> y(step.after);
+      detail::copy_block(x.data(), step.before, off, y.data(), step.after,
+                         Shape(step.after.size(), 0), step.after);
+      return y;
+    }
+    case Kind::keep_on_first: {
+      if (g.rank() != 0) x = Tensor<T>(x.shape());
+      return x;
+    }
+    case Kind::all_to_all: {
+      const std::size_t a = step.from.dim();
+      const std::size_t b = step.to.dim();
+      // The parent piece along a is the gathered size; along b it is the current size.
+      Shape parent = step.before;
+      parent[a] = step.after[a];
+      const auto a_cuts = split(step.from.policy(), parent[a], p);
+      const auto b_cuts = split(step.to.policy(), parent[b], p);
+      std::vector<T> send;
+      std::vector<std::size_t> send_counts, recv_counts;
+      for (int m = 0; m < p; ++m) {
+        Shape blk = step.before;
+        blk[b] = b_cuts[static_cast<std::size_t>(m)].size;
+        Shape off(blk.size(), 0);
+        off[b] = b_cuts[static_cast<std::size_t>(m)].offset;
+        const std::size_t start = send.size();
+        send.resize(start + numel(blk));
+        detail::copy_block(x.data(), step.before, off, send.data() + start, blk,
+                           Shape(blk.size(), 0), blk);
+        send_counts.push_back(numel(blk));
+        Shape rblk = step.after;
+        rblk[a] = a_cuts[static_cast<std::size_t>(m)].size;
+        recv_counts.push_back(numel(rblk));
+      }
+      std::vector<T> recv(numel(step.after));
+      g.all_to_all(std::span<const T>(send), send_counts, std::span<T>(recv), recv_counts);
+      Tensor<T> y(step.after);
+      std::size_t start = 0;
+      for (int s = 0; s < p; ++s) {
+        Shape rblk = step.after;
+        rblk[a] = a_cuts[static_cast<std::size_t>(s)].size;
+        Shape off(rblk.size(), 0);
+        off[a] = a_cuts[static_cast<std::size_t>(s)].offset;
+        detail::copy_block(recv.data() + start, rblk, Shape(rblk.size(), 0), y.data(), step.after,
+                           off, rblk);
+        start += numel(rblk);
+      }
+      return y;
+    }
+  }
+  return x;
+}
+
 // Runs the plan on this rank: `local` is its piece under `from`; returns its piece under `to`.
 // Every rank of the mesh calls it with the same arguments but its own piece.
 // @throws UsageError as plan_redistribute, or when `local` does not have the piece's shape.
@@ -176,91 +259,9 @@ Tensor<T> redistribute(const MeshGroups& groups, const Tensor<T>& local, const S
                      format_shape(local.shape()) + " but its piece of " + format_shape(global) +
                      " under " + format_placements(from) + " is " + format_shape(expect));
   }
-  using Kind = RedistributeStep::Kind;
   Tensor<T> x = local;
-  for (const auto& step : plan.steps) {
-    const std::size_t i = step.mesh_dim;
-    Communicator& g = groups.along(i);
-    const int p = g.size();
-    switch (step.kind) {
-      case Kind::all_gather: {
-        const std::size_t d = step.from.dim();
-        const auto send = detail::to_d_major(x, d);
-        std::vector<T> recv(numel(step.after));
-        g.all_gather(std::span<const T>(send), std::span<T>(recv), step.counts);
-        x = detail::from_d_major(std::span<const T>(recv), step.after, d);
-        break;
-      }
-      case Kind::all_reduce: {
-        g.all_reduce(x.span(), detail::partial_op(step.from));
-        break;
-      }
-      case Kind::reduce_scatter: {
-        const std::size_t d = step.to.dim();
-        const auto send = detail::to_d_major(x, d);
-        std::vector<T> recv(numel(step.after));
-        g.reduce_scatter(std::span<const T>(send), std::span<T>(recv), step.counts,
-                         detail::partial_op(step.from));
-        x = detail::from_d_major(std::span<const T>(recv), step.after, d);
-        break;
-      }
-      case Kind::local_slice: {
-        const std::size_t d = step.to.dim();
-        const auto cuts = split(step.to.policy(), step.before[d], p);
-        Shape off(step.before.size(), 0);
-        off[d] = cuts[static_cast<std::size_t>(g.rank())].offset;
-        Tensor<T> y(step.after);
-        detail::copy_block(x.data(), step.before, off, y.data(), step.after,
-                           Shape(step.after.size(), 0), step.after);
-        x = std::move(y);
-        break;
-      }
-      case Kind::keep_on_first: {
-        if (g.rank() != 0) x = Tensor<T>(x.shape());
-        break;
-      }
-      case Kind::all_to_all: {
-        const std::size_t a = step.from.dim();
-        const std::size_t b = step.to.dim();
-        // The parent piece along a is the gathered size; along b it is the current size.
-        Shape parent = step.before;
-        parent[a] = step.after[a];
-        const auto a_cuts = split(step.from.policy(), parent[a], p);
-        const auto b_cuts = split(step.to.policy(), parent[b], p);
-        std::vector<T> send;
-        std::vector<std::size_t> send_counts, recv_counts;
-        for (int m = 0; m < p; ++m) {
-          Shape blk = step.before;
-          blk[b] = b_cuts[static_cast<std::size_t>(m)].size;
-          Shape off(blk.size(), 0);
-          off[b] = b_cuts[static_cast<std::size_t>(m)].offset;
-          const std::size_t start = send.size();
-          send.resize(start + numel(blk));
-          detail::copy_block(x.data(), step.before, off, send.data() + start, blk,
-                             Shape(blk.size(), 0), blk);
-          send_counts.push_back(numel(blk));
-          Shape rblk = step.after;
-          rblk[a] = a_cuts[static_cast<std::size_t>(m)].size;
-          recv_counts.push_back(numel(rblk));
-        }
-        std::vector<T> recv(numel(step.after));
-        g.all_to_all(std::span<const T>(send), send_counts, std::span<T>(recv), recv_counts);
-        Tensor<T> y(step.after);
-        std::size_t start = 0;
-        for (int s = 0; s < p; ++s) {
-          Shape rblk = step.after;
-          rblk[a] = a_cuts[static_cast<std::size_t>(s)].size;
-          Shape off(rblk.size(), 0);
-          off[a] = a_cuts[static_cast<std::size_t>(s)].offset;
-          detail::copy_block(recv.data() + start, rblk, Shape(rblk.size(), 0), y.data(), step.after,
-                             off, rblk);
-          start += numel(rblk);
-        }
-        x = std::move(y);
-        break;
-      }
-    }
-  }
+  for (const auto& step : plan.steps)
+    x = execute_step(groups.along(step.mesh_dim), step, std::move(x));
   return x;
 }
 

@@ -1,11 +1,12 @@
-// What the layout tests share: mesh-dimension names and a check that a call throws a
-// UsageError whose message holds given words.
+// What the layout tests share: mesh-dimension names, a check that a call throws a UsageError
+// whose message holds given words, and a test of an exception's type.
 #pragma once
 
 #include "runtime/errors.hpp"
 
 #include <gtest/gtest.h>
 
+#include <exception>
 #include <functional>
 #include <string>
 #include <vector>
@@ -23,6 +24,18 @@ inline void expect_usage_error(const std::function<void()>& f,
     for (const auto& w : words) {
       EXPECT_NE(std::string(e.what()).find(w), std::string::npos) << e.what();
     }
+  }
+}
+
+// Whether the exception `e` is an E.
+template <class E>
+bool holds(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const E&) {
+    return true;
+  } catch (...) {
+    return false;
   }
 }
 

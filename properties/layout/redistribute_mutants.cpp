@@ -1,0 +1,178 @@
+#include "redistribute_impl.hpp"
+
+#include "runtime/errors.hpp"
+
+#include <algorithm>
+#include <optional>
+
+namespace shardcheck::layout_test {
+namespace {
+
+using Kind = RedistributeStep::Kind;
+// Replaces the library's execution of one step; nullopt: use the library's.
+using StepOverride = std::function<std::optional<Tensor<double>>(
+    const MeshGroups&, Communicator&, const RedistributeStep&, const Tensor<double>&)>;
+using PlanEdit = std::function<void(RedistributePlan&)>;
+
+RedistributeImpl make(std::string name, std::string description, PlanEdit edit,
+                      StepOverride over = {}, bool accept_partial_op_change = false) {
+  RedistributeImpl impl;
+  impl.name = "mutant:" + std::move(name);
+  impl.description = std::move(description);
+  impl.run = [edit, over, accept_partial_op_change](
+                 const MeshGroups& groups, const Tensor<double>& local, const Shape& global,
+                 const std::vector<Placement>& from, const std::vector<Placement>& to) {
+    RedistributePlan plan;
+    try {
+      plan =
+          plan_redistribute(global, DType::float64, groups.mesh(), from, to, groups.coordinates());
+    } catch (const UsageError&) {
+      if (!accept_partial_op_change) throw;
+      bool only_op_change = true;
+      for (std::size_t i = 0; i < from.size(); ++i) {
+        if (from[i].is_shard() && to[i].is_partial()) only_op_change = false;
+      }
+      if (!only_op_change) throw;
+      return local;  // P(a) -> P(b) "converted" by relabelling
+    }
+    if (edit) edit(plan);
+    Tensor<double> x = local;
+    for (const auto& step : plan.steps) {
+      Communicator& g = groups.along(step.mesh_dim);
+      std::optional<Tensor<double>> y;
+      if (over) y = over(groups, g, step, x);
+      x = y ? std::move(*y) : execute_step(g, step, std::move(x));
+    }
+    return x;
+  };
+  return impl;
+}
+
+
+// Piece `index` of `x` cut along the step's target dimension by `policy` into p parts.
+Tensor<double> slice_piece(const Tensor<double>& x, const RedistributeStep& s,
+                           const SplitPolicy& policy, int index, int p) {
+  const std::size_t d = s.to.dim();
+  const auto cut = split(policy, s.before[d], p)[static_cast<std::size_t>(index)];
+  Shape off(s.before.size(), 0);
+  off[d] = cut.offset;
+  Shape block = s.before;
+  block[d] = cut.size;
+  Tensor<double> y(block);
+  detail::copy_block(x.data(), s.before, off, y.data(), block, Shape(block.size(), 0), block);
+  return y;
+}
+
+}  // namespace
+
+RedistributeImpl library_redistribute() {
+  RedistributeImpl impl;
+  impl.name = "shardcheck";
+  impl.description = "the library's redistribute (lib/layout/redistribute.hpp)";
+  impl.run = [](const MeshGroups& groups, const Tensor<double>& local, const Shape& global,
+                const std::vector<Placement>& from, const std::vector<Placement>& to) {
+    return redistribute(groups, local, global, from, to);
+  };
+  return impl;
+}
+
+std::vector<RedistributeImpl> redistribute_mutants() {
+  std::vector<RedistributeImpl> m;
+  m.push_back(
+      make("uneven-gather-keeps-padding",
+           "pads every piece to the largest before an equal-count all_gather (as NCCL needs) and "
+           "forgets to drop the padding: the gathered rows are shifted and the last ones lost",
+           {},
+           [](const MeshGroups&, Communicator& g, const RedistributeStep& s,
+              const Tensor<double>& x) -> std::optional<Tensor<double>> {
+             if (s.kind != Kind::all_gather) return std::nullopt;
+             const std::size_t most = *std::max_element(s.counts.begin(), s.counts.end());
+             auto send = detail::to_d_major(x, s.from.dim());
+             send.resize(most, 0.0);
+             std::vector<double> recv(most * static_cast<std::size_t>(g.size()));
+             g.all_gather(std::span<const double>(send), std::span<double>(recv));
+             recv.resize(numel(s.after));
+             return detail::from_d_major(std::span<const double>(recv), s.after, s.from.dim());
+           }));
+  m.push_back(make("gathered-size-as-local-times-p",
+                   "infers every rank's piece of an all_gather as its own size (global = local "
+                   "x P): right for even splits only",
+                   [](RedistributePlan& plan) {
+                     for (auto& s : plan.steps) {
+                       if (s.kind != Kind::all_gather) continue;
+                       // Every rank believes all pieces have its own count.
+                       const std::size_t mine = numel(s.before);
+                       for (auto& c : s.counts) c = mine;
+                     }
+                   }));
+  m.push_back(make("nested-shards-gathered-outer-first",
+                   "undoes nested shards of one tensor dimension outermost first, so the inner "
+                   "pieces are concatenated as if the outer cut came last",
+                   [](RedistributePlan& plan) {
+                     // Reverse the leading run of all_gathers (the library gathers innermost
+                     // first); shapes and counts stay as planned for the right order.
+                     std::size_t n = 0;
+                     while (n < plan.steps.size() && plan.steps[n].kind == Kind::all_gather) ++n;
+                     std::reverse(plan.steps.begin(),
+                                  plan.steps.begin() + static_cast<std::ptrdiff_t>(n));
+                   }));
+  m.push_back(make("partial-op-change-is-a-no-op",
+                   "accepts P(sum) -> P(avg) (or any other change of reduce op) and only "
+                   "relabels the pieces, which changes the tensor they stand for",
+                   {}, {}, /*accept_partial_op_change=*/true));
+  m.push_back(make("avg-reduced-as-sum",
+                   "reduces Partial(avg) with sum (the 1/P forgotten): P(avg) -> R and "
+                   "P(avg) -> S come out P times too large",
+                   [](RedistributePlan& plan) {
+                     for (auto& s : plan.steps) {
+                       if (s.from.is_partial() && s.from.reduce_op() == ReduceOp::avg) {
+                         s.from = Placement::partial(ReduceOp::sum);
+                       }
+                     }
+                   }));
+  m.push_back(make("replicate-to-partial-sum-keeps-value-everywhere",
+                   "R -> P(sum) leaves the value on every rank, so the sum is P times the tensor",
+                   [](RedistributePlan& plan) {
+                     std::erase_if(plan.steps,
+                                   [](const auto& s) { return s.kind == Kind::keep_on_first; });
+                   }));
+  m.push_back(
+      make("gather-along-wrong-dimension",
+           "concatenates the all_gather's pieces along the next tensor dimension instead of the "
+           "sharded one",
+           {},
+           [](const MeshGroups&, Communicator& g, const RedistributeStep& s,
+              const Tensor<double>& x) -> std::optional<Tensor<double>> {
+             if (s.kind != Kind::all_gather || s.before.size() < 2) return std::nullopt;
+             const std::size_t d = s.from.dim();
+             const std::size_t wrong = (d + 1) % s.before.size();
+             // The data are packed along the wrong axis, then unpacked as if along d.
+             const auto send = detail::to_d_major(x, wrong);
+             std::vector<double> recv(numel(s.after));
+             g.all_gather(std::span<const double>(send), std::span<double>(recv), s.counts);
+             return detail::from_d_major(std::span<const double>(recv), s.after, d);
+           }));
+  m.push_back(
+      make("slice-by-world-rank",
+           "R -> S slices by the world rank (mod the group size) instead of the rank's coordinate "
+           "on that mesh dimension: right on a 1-D mesh, wrong on a sub-mesh",
+           {},
+           [](const MeshGroups& groups, Communicator& g, const RedistributeStep& s,
+              const Tensor<double>& x) -> std::optional<Tensor<double>> {
+             if (s.kind != Kind::local_slice) return std::nullopt;
+             return slice_piece(x, s, s.to.policy(), groups.world().rank() % g.size(), g.size());
+           }));
+  m.push_back(
+      make("split-policy-ignored",
+           "R -> S cuts by torch.chunk whatever the target's split policy: balanced and explicit "
+           "splits come out with the wrong sizes in the wrong places",
+           {},
+           [](const MeshGroups&, Communicator& g, const RedistributeStep& s,
+              const Tensor<double>& x) -> std::optional<Tensor<double>> {
+             if (s.kind != Kind::local_slice) return std::nullopt;
+             return slice_piece(x, s, SplitPolicy::chunk(), g.rank(), g.size());
+           }));
+  return m;
+}
+
+}  // namespace shardcheck::layout_test
