@@ -4,6 +4,7 @@
 #include "engine/suite.hpp"
 #include "reports/report.hpp"
 #include "runtime/errors.hpp"
+#include "tools/shardcheck/budget_command.hpp"
 
 #include <charconv>
 #include <chrono>
@@ -51,8 +52,8 @@ std::vector<DType> parse_dtypes(const std::string& text) {
   std::size_t start = 0;
   while (start <= text.size()) {
     const auto comma = text.find(',', start);
-    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos
-                                                                           : comma - start);
+    const std::string item =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     bool found = false;
     for (const DType t : {DType::float64, DType::float32, DType::bfloat16, DType::float16}) {
       if (item == name(t)) {
@@ -72,10 +73,10 @@ std::vector<DType> parse_dtypes(const std::string& text) {
 
 Options parse(int argc, const char* const* argv) {
   Options o;
-  if (argc < 2) usage_error("missing command; use list, check or mutants");
+  if (argc < 2) usage_error("missing command; use list, check, mutants or budget");
   o.command = argv[1];
   if (o.command != "list" && o.command != "check" && o.command != "mutants") {
-    usage_error("unknown command '" + o.command + "'; use list, check or mutants");
+    usage_error("unknown command '" + o.command + "'; use list, check, mutants or budget");
   }
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
@@ -87,7 +88,8 @@ Options parse(int argc, const char* const* argv) {
     else if (a == "--property" && o.command == "check") o.property = value();
     else if (a == "--cases") o.cases = parse_int<int>(a, value(), 1, 1000000);
     else if (a == "--seed") o.seed = parse_int<std::uint64_t>(a, value(), 0, UINT64_MAX);
-    else if (a == "--max-world") o.config.max_world = parse_int<int>(a, value(), 1, max_world_limit);
+    else if (a == "--max-world")
+      o.config.max_world = parse_int<int>(a, value(), 1, max_world_limit);
     else if (a == "--dtype") {
       o.config.dtypes = parse_dtypes(value());
       o.dtype_given = true;
@@ -212,8 +214,8 @@ int check_command(const Options& o, std::ostream& out) {
             << " cases, worst bound ratio " << ratio_text(result.max_ratio) << "\n";
       } else {
         ++failed;
-        out << "FAIL  " << s->name() << "/" << p.name << " [" << impl << "]  after "
-            << result.cases << " passing cases; the smallest failing case:\n"
+        out << "FAIL  " << s->name() << "/" << p.name << " [" << impl << "]  after " << result.cases
+            << " passing cases; the smallest failing case:\n"
             << indent(result.message) << "\n  replay: " << replay_command(o, result) << "\n";
       }
       rep.properties.push_back(std::move(result));
@@ -291,6 +293,9 @@ int mutants_command(const Options& o, std::ostream& out) {
 
 int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
   try {
+    if (argc >= 2 && std::string(argv[1]) == "budget") {
+      return budget_command(std::vector<std::string>(argv + 2, argv + argc), out);
+    }
     Options o = parse(argc, argv);
     for (int i = 0; i < argc; ++i) o.command_line += (i ? " " : "") + std::string(argv[i]);
     if (o.command == "list") return list(out);

@@ -1,8 +1,8 @@
 // The shardcheck command line: every user-facing error (one line, exit status 2), the output
 // contract of check (one line per property, the closing "N passed, N failed"), a failure's
 // explanation and replay command (and that replaying reproduces it), and the report files.
-#include "engine/suite.hpp"
 #include "tools/shardcheck/cli.hpp"
+#include "engine/suite.hpp"
 
 #include <gtest/gtest.h>
 
@@ -54,7 +54,8 @@ TEST(Cli, UsageErrorsAreOneLineWithStatus2) {
   expect_usage_error({"check", "--cases", "0"}, "--cases takes a whole number from 1");
   expect_usage_error({"check", "--cases", "12x"}, "not '12x'");
   expect_usage_error({"check", "--seed", "-3"}, "--seed takes a whole number");
-  expect_usage_error({"check", "--max-world", "0"}, "--max-world takes a whole number from 1 to 64");
+  expect_usage_error({"check", "--max-world", "0"},
+                     "--max-world takes a whole number from 1 to 64");
   expect_usage_error({"check", "--max-world", "65"}, "--max-world");
   expect_usage_error({"check", "--dtype", "float8"}, "unknown element type 'float8'");
   expect_usage_error({"check", "--dtype", "float32,"}, "unknown element type ''");
@@ -69,8 +70,8 @@ TEST(Cli, UsageErrorsAreOneLineWithStatus2) {
 TEST(Cli, ListNamesSuitesPropertiesImplementationsAndMutants) {
   const auto r = run_cli({"list"});
   EXPECT_EQ(r.status, 0);
-  for (const char* s : {"suite linear", "matches_reference", "declared_traffic", "shardcheck:",
-                        "mutant:bias-on-every-rank", "mutant:gather-wrong-axis"}) {
+  for (const char* s : {"suite linear", "matches_reference", "declared_traffic",
+                        "shardcheck:", "mutant:bias-on-every-rank", "mutant:gather-wrong-axis"}) {
     EXPECT_NE(r.out.find(s), std::string::npos) << s;
   }
 }
@@ -85,9 +86,11 @@ TEST(Cli, CheckPrintsOneLinePerPropertyAndTheClosingCount) {
 }
 
 TEST(Cli, AFailureIsExplainedAndItsReplayReproducesIt) {
-  const std::vector<std::string> args = {"check", "linear", "--impl", "mutant:bias-on-every-rank",
-                                         "--property", "matches_reference", "--cases", "60",
-                                         "--dtype", "float32,float64"};
+  const std::vector<std::string> args = {"check",      "linear",
+                                         "--impl",     "mutant:bias-on-every-rank",
+                                         "--property", "matches_reference",
+                                         "--cases",    "60",
+                                         "--dtype",    "float32,float64"};
   const auto r = run_cli(args);
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.out.find("FAIL  linear/matches_reference [mutant:bias-on-every-rank]"),
@@ -197,6 +200,39 @@ TEST(Cli, AnUnwritableReportDirectoryIsAnError) {
                           "--report", "/proc/shardcheck-cannot-write-here"});
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("report: cannot create directory"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace shardcheck::cli
+
+namespace shardcheck::cli {
+namespace {
+
+TEST(Cli, BudgetPrintsTheTable2RowsParametersAndTraffic) {
+  const auto r = run_cli({"budget"});  // GPT-3 175B on tp=8
+  EXPECT_EQ(r.status, 0) << r.err;
+  for (const char* s : {"budget on mesh (tp=8)", "* TP: ", "TP + SP + selective recomputation",
+                        "5as/h = 80", "325.2 GiB in the model", "4 all_reduce"}) {
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  }
+  const auto j = run_cli({"budget", "--mesh", "pp=2,dp=2,cp=2,tp=4", "--sp", "--json"});
+  EXPECT_EQ(j.status, 0) << j.err;
+  Json parser{j.out};
+  EXPECT_TRUE(parser.value() && parser.i == j.out.size()) << j.out;
+  for (const char* s : {"\"selected\": \"TP + SP\"", "\"all_gathers\": 4",
+                        "\"mesh\": \"(pp=2, dp=2, cp=2, tp=4)\""}) {
+    EXPECT_NE(j.out.find(s), std::string::npos) << s << "\n" << j.out;
+  }
+}
+
+TEST(Cli, BudgetUsageErrorsAreOneLineWithStatus2) {
+  expect_usage_error({"budget", "--mesh", "tp=x"}, "--mesh tp takes a positive number");
+  expect_usage_error({"budget", "--mesh", "tp"}, "'tp' is not name=size");
+  expect_usage_error({"budget", "--mesh", "tp=2,tp=2"}, "appears twice");
+  expect_usage_error({"budget", "--recompute", "some"}, "--recompute takes none, selective");
+  expect_usage_error({"budget", "--seq", "0"}, "--seq takes a positive number");
+  expect_usage_error({"budget", "--frob"}, "unknown option '--frob' for budget");
+  expect_usage_error({"budget", "--hidden"}, "--hidden needs a value");
 }
 
 }  // namespace

@@ -1,0 +1,186 @@
+#include "tools/shardcheck/budget_command.hpp"
+
+#include "budget/activation_memory.hpp"
+#include "budget/parameter_memory.hpp"
+#include "budget/traffic.hpp"
+#include "layout/device_mesh.hpp"
+#include "runtime/errors.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <sstream>
+
+namespace shardcheck::cli {
+namespace {
+
+using namespace shardcheck::budget;
+
+double parse_positive(const std::string& opt, const std::string& text) {
+  double v = 0;
+  const auto r = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (r.ec != std::errc() || r.ptr != text.data() + text.size() || !(v > 0)) {
+    throw UsageError(opt + " takes a positive number, not '" + text + "'");
+  }
+  return v;
+}
+
+// "pp=2,dp=4,tp=8"
+DeviceMesh parse_mesh(const std::string& text) {
+  std::vector<MeshDim> dims;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    const auto eq = item.find('=');
+    if (eq == std::string::npos) {
+      throw UsageError("--mesh: '" + item + "' is not name=size (e.g. --mesh pp=2,dp=4,tp=8)");
+    }
+    const double size = parse_positive("--mesh " + item.substr(0, eq), item.substr(eq + 1));
+    dims.push_back({item.substr(0, eq), static_cast<int>(size)});
+  }
+  return DeviceMesh(dims);
+}
+
+int dim_size(const DeviceMesh& m, const std::string& name) {
+  for (const auto& d : m.dims()) {
+    if (d.name == name) return d.size;
+  }
+  return 1;
+}
+
+std::string num(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+// JSON: every digit (a figure other tools compute with).
+std::string exact(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+std::string gib(double bytes) { return num(bytes / (1024.0 * 1024 * 1024)) + " GiB"; }
+
+}  // namespace
+
+int budget_command(const std::vector<std::string>& args, std::ostream& out) {
+  TransformerShape m;
+  double g = 96;  // KV heads (MHA by default)
+  double layers = 96;
+  double vocab = 51200;
+  double bytes = 2;
+  bool json = false;
+  ActivationOptions o;
+  DeviceMesh mesh({{"tp", 8}});
+  bool g_given = false;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> const std::string& {
+      if (i + 1 >= args.size()) throw UsageError(a + " needs a value");
+      return args[++i];
+    };
+    if (a == "--seq") m.s = parse_positive(a, value());
+    else if (a == "--batch") m.b = parse_positive(a, value());
+    else if (a == "--hidden") m.h = parse_positive(a, value());
+    else if (a == "--heads") m.a = parse_positive(a, value());
+    else if (a == "--kv-heads") g = parse_positive(a, value()), g_given = true;
+    else if (a == "--layers") layers = parse_positive(a, value());
+    else if (a == "--vocab") vocab = parse_positive(a, value());
+    else if (a == "--bytes") bytes = parse_positive(a, value());
+    else if (a == "--mesh") mesh = parse_mesh(value());
+    else if (a == "--sp") o.sequence_parallel = true;
+    else if (a == "--json") json = true;
+    else if (a == "--recompute") {
+      const auto& v = value();
+      if (v == "none") o.recompute = Recompute::none;
+      else if (v == "selective") o.recompute = Recompute::selective;
+      else if (v == "full") o.recompute = Recompute::full;
+      else throw UsageError("--recompute takes none, selective or full, not '" + v + "'");
+    } else {
+      throw UsageError("unknown option '" + a + "' for budget");
+    }
+  }
+  if (!g_given) g = m.a;
+  o.tp = dim_size(mesh, "tp");
+  const int cp = dim_size(mesh, "cp");
+  const int pp = dim_size(mesh, "pp");
+  const double d = m.h / m.a;
+  // Context parallelism shards the sequence: each rank's activations cover s/cp tokens.
+  TransformerShape local = m;
+  local.s = m.s / cp;
+  const double act = korthikanti_activation_bytes(local, o);
+  const auto params =
+      gpt_parameters(static_cast<std::uint64_t>(layers), static_cast<std::uint64_t>(m.h),
+                     static_cast<std::uint64_t>(vocab), pp);
+  const auto account = account_parameters(params, mesh, static_cast<std::uint64_t>(bytes));
+  const auto most = *std::max_element(account.bytes_per_rank.begin(), account.bytes_per_rank.end());
+  const auto tp_traffic =
+      tensor_parallel_layer_traffic(local.s, m.b, m.h, o.tp, o.sequence_parallel, bytes);
+  const double cp_fwd = cp_ring_forward_bytes(m.b, m.s, cp, g, d, bytes);
+  const auto ce = vocab_cross_entropy_bytes(local.s * m.b, o.tp);
+
+  struct Row {
+    std::string name;
+    double value;
+  };
+  std::vector<Row> table2;
+  for (const bool sp : {false, true}) {
+    for (const auto rc : {Recompute::none, Recompute::selective}) {
+      const ActivationOptions x{o.tp, sp, rc};
+      table2.push_back({table2_row(x), korthikanti_activation_bytes(local, x)});
+    }
+  }
+  table2.push_back(
+      {"full recomputation", korthikanti_activation_bytes(local, {o.tp, false, Recompute::full})});
+
+  if (json) {
+    out << "{\n  \"mesh\": \"" << mesh.to_string() << "\",\n"
+        << "  \"model\": {\"seq\": " << exact(m.s) << ", \"batch\": " << exact(m.b)
+        << ", \"hidden\": " << exact(m.h) << ", \"heads\": " << exact(m.a)
+        << ", \"kv_heads\": " << exact(g) << ", \"layers\": " << exact(layers)
+        << ", \"vocab\": " << exact(vocab) << ", \"bytes\": " << exact(bytes) << "},\n"
+        << "  \"activation_bytes_per_layer\": {\"selected\": \"" << table2_row(o)
+        << "\", \"bytes\": " << exact(act) << ", \"table2\": {";
+    for (std::size_t k = 0; k < table2.size(); ++k) {
+      out << (k ? ", " : "") << '"' << table2[k].name << "\": " << exact(table2[k].value);
+    }
+    out << "}},\n  \"parameters\": {\"model_bytes\": " << account.model_bytes
+        << ", \"max_bytes_per_rank\": " << most << "},\n"
+        << "  \"traffic_per_layer\": {\"tensor_parallel\": {\"all_reduces\": "
+        << tp_traffic.all_reduces << ", \"all_gathers\": " << tp_traffic.all_gathers
+        << ", \"reduce_scatters\": " << tp_traffic.reduce_scatters
+        << ", \"per_rank_bytes\": " << exact(tp_traffic.bytes.per_rank)
+        << ", \"aggregate_bytes\": " << exact(tp_traffic.bytes.aggregate) << "},\n"
+        << "    \"context_parallel_ring_forward_bytes_per_rank\": " << exact(cp_fwd) << ",\n"
+        << "    \"vocab_cross_entropy\": {\"per_rank_bytes\": " << exact(ce.per_rank)
+        << ", \"aggregate_bytes\": " << exact(ce.aggregate) << "}}\n}\n";
+    return 0;
+  }
+  out << "budget on mesh " << mesh.to_string() << ": s=" << num(m.s) << " b=" << num(m.b)
+      << " h=" << num(m.h) << " a=" << num(m.a) << " g=" << num(g) << " layers=" << num(layers)
+      << " vocab=" << num(vocab) << ", " << num(bytes) << "-byte values\n\n"
+      << "activation bytes per layer and rank (Korthikanti et al. 2022, Table 2; s/cp tokens):\n";
+  for (const auto& r : table2) {
+    out << "  " << (r.name == table2_row(o) ? "* " : "  ") << r.name << ": " << gib(r.value)
+        << "\n";
+  }
+  out << "  5as/h = " << num(attention_term(m)) << "\n\n"
+      << "parameters: " << gib(static_cast<double>(account.model_bytes)) << " in the model, "
+      << gib(static_cast<double>(most))
+      << " on the fullest rank (replicated over dp x cp = " << dim_size(mesh, "dp") * cp
+      << ", sharded over tp = " << o.tp << " and pp = " << pp << ")\n\n"
+      << "traffic per layer, forward + backward:\n"
+      << "  tensor parallel: " << tp_traffic.all_reduces << " all_reduce, "
+      << tp_traffic.all_gathers << " all_gather, " << tp_traffic.reduce_scatters
+      << " reduce_scatter; " << gib(tp_traffic.bytes.per_rank) << " per rank, "
+      << gib(tp_traffic.bytes.aggregate) << " aggregate\n"
+      << "  context-parallel ring (forward, K and V): " << gib(cp_fwd) << " per rank over "
+      << cp - 1 << " steps\n"
+      << "  vocabulary-parallel cross-entropy: 3 all_reduce of one float32 per token, "
+      << num(ce.per_rank) << " B per rank\n";
+  return 0;
+}
+
+}  // namespace shardcheck::cli
