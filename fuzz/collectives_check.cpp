@@ -3,9 +3,9 @@
 #include "properties/runtime/collective_model.hpp"
 
 #include <algorithm>
-#include <limits>
 #include <cstring>
 #include <iomanip>
+#include <limits>
 #include <optional>
 #include <sstream>
 

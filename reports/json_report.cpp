@@ -65,8 +65,8 @@ std::string to_json(const Report& r) {
   o << "  \"properties\": [";
   for (std::size_t i = 0; i < r.properties.size(); ++i) {
     const auto& p = r.properties[i];
-    o << (i ? "," : "") << "\n    {\"suite\": " << str(p.suite) << ", \"property\": "
-      << str(p.property) << ", \"implementation\": " << str(p.impl)
+    o << (i ? "," : "") << "\n    {\"suite\": " << str(p.suite)
+      << ", \"property\": " << str(p.property) << ", \"implementation\": " << str(p.impl)
       << ", \"passed\": " << boolean(p.passed) << ", \"gave_up\": " << boolean(p.gave_up)
       << ", \"cases\": " << p.cases << ", \"max_bound_ratio\": " << num(p.max_ratio)
       << ", \"message\": " << str(p.message) << ", \"counterexample\": [";
@@ -86,18 +86,18 @@ std::string to_json(const Report& r) {
   o << "\n  ],\n  \"mutants\": [";
   for (std::size_t i = 0; i < r.mutants.size(); ++i) {
     const auto& m = r.mutants[i];
-    o << (i ? "," : "") << "\n    {\"suite\": " << str(m.suite) << ", \"mutant\": "
-      << str(m.mutant) << ", \"description\": " << str(m.description)
-      << ", \"killed\": " << boolean(m.killed) << ", \"killed_by\": " << str(m.killed_by)
-      << ", \"cases\": " << m.cases << ", \"counterexample\": " << str(m.counterexample) << "}";
+    o << (i ? "," : "") << "\n    {\"suite\": " << str(m.suite) << ", \"mutant\": " << str(m.mutant)
+      << ", \"description\": " << str(m.description) << ", \"killed\": " << boolean(m.killed)
+      << ", \"killed_by\": " << str(m.killed_by) << ", \"cases\": " << m.cases
+      << ", \"counterexample\": " << str(m.counterexample) << "}";
   }
   o << "\n  ],\n  \"statistics\": [";
   if (r.collector != nullptr) {
     std::size_t i = 0;
     for (const auto& [k, s] : r.collector->stats()) {
-      o << (i++ ? "," : "") << "\n    {\"suite\": " << str(k.suite) << ", \"property\": "
-        << str(k.property) << ", \"implementation\": " << str(k.impl) << ", \"op\": "
-        << str(k.op) << ", \"dtype\": " << str(std::string(name(k.dtype)))
+      o << (i++ ? "," : "") << "\n    {\"suite\": " << str(k.suite)
+        << ", \"property\": " << str(k.property) << ", \"implementation\": " << str(k.impl)
+        << ", \"op\": " << str(k.op) << ", \"dtype\": " << str(std::string(name(k.dtype)))
         << ", \"world\": " << k.world << ", \"tensor\": " << str(k.tensor)
         << ", \"cases\": " << s.cases << ", \"failed_cases\": " << s.failed_cases
         << ", \"max_abs_error\": " << num(s.max_abs_err)

@@ -49,8 +49,8 @@ std::string to_markdown(const Report& r) {
   int failed = 0;
   for (const auto& p : r.properties) (p.passed ? passed : failed) += 1;
   o << "# shardcheck report\n\n";
-  o << "- command: `" << r.command << "`\n- started: " << r.started << " (UTC)\n- seed: "
-    << r.seed << ", cases per property: " << r.cases << ", max world: " << r.config.max_world
+  o << "- command: `" << r.command << "`\n- started: " << r.started << " (UTC)\n- seed: " << r.seed
+    << ", cases per property: " << r.cases << ", max world: " << r.config.max_world
     << "\n- properties: " << passed << " passed, " << failed << " failed\n";
   if (!r.mutants.empty()) {
     int killed = 0;
@@ -102,7 +102,10 @@ std::string to_markdown(const Report& r) {
        "verdict |\n|---|---|---|---|---|---|\n";
   for (const auto& p : r.properties) {
     o << "| " << p.suite << " | " << p.property << " | " << p.impl << " | " << p.cases << " | "
-      << num(p.max_ratio) << " | " << (p.passed ? "pass" : p.gave_up ? "gave up" : "**FAIL**")
+      << num(p.max_ratio) << " | "
+      << (p.passed    ? "pass"
+          : p.gave_up ? "gave up"
+                      : "**FAIL**")
       << " |\n";
   }
   if (!r.mutants.empty()) {
@@ -131,11 +134,10 @@ void write_report(const Report& r, const std::string& dir) {
   std::filesystem::create_directories(dir, ec);
   if (ec) {
     throw UsageError("report: cannot create directory '" + dir + "': " + ec.message() +
-                "; pass a writable --report directory");
+                     "; pass a writable --report directory");
   }
-  for (const auto& [file, text] :
-       {std::pair{std::string("report.json"), to_json(r)},
-        std::pair{std::string("report.md"), to_markdown(r)}}) {
+  for (const auto& [file, text] : {std::pair{std::string("report.json"), to_json(r)},
+                                   std::pair{std::string("report.md"), to_markdown(r)}}) {
     const auto path = std::filesystem::path(dir) / file;
     std::ofstream out(path);
     out << text;

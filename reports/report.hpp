@@ -17,8 +17,8 @@ struct MutantOutcome {
   std::string mutant;       // "mutant:bias-on-every-rank"
   std::string description;  // the bug
   bool killed = false;
-  std::string killed_by;    // the property that failed
-  int cases = 0;            // cases of that property up to and including the failing one
+  std::string killed_by;       // the property that failed
+  int cases = 0;               // cases of that property up to and including the failing one
   std::string counterexample;  // the shrunk failing case, explained
 };
 

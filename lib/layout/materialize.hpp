@@ -91,10 +91,10 @@ Materialized<T> materialize(const std::vector<Tensor<T>>& pieces, const Placemen
     Shape expect = global_shape;
     expect[d] = split_pieces[static_cast<std::size_t>(r)].size;
     if (piece.shape() != expect) {
-      throw UsageError("materialize " + p.to_string() + ": rank " + std::to_string(r) +
-                       " holds " + format_shape(piece.shape()) + " but its piece of " +
-                       format_shape(global_shape) + " under " + p.policy().to_string() +
-                       " over " + std::to_string(parts) + " ranks is " + format_shape(expect));
+      throw UsageError("materialize " + p.to_string() + ": rank " + std::to_string(r) + " holds " +
+                       format_shape(piece.shape()) + " but its piece of " +
+                       format_shape(global_shape) + " under " + p.policy().to_string() + " over " +
+                       std::to_string(parts) + " ranks is " + format_shape(expect));
     }
     const std::size_t len = expect[d] * inner;
     const std::size_t off = split_pieces[static_cast<std::size_t>(r)].offset * inner;

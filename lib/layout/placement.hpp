@@ -37,9 +37,9 @@ class Placement {
   bool is_shard() const noexcept { return kind_ == Kind::shard; }
   bool is_replicate() const noexcept { return kind_ == Kind::replicate; }
   bool is_partial() const noexcept { return kind_ == Kind::partial; }
-  std::size_t dim() const noexcept { return dim_; }            // shard only
+  std::size_t dim() const noexcept { return dim_; }               // shard only
   const SplitPolicy& policy() const noexcept { return policy_; }  // shard only
-  ReduceOp reduce_op() const noexcept { return op_; }           // partial only
+  ReduceOp reduce_op() const noexcept { return op_; }             // partial only
 
   // "S(0)", "S(1)[balanced]", "R", "P(sum)". The split policy is printed only when it is not
   // the default torch.chunk.

@@ -56,8 +56,10 @@ std::vector<std::size_t> split_sizes(const SplitPolicy& policy, std::size_t n, i
         throw UsageError("split: explicit sizes [" + join(given) + "] (" +
                          std::to_string(given.size()) + " sizes, sum " + std::to_string(total) +
                          ") do not tile a dimension of " + std::to_string(n) + " over " +
-                         std::to_string(parts) + " ranks; give one non-negative size per rank "
-                         "adding up to " + std::to_string(n));
+                         std::to_string(parts) +
+                         " ranks; give one non-negative size per rank "
+                         "adding up to " +
+                         std::to_string(n));
       }
       sizes = given;
       break;

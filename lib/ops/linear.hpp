@@ -57,12 +57,12 @@ LinearGrads<T> linear_backward(const Tensor<T>& x, const Tensor<T>& w, bool has_
 
 // Rows [offset, offset + size) of w [out, in]: the output features of `rank`.
 template <class T>
-Tensor<T> split_weight_by_output_features(const Tensor<T>& w, const SplitPolicy& policy,
-                                          int parts, int rank);
+Tensor<T> split_weight_by_output_features(const Tensor<T>& w, const SplitPolicy& policy, int parts,
+                                          int rank);
 // Columns of w [out, in]: the input features of `rank`.
 template <class T>
-Tensor<T> split_weight_by_input_features(const Tensor<T>& w, const SplitPolicy& policy,
-                                         int parts, int rank);
+Tensor<T> split_weight_by_input_features(const Tensor<T>& w, const SplitPolicy& policy, int parts,
+                                         int rank);
 // Elements of b [out] matching split_weight_by_output_features (empty b stays empty).
 template <class T>
 Tensor<T> split_bias(const Tensor<T>& b, const SplitPolicy& policy, int parts, int rank);

@@ -51,9 +51,9 @@ ColumnParallelOutput<T> column_parallel_linear(Communicator& tp, const ColumnPar
     }
   }
   if (cfg.gather_output) {
-    out_counts = sizes_of(pieces(where, "cfg.out_features = " + str(cfg.out_features) +
-                                            " output features",
-                                 cfg.out_split, cfg.out_features, p));
+    out_counts =
+        sizes_of(pieces(where, "cfg.out_features = " + str(cfg.out_features) + " output features",
+                        cfg.out_split, cfg.out_features, p));
     if (w_shard.dim(0) != out_counts[r]) {
       throw UsageError(where + "w_shard is " + format_shape(w_shard.shape()) + " but out_split " +
                        cfg.out_split.to_string() + " gives this rank " + str(out_counts[r]) +

@@ -126,8 +126,7 @@ class Communicator {
   // Ring: rank r sends every chunk but c_{r+1}, receives every chunk but its own:
   // sent = S - c_{r+1}, recv = S - c_r (bytes).
   template <Element T>
-  void all_gather(std::span<const T> send, std::span<T> recv,
-                  std::span<const std::size_t> counts) {
+  void all_gather(std::span<const T> send, std::span<T> recv, std::span<const std::size_t> counts) {
     do_all_gather(erase(send), erase(recv), counts);
   }
   // Even counts: every rank sends send.size() elements; recv.size() == p * send.size().

@@ -23,8 +23,8 @@ enum class DType : std::uint8_t { float64, float32, bfloat16, float16, int32, in
 // The element types the runtime accepts.
 template <class T>
 concept Element = std::is_same_v<T, double> || std::is_same_v<T, float> ||
-                  std::is_same_v<T, bfloat16> || std::is_same_v<T, float16> ||
-                  std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int64_t>;
+    std::is_same_v<T, bfloat16> || std::is_same_v<T, float16> || std::is_same_v<T, std::int32_t> ||
+    std::is_same_v<T, std::int64_t>;
 
 template <Element T>
 inline constexpr DType dtype_of = [] {
@@ -50,8 +50,7 @@ constexpr std::size_t size_of(DType t) noexcept {
 }
 
 constexpr bool is_floating(DType t) noexcept {
-  return t == DType::float64 || t == DType::float32 || t == DType::bfloat16 ||
-         t == DType::float16;
+  return t == DType::float64 || t == DType::float32 || t == DType::bfloat16 || t == DType::float16;
 }
 
 // "float64", "float32", "bfloat16", "float16", "int32", "int64".

@@ -80,8 +80,8 @@ std::string what_of(const std::exception_ptr& e) {
 RunResult run(int world_size, const std::function<void(Communicator&)>& fn,
               const RunOptions& options) {
   if (world_size < 1 || world_size > max_world_size) {
-    throw UsageError("run: world size " + std::to_string(world_size) + " is out of range; use 1 to " +
-                     std::to_string(max_world_size) + " ranks");
+    throw UsageError("run: world size " + std::to_string(world_size) +
+                     " is out of range; use 1 to " + std::to_string(max_world_size) + " ranks");
   }
   // omp_get_level counts inactive regions too: a rank of a one-rank run() is one.
   if (omp_get_level() > 0) {
@@ -116,7 +116,8 @@ RunResult run(int world_size, const std::function<void(Communicator&)>& fn,
 
   if (team_size != world_size) {
     throw Error("run: OpenMP started " + std::to_string(team_size) + " threads for " +
-                std::to_string(world_size) + " ranks; raise OMP_THREAD_LIMIT (and leave "
+                std::to_string(world_size) +
+                " ranks; raise OMP_THREAD_LIMIT (and leave "
                 "OMP_DYNAMIC unset) so every rank gets its own thread");
   }
   for (const auto& e : errors) {

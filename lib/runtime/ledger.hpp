@@ -63,11 +63,12 @@ struct LedgerEntry {
   std::uint64_t bytes_sent;
   std::uint64_t bytes_recv;
   Algorithm algorithm;
-  ReduceOp reduce_op;     // meaningful for reduce, all_reduce, reduce_scatter
-  int peer;               // send/recv: the other rank's group rank; otherwise -1
-  std::uint64_t step;     // this call's sequence number on its group (0-based)
+  ReduceOp reduce_op;  // meaningful for reduce, all_reduce, reduce_scatter
+  int peer;            // send/recv: the other rank's group rank; otherwise -1
+  std::uint64_t step;  // this call's sequence number on its group (0-based)
 
-  std::string to_string() const;  // e.g. "all_reduce ring float32 x1024 [0,1,2,3] sent 6144 recv 6144"
+  std::string to_string()
+      const;  // e.g. "all_reduce ring float32 x1024 [0,1,2,3] sent 6144 recv 6144"
 };
 
 class Ledger {

@@ -43,8 +43,8 @@ PropertyOutcome run_property(const Suite& suite, const std::string& property,
   tp.maxSize = params.max_size;
   tp.disableShrinking = !params.shrink;
   rc::detail::TestListenerAdapter quiet;
-  const auto result = rc::detail::checkTestable(
-      [&] { suite.run_case(property, impl, config); }, metadata, tp, quiet);
+  const auto result = rc::detail::checkTestable([&] { suite.run_case(property, impl, config); },
+                                                metadata, tp, quiet);
 
   if (result.is<rc::detail::SuccessResult>()) {
     const auto& ok = result.get<rc::detail::SuccessResult>();

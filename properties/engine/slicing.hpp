@@ -31,8 +31,7 @@ Tensor<T> slice(const Tensor<T>& t, std::size_t dim, const Piece& piece) {
 
 // Rank r's piece of `t` along `dim` under `policy` over `parts` ranks.
 template <class T>
-Tensor<T> shard(const Tensor<T>& t, std::size_t dim, const SplitPolicy& policy, int parts,
-                int r) {
+Tensor<T> shard(const Tensor<T>& t, std::size_t dim, const SplitPolicy& policy, int parts, int r) {
   return slice(t, dim, split(policy, t.shape().at(dim), parts).at(static_cast<std::size_t>(r)));
 }
 

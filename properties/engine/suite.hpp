@@ -32,6 +32,9 @@ struct ImplementationInfo {
 struct PropertyInfo {
   std::string name;         // short id: "column_parallel_matches_reference"
   std::string description;  // the sentence
+  // Compares values under a bound (so a whole run must measure a bound ratio above 0; a run
+  // that compared nothing numerically could not have failed).
+  bool numeric = false;
 };
 
 class Suite {

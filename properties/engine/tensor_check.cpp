@@ -17,8 +17,7 @@ std::string where(const TensorCheck& c) {
   if (c.worst_rank >= 0) {
     s += ", owned by rank " + std::to_string(c.worst_rank) + " (" + c.placement + " over " +
          std::to_string(c.parts) + " ranks), " + std::to_string(c.worst_boundary_distance) +
-         " element" + (c.worst_boundary_distance == 1 ? "" : "s") +
-         " from its shard boundary";
+         " element" + (c.worst_boundary_distance == 1 ? "" : "s") + " from its shard boundary";
   } else {
     s += " (" + c.placement + ": held by every rank)";
   }
@@ -30,9 +29,10 @@ std::string where(const TensorCheck& c) {
 std::string TensorCheck::summary() const {
   std::string s = name + " " + format_shape(shape) + " " + placement + ": ";
   if (!problem.empty()) return s + problem;
-  s += "max err " + num(max_abs_err) + ", " + num(max_ratio) + " of the bound, " +
-       num(max_ulp) + " ulp";
-  if (special_mismatches != 0) s += ", " + std::to_string(special_mismatches) + " NaN/Inf mismatches";
+  s += "max err " + num(max_abs_err) + ", " + num(max_ratio) + " of the bound, " + num(max_ulp) +
+       " ulp";
+  if (special_mismatches != 0)
+    s += ", " + std::to_string(special_mismatches) + " NaN/Inf mismatches";
   if (over_bound != 0) s += ", " + std::to_string(over_bound) + " elements over the bound";
   s += fixed_tolerance_pass() ? "; assert_close: pass" : "; assert_close: FAIL";
   return s;
@@ -48,9 +48,9 @@ std::string TensorCheck::explain() const {
          "rank).\n";
   }
   if (special_mismatches != 0 || over_bound != 0) {
-    s += name + ": worst element " + where(*this) + ": got " + num(worst_actual) +
-         ", exact " + num(worst_exact) + ", error " + num(std::fabs(worst_actual - worst_exact)) +
-         " > bound " + num(worst_bound) + " (" +
+    s += name + ": worst element " + where(*this) + ": got " + num(worst_actual) + ", exact " +
+         num(worst_exact) + ", error " + num(std::fabs(worst_actual - worst_exact)) + " > bound " +
+         num(worst_bound) + " (" +
          (std::isinf(max_ratio) ? std::string("NaN/Inf where the reference has none, or the "
                                               "reverse")
                                 : num(max_ratio) + "x the bound") +

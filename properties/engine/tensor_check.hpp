@@ -68,8 +68,7 @@ struct TensorCheck {
 
   bool fixed_tolerance_pass() const { return problem.empty() && fixed_tolerance_failures == 0; }
   bool pass() const {
-    return problem.empty() && over_bound == 0 && special_mismatches == 0 &&
-           divergent_ranks.empty();
+    return problem.empty() && over_bound == 0 && special_mismatches == 0 && divergent_ranks.empty();
   }
   // "dx [5, 7] S(0): max err 1.2e-07, 0.31 of the bound, 2 ulp" or the failure in words.
   std::string summary() const;
@@ -92,7 +91,7 @@ inline Shape unravel(std::size_t flat, const Shape& shape) {
 // Spacing of T's values at magnitude |v| (v finite): 2^(max(exp(v), emin) - (digits - 1)).
 template <Element T>
 double ulp_of(double v) {
-  constexpr int digits = std::numeric_limits<T>::digits;     // incl. the implicit bit
+  constexpr int digits = std::numeric_limits<T>::digits;         // incl. the implicit bit
   constexpr int min_exp = std::numeric_limits<T>::min_exponent;  // 2^(min_exp-1) = min normal
   int e = 0;
   std::frexp(std::fabs(v), &e);  // |v| = m * 2^e, m in [0.5, 1)

@@ -48,7 +48,8 @@ inline std::string check_traffic(const std::vector<DeclaredCall>& declared,
     std::sort(got.begin(), got.end());
     if (got != want) {
       return "traffic: rank " + std::to_string(r) + " made the collectives " + list(got) +
-             " but the op declares " + list(want) + " (a missing reduction, an extra gather or "
+             " but the op declares " + list(want) +
+             " (a missing reduction, an extra gather or "
              "a gather of the wrong tensor)";
     }
   }

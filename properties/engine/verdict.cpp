@@ -15,8 +15,8 @@ bool CaseVerdict::pass() const {
 }
 
 std::string CaseVerdict::explain() const {
-  std::string s = op + " " + std::string(name(dtype)) + " P=" + std::to_string(world) + ": " +
-                  case_text + "\n";
+  std::string s =
+      op + " " + std::string(name(dtype)) + " P=" + std::to_string(world) + ": " + case_text + "\n";
   for (const auto& f : failures) s += f + "\n";
   for (const auto& t : tensors) {
     if (!t.pass()) s += t.explain();

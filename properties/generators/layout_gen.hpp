@@ -48,7 +48,8 @@ inline rc::Gen<SplitPolicy> genExplicitSplit(std::size_t n, int parts) {
         std::sort(cuts.begin(), cuts.end());
         std::vector<std::size_t> sizes;
         for (int k = 0; k < parts; ++k) {
-          sizes.push_back(cuts[static_cast<std::size_t>(k) + 1] - cuts[static_cast<std::size_t>(k)]);
+          sizes.push_back(cuts[static_cast<std::size_t>(k) + 1] -
+                          cuts[static_cast<std::size_t>(k)]);
         }
         return SplitPolicy::explicit_sizes(std::move(sizes));
       });

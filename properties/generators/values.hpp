@@ -63,10 +63,10 @@ rc::Gen<T> genValue(Profile profile, int max_exp) {
   constexpr int emin = std::numeric_limits<T>::min_exponent - 1;
   const int lo_exp = profile == Profile::wide ? emin - (d - 1) : -8;
   const int hi_exp = profile == Profile::wide ? max_exp : 0;
-  auto finite = rc::gen::apply(
-      [](bool neg, int e, std::uint64_t m) { return make_value<T>(neg, e, m); },
-      rc::gen::arbitrary<bool>(), rc::gen::inRange(lo_exp, hi_exp + 1),
-      rc::gen::inRange<std::uint64_t>(0, std::uint64_t{1} << (d - 1)));
+  auto finite =
+      rc::gen::apply([](bool neg, int e, std::uint64_t m) { return make_value<T>(neg, e, m); },
+                     rc::gen::arbitrary<bool>(), rc::gen::inRange(lo_exp, hi_exp + 1),
+                     rc::gen::inRange<std::uint64_t>(0, std::uint64_t{1} << (d - 1)));
   if (profile != Profile::special) return finite;
   const T inf = std::numeric_limits<T>::infinity();
   return rc::gen::weightedOneOf<T>({
@@ -88,7 +88,8 @@ rc::Gen<Tensor<T>> genTensor(Shape shape, Profile profile, int max_exp) {
   const Profile base = profile == Profile::cancellation ? Profile::unit : profile;
   auto values = rc::gen::container<std::vector<T>>(n, genValue<T>(base, max_exp));
   if (profile != Profile::cancellation) {
-    return rc::gen::map(values, [shape](std::vector<T> v) { return Tensor<T>(shape, std::move(v)); });
+    return rc::gen::map(values,
+                        [shape](std::vector<T> v) { return Tensor<T>(shape, std::move(v)); });
   }
   return rc::gen::map(values, [shape](std::vector<T> v) {
     const std::size_t cols = shape.empty() ? 1 : shape.back();

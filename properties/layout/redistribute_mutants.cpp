@@ -48,7 +48,6 @@ RedistributeImpl make(std::string name, std::string description, PlanEdit edit,
   return impl;
 }
 
-
 // Piece `index` of `x` cut along the step's target dimension by `policy` into p parts.
 Tensor<double> slice_piece(const Tensor<double>& x, const RedistributeStep& s,
                            const SplitPolicy& policy, int index, int p) {

@@ -40,9 +40,9 @@ std::string LinearCase::describe() const {
 rc::Gen<LinearCase> genLinearCase(const RunConfig& config, const LinearCaseOptions& options) {
   return rc::gen::exec([config, options] {
     LinearCase c;
-    c.layer = options.layer ? *options.layer
-                            : *rc::gen::element(LinearLayer::column_parallel,
-                                                LinearLayer::row_parallel);
+    c.layer = options.layer
+                  ? *options.layer
+                  : *rc::gen::element(LinearLayer::column_parallel, LinearLayer::row_parallel);
     c.dtype = *gen::genFloatDType(config.dtypes);
     c.world = options.world ? *options.world : *gen::genWorld(config.max_world);
     c.tokens = *gen::genDim(max_tokens);
@@ -51,8 +51,7 @@ rc::Gen<LinearCase> genLinearCase(const RunConfig& config, const LinearCaseOptio
     c.has_bias = *rc::gen::weightedElement<bool>({{3, true}, {1, false}});
     c.profile = options.profile ? *options.profile : *gen::genProfile();
     const Kernel kernel =
-        options.kernel ? *options.kernel
-                       : *rc::gen::element(Kernel::deterministic, Kernel::fast);
+        options.kernel ? *options.kernel : *rc::gen::element(Kernel::deterministic, Kernel::fast);
     const Algorithm algo = *rc::gen::element(Algorithm::ring, Algorithm::sequential);
     const bool sp = *rc::gen::weightedElement<bool>({{2, false}, {1, true}});
     if (c.layer == LinearLayer::column_parallel) {
@@ -101,8 +100,8 @@ rc::Gen<LinearData<T>> genLinearData(const LinearCase& c) {
   });
 }
 
-#define SHARDCHECK_INSTANTIATE(T)                                   \
-  template int linear_max_exp<T>();                                 \
+#define SHARDCHECK_INSTANTIATE(T)   \
+  template int linear_max_exp<T>(); \
   template rc::Gen<LinearData<T>> genLinearData<T>(const LinearCase&);
 SHARDCHECK_INSTANTIATE(double)
 SHARDCHECK_INSTANTIATE(float)

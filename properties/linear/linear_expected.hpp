@@ -3,16 +3,10 @@
 // world size (the derivations are in reference/bounds.hpp and docs/tolerances.md).
 #pragma once
 
+#include "engine/expected.hpp"
 #include "linear/linear_case.hpp"
-#include "reference/precision.hpp"
-#include "tensor/tensor.hpp"
 
 namespace shardcheck::check {
-
-struct ExpectedTensor {
-  Tensor<reference::hp> value;
-  Tensor<reference::hp> bound;
-};
 
 struct LinearExpected {
   ExpectedTensor y, dx, dw, db;  // db empty without bias

@@ -55,10 +55,10 @@ struct LinearRankOutputs {
 class LinearImplementation {
  public:
   virtual ~LinearImplementation() = default;
-#define SHARDCHECK_LINEAR_IMPL_METHODS(T)                                                   \
+#define SHARDCHECK_LINEAR_IMPL_METHODS(T)                                                     \
   virtual LinearRankOutputs<T> column_parallel(Communicator& tp, const ColumnParallelConfig&, \
-                                               const LinearRankInputs<T>&) const = 0;       \
-  virtual LinearRankOutputs<T> row_parallel(Communicator& tp, const RowParallelConfig&,      \
+                                               const LinearRankInputs<T>&) const = 0;         \
+  virtual LinearRankOutputs<T> row_parallel(Communicator& tp, const RowParallelConfig&,       \
                                             const LinearRankInputs<T>&) const = 0;
   SHARDCHECK_LINEAR_IMPL_METHODS(double)
   SHARDCHECK_LINEAR_IMPL_METHODS(float)
@@ -72,14 +72,14 @@ template <class Impl>
 class LinearAdapter final : public LinearImplementation {
  public:
   explicit LinearAdapter(Impl impl = {}) : impl_(std::move(impl)) {}
-#define SHARDCHECK_LINEAR_ADAPT(T)                                                           \
-  LinearRankOutputs<T> column_parallel(Communicator& tp, const ColumnParallelConfig& cfg,    \
-                                       const LinearRankInputs<T>& in) const override {       \
-    return impl_.template column_parallel<T>(tp, cfg, in);                                   \
-  }                                                                                          \
-  LinearRankOutputs<T> row_parallel(Communicator& tp, const RowParallelConfig& cfg,          \
-                                    const LinearRankInputs<T>& in) const override {          \
-    return impl_.template row_parallel<T>(tp, cfg, in);                                      \
+#define SHARDCHECK_LINEAR_ADAPT(T)                                                        \
+  LinearRankOutputs<T> column_parallel(Communicator& tp, const ColumnParallelConfig& cfg, \
+                                       const LinearRankInputs<T>& in) const override {    \
+    return impl_.template column_parallel<T>(tp, cfg, in);                                \
+  }                                                                                       \
+  LinearRankOutputs<T> row_parallel(Communicator& tp, const RowParallelConfig& cfg,       \
+                                    const LinearRankInputs<T>& in) const override {       \
+    return impl_.template row_parallel<T>(tp, cfg, in);                                   \
   }
   SHARDCHECK_LINEAR_ADAPT(double)
   SHARDCHECK_LINEAR_ADAPT(float)

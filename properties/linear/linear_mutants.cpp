@@ -233,7 +233,8 @@ struct MutantLinear {
     if constexpr (B == Bug::sp_db_from_local_tokens) {
       if (cfg.sequence_parallel_output && in.has_bias) {
         db = linear_backward(rows(x, 0, in.dy.dim(0)), in.w_shard, true, in.dy,
-                             Kernel::deterministic).db;
+                             Kernel::deterministic)
+                 .db;
       }
     }
     return {std::move(y), std::move(dx), std::move(g.dw), std::move(db)};

@@ -52,16 +52,16 @@ LinearPlacements linear_placements(const LinearCase& c) {
   if (c.layer == LinearLayer::column_parallel) {
     const auto& cfg = c.column;
     const auto feature = Placement::shard(0, cfg.out_split);
-    return {cfg.gather_output ? Placement::replicate() : Placement::shard(1, cfg.out_split),
-            cfg.sequence_parallel_input ? Placement::shard(0, cfg.token_split)
-                                        : Placement::replicate(),
-            feature, feature};
+    return {
+        cfg.gather_output ? Placement::replicate() : Placement::shard(1, cfg.out_split),
+        cfg.sequence_parallel_input ? Placement::shard(0, cfg.token_split) : Placement::replicate(),
+        feature, feature};
   }
   const auto& cfg = c.row;
-  return {cfg.sequence_parallel_output ? Placement::shard(0, cfg.token_split)
-                                       : Placement::replicate(),
-          cfg.input_is_parallel ? Placement::shard(1, cfg.in_split) : Placement::replicate(),
-          Placement::shard(1, cfg.in_split), Placement::replicate()};
+  return {
+      cfg.sequence_parallel_output ? Placement::shard(0, cfg.token_split) : Placement::replicate(),
+      cfg.input_is_parallel ? Placement::shard(1, cfg.in_split) : Placement::replicate(),
+      Placement::shard(1, cfg.in_split), Placement::replicate()};
 }
 
 std::vector<DeclaredCall> linear_declared_traffic(const LinearCase& c) {
@@ -76,24 +76,24 @@ std::vector<DeclaredCall> linear_declared_traffic(const LinearCase& c) {
       calls.push_back({Collective::all_gather, t, x_count});
     }
     if (cfg.gather_output) calls.push_back({Collective::all_gather, t, y_count});
-    calls.push_back({cfg.sequence_parallel_input ? Collective::reduce_scatter
-                                                 : Collective::all_reduce,
-                     t, x_count});
+    calls.push_back(
+        {cfg.sequence_parallel_input ? Collective::reduce_scatter : Collective::all_reduce, t,
+         x_count});
   } else {
     const auto& cfg = c.row;
-    calls.push_back({cfg.sequence_parallel_output ? Collective::reduce_scatter
-                                                  : Collective::all_reduce,
-                     t, y_count});
+    calls.push_back(
+        {cfg.sequence_parallel_output ? Collective::reduce_scatter : Collective::all_reduce, t,
+         y_count});
     if (cfg.sequence_parallel_output) calls.push_back({Collective::all_gather, t, y_count});
     if (!cfg.input_is_parallel) calls.push_back({Collective::all_gather, t, x_count});
   }
   return calls;
 }
 
-#define SHARDCHECK_INSTANTIATE(T)                                                          \
+#define SHARDCHECK_INSTANTIATE(T)                                                             \
   template LinearRankInputs<T> linear_rank_inputs<T>(const LinearCase&, const LinearData<T>&, \
-                                                     int);                                 \
-  template LinearRun<T> run_linear<T>(const LinearImplementation&, const LinearCase&,        \
+                                                     int);                                    \
+  template LinearRun<T> run_linear<T>(const LinearImplementation&, const LinearCase&,         \
                                       const LinearData<T>&);
 SHARDCHECK_INSTANTIATE(double)
 SHARDCHECK_INSTANTIATE(float)

@@ -21,7 +21,8 @@ const std::vector<PropertyInfo>& linear_properties() {
       {"matches_reference",
        "column_parallel_linear and row_parallel_linear, forward and backward (y, dx, dw, db), "
        "equal the dense high-precision reference within the rounding-error bound on every "
-       "element, for any world size, split policy, shape and element type"},
+       "element, for any world size, split policy, shape and element type",
+       /*numeric=*/true},
       {"declared_traffic",
        "every rank's ledger shows exactly the collectives the op declares, no more and no "
        "fewer"},
@@ -36,7 +37,8 @@ const std::vector<PropertyInfo>& linear_properties() {
        "linear and its backward bit for bit in the same type"},
       {"special_values",
        "NaN and Inf in the inputs give NaN and Inf exactly where the reference has them, and "
-       "finite values stay within the bound elsewhere"},
+       "finite values stay within the bound elsewhere",
+       /*numeric=*/true},
   };
   return props;
 }
@@ -48,20 +50,7 @@ void add_checks(CaseVerdict& v, const LinearCase& c, const LinearRun<T>& run,
   auto one = [&](const char* name, auto member, const Placement& p, const ExpectedTensor& x) {
     std::vector<Tensor<T>> pieces;
     for (const auto& o : run.outputs) pieces.push_back(o.*member);
-    try {
-      auto m = materialize(pieces, p, x.value.shape());
-      v.tensors.push_back(check::check_tensor<T>(name, m.global, x.value, x.bound, p, c.world,
-                                                 std::move(m.divergent_ranks)));
-    } catch (const UsageError& err) {
-      TensorCheck t;
-      t.name = name;
-      t.placement = p.to_string();
-      t.dtype = dtype_of<T>;
-      t.shape = x.value.shape();
-      t.parts = c.world;
-      t.problem = err.what();
-      v.tensors.push_back(std::move(t));
-    }
+    v.tensors.push_back(check_pieces<T>(name, pieces, p, x, c.world));
   };
   one("y", &LinearRankOutputs<T>::y, pl.y, e.y);
   one("dx", &LinearRankOutputs<T>::dx, pl.dx, e.dx);
@@ -88,8 +77,7 @@ std::string first_bit_difference(const char* what, const Tensor<T>& got, const T
 }
 
 template <class T>
-void run_typed(const std::string& property, const LinearImplementation& impl,
-               const LinearCase& c) {
+void run_typed(const std::string& property, const LinearImplementation& impl, const LinearCase& c) {
   const LinearData<T> d = *genLinearData<T>(c);
   const LinearRun<T> run = run_linear(impl, c, d);
   CaseVerdict v;
@@ -106,8 +94,7 @@ void run_typed(const std::string& property, const LinearImplementation& impl,
     if (auto f = check_traffic(linear_declared_traffic(c), run.ledgers); !f.empty()) {
       v.failures.push_back(f);
     }
-  } else if (property == "column_forward_bit_identical" ||
-             property == "row_world1_bit_identical") {
+  } else if (property == "column_forward_bit_identical" || property == "row_world1_bit_identical") {
     const auto pl = linear_placements(c);
     std::vector<Tensor<T>> ys;
     for (const auto& o : run.outputs) ys.push_back(o.y);
@@ -118,10 +105,9 @@ void run_typed(const std::string& property, const LinearImplementation& impl,
       if (property == "row_world1_bit_identical") {
         const auto g = linear_backward(d.x, d.w, c.has_bias, d.dy, Kernel::deterministic);
         const auto& o = run.outputs.at(0);
-        for (const auto& f : {first_bit_difference("dx", o.dx, g.dx),
-                              first_bit_difference("dw", o.dw, g.dw),
-                              c.has_bias ? first_bit_difference("db", o.db, g.db)
-                                         : std::string()}) {
+        for (const auto& f :
+             {first_bit_difference("dx", o.dx, g.dx), first_bit_difference("dw", o.dw, g.dw),
+              c.has_bias ? first_bit_difference("db", o.db, g.db) : std::string()}) {
           if (!f.empty()) v.failures.push_back(f);
         }
       }
@@ -132,10 +118,7 @@ void run_typed(const std::string& property, const LinearImplementation& impl,
     add_checks(v, c, run, linear_expected(c, d));
     if (property == "replicated_bit_identical") {
       // Only the replication matters here: drop the bound verdicts, keep divergent ranks.
-      for (auto& t : v.tensors) {
-        if (!t.divergent_ranks.empty()) v.failures.push_back(t.explain());
-      }
-      v.tensors.clear();
+      keep_only_divergence(v);
     }
   }
   conclude(v);

@@ -133,10 +133,11 @@ TEST(LinearUsageErrors, column_forward_checks_token_shards_against_token_split) 
                            "with explicit[1,1,2]"});
   // The global token count is required: left at 0 it cannot match any non-empty shard.
   const auto h = test::usage_error_of(2, [&](Communicator& tp) {
-    column_parallel_linear(tp, ColumnParallelConfig{.sequence_parallel_input = true},
-                           zeros({2, 2}), zeros({2, 2}), D());
+    column_parallel_linear(tp, ColumnParallelConfig{.sequence_parallel_input = true}, zeros({2, 2}),
+                           zeros({2, 2}), D());
   });
-  expect_parts(h.message, {"x is [2, 2] but token_split chunk gives this rank 0 of cfg.tokens = 0"});
+  expect_parts(h.message,
+               {"x is [2, 2] but token_split chunk gives this rank 0 of cfg.tokens = 0"});
 }
 
 TEST(LinearUsageErrors, column_forward_checks_weight_shards_against_out_split_when_gathering) {

@@ -214,7 +214,8 @@ Bufs<T> reduce_scatter(const Bufs<T>& send, std::span<const std::size_t> counts,
   for (int k = 0; k < p; ++k) {
     const auto order = algo == Order::ring ? ring_order(p, k) : group_order(p);
     const auto uk = static_cast<std::size_t>(k);
-    for (std::size_t i = off[uk]; i < off[uk + 1]; ++i) out[uk].push_back(fold(op, send, i, order, p));
+    for (std::size_t i = off[uk]; i < off[uk + 1]; ++i)
+      out[uk].push_back(fold(op, send, i, order, p));
   }
   return out;
 }
@@ -315,8 +316,9 @@ inline Traffic all_reduce_traffic(Order algo, int p, int r, std::size_t n, std::
   const std::uint64_t cnext = c[mod(r + 1, p)] * elem;
   const std::uint64_t cprev = c[mod(r - 1, p)] * elem;
   const std::uint64_t sent = (S - cr) + (S - cnext);
-  const std::uint64_t recv = algo == Order::ring ? (S - cprev) + (S - cr)
-                                                 : static_cast<std::uint64_t>(p - 1) * cr + (S - cr);
+  const std::uint64_t recv = algo == Order::ring
+                                 ? (S - cprev) + (S - cr)
+                                 : static_cast<std::uint64_t>(p - 1) * cr + (S - cr);
   return {sent, recv};
 }
 

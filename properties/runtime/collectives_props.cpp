@@ -36,7 +36,8 @@ RC_GTEST_PROP(barrier, orders_every_members_writes_before_every_members_reads, (
   const int p = topo.size();
   const int rounds = *uniform(1, 4);
   RC_TAG(p_bucket(p));
-  std::vector<std::vector<int>> marks(static_cast<std::size_t>(rounds), std::vector<int>(static_cast<std::size_t>(p), 0));
+  std::vector<std::vector<int>> marks(static_cast<std::size_t>(rounds),
+                                      std::vector<int>(static_cast<std::size_t>(p), 0));
   std::vector<std::vector<int>> seen_all(static_cast<std::size_t>(p));
   const auto run = run_on_group(topo, [&](Communicator& g) {
     const auto r = rank_of(g);
@@ -48,7 +49,8 @@ RC_GTEST_PROP(barrier, orders_every_members_writes_before_every_members_reads, (
     }
   });
   assert_group_seen(topo, run.seen);
-  for (const auto& s : seen_all) RC_ASSERT(s == std::vector<int>(static_cast<std::size_t>(rounds), p));
+  for (const auto& s : seen_all)
+    RC_ASSERT(s == std::vector<int>(static_cast<std::size_t>(rounds), p));
 }
 
 // ---------------------------------------------------------------- broadcast
@@ -58,7 +60,8 @@ void broadcast_case(const Topology& topo) {
   const int p = topo.size();
   const int root = *uniform(0, p - 1);
   const std::size_t n = *genLength(p);
-  const auto bufs = *genBuffers<T>(std::vector<std::size_t>(static_cast<std::size_t>(p), n), *genValues());
+  const auto bufs =
+      *genBuffers<T>(std::vector<std::size_t>(static_cast<std::size_t>(p), n), *genValues());
   Bufs<T> out(static_cast<std::size_t>(p));
   const auto run = run_on_group(topo, [&](Communicator& g) {
     auto buf = bufs[rank_of(g)];
@@ -81,8 +84,8 @@ template <class T>
 void all_gather_case(const Topology& topo) {
   const int p = topo.size();
   const bool even = *rc::gen::arbitrary<bool>();
-  const auto counts = even ? std::vector<std::size_t>(static_cast<std::size_t>(p), *genCount())
-                           : *genCounts(p);
+  const auto counts =
+      even ? std::vector<std::size_t>(static_cast<std::size_t>(p), *genCount()) : *genCounts(p);
   const bool in_place = *rc::gen::arbitrary<bool>();
   const auto send = *genBuffers<T>(counts, *genValues());
   const auto off = model::offsets_of(counts);
@@ -136,8 +139,8 @@ void gather_case(const Topology& topo) {
   assert_group_seen(topo, run.seen);
   Bufs<T> expected(static_cast<std::size_t>(p));
   for (int r = 0; r < p; ++r) {
-    expected[static_cast<std::size_t>(r)] = r == root ? model::gather(send)
-                                            : std::vector<T>(empty_off_root ? 0 : total, sentinel<T>());
+    expected[static_cast<std::size_t>(r)] =
+        r == root ? model::gather(send) : std::vector<T>(empty_off_root ? 0 : total, sentinel<T>());
   }
   assert_ranks_equal(expected, out, Match::bits, "gather recv");
 }
@@ -223,11 +226,12 @@ void send_recv_case(const Topology& topo) {
   const int p = topo.size();
   // A list every rank walks in the same order, doing its own part: deadlock-free by
   // construction even though send waits for the receiver.
-  const auto msgs = *rc::gen::resize(24, rc::gen::container<std::vector<Message>>(rc::gen::exec([p] {
-    const int src = *uniform(0, p - 1);
-    const int dst = (src + *uniform(1, p - 1)) % p;
-    return Message{src, dst, *uniform(0, 3), *genCount()};
-  })));
+  const auto msgs =
+      *rc::gen::resize(24, rc::gen::container<std::vector<Message>>(rc::gen::exec([p] {
+                         const int src = *uniform(0, p - 1);
+                         const int dst = (src + *uniform(1, p - 1)) % p;
+                         return Message{src, dst, *uniform(0, 3), *genCount()};
+                       })));
   const auto mix = *genValues();
   Bufs<T> payload;
   for (const auto& m : msgs) payload.push_back(*genBuffer<T>(m.n, mix));
@@ -244,7 +248,8 @@ void send_recv_case(const Topology& topo) {
     }
   });
   assert_group_seen(topo, run.seen);
-  RC_TAG("messages " + std::to_string(std::min<std::size_t>(msgs.size(), 5)) + (msgs.size() > 5 ? "+" : ""));
+  RC_TAG("messages " + std::to_string(std::min<std::size_t>(msgs.size(), 5)) +
+         (msgs.size() > 5 ? "+" : ""));
   assert_ranks_equal(payload, got, Match::bits, "received message (indexed by message)");
 }
 

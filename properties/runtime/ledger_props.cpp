@@ -35,13 +35,13 @@ std::string describe(const Expected& e) {
 // What one case calls (all but the messages need every member).
 struct LedgerCase {
   DType dtype;
-  std::size_t n;                                 // broadcast, reduce, all_reduce
-  std::vector<std::size_t> counts;               // all_gather, reduce_scatter, gather, scatter, ring_shift sizes
-  std::vector<std::vector<std::size_t>> a2a;     // a2a[s][d]
+  std::size_t n;                    // broadcast, reduce, all_reduce
+  std::vector<std::size_t> counts;  // all_gather, reduce_scatter, gather, scatter, ring_shift sizes
+  std::vector<std::vector<std::size_t>> a2a;  // a2a[s][d]
   int root;
   ReduceOp op;
   int shift;
-  int a = -1, b = -1;                            // messages a->b (twice) and b->a, when p >= 2
+  int a = -1, b = -1;  // messages a->b (twice) and b->a, when p >= 2
   std::size_t m1 = 0, m2 = 0, m3 = 0;
 };
 
@@ -59,8 +59,8 @@ void run_every_collective(Communicator& g, const LedgerCase& c) {
   g.all_reduce(std::span<T>(buf), c.op, Algorithm::sequential);
   g.all_gather(std::span<const T>(piece), std::span<T>(big), c.counts);
   g.reduce_scatter(std::span<const T>(big), std::span<T>(piece), c.counts, c.op, Algorithm::ring);
-  g.reduce_scatter(std::span<const T>(big), std::span<T>(big.data() + off[r], c.counts[r]), c.counts, c.op,
-                   Algorithm::sequential);
+  g.reduce_scatter(std::span<const T>(big), std::span<T>(big.data() + off[r], c.counts[r]),
+                   c.counts, c.op, Algorithm::sequential);
   std::vector<std::size_t> rcounts;
   for (int s = 0; s < p; ++s) rcounts.push_back(c.a2a[static_cast<std::size_t>(s)][r]);
   std::vector<T> a2a_send(model::total(c.a2a[r])), a2a_recv(model::total(rcounts));
@@ -97,17 +97,59 @@ std::vector<Expected> expected_entries(const LedgerCase& c, int p, int r) {
   const std::size_t src = model::mod(r - c.shift, p);
   std::vector<Expected> x = {
       {Collective::barrier, 0, {0, 0}, Algorithm::none, {}, -1, 0},
-      {Collective::broadcast, c.n, model::broadcast_traffic(p, r, c.root, S), Algorithm::chain, {}, -1, 1},
-      {Collective::reduce, c.n, model::reduce_traffic(p, r, c.root, S), Algorithm::chain, c.op, -1, 2},
-      {Collective::all_reduce, c.n, model::all_reduce_traffic(Order::ring, p, r, c.n, e), Algorithm::ring, c.op, -1, 3},
-      {Collective::all_reduce, c.n, model::all_reduce_traffic(Order::sequential, p, r, c.n, e), Algorithm::sequential, c.op, -1, 4},
-      {Collective::all_gather, total, model::all_gather_traffic(c.counts, r, e), Algorithm::ring, {}, -1, 5},
-      {Collective::reduce_scatter, total, model::reduce_scatter_traffic(Order::ring, c.counts, r, e), Algorithm::ring, c.op, -1, 6},
-      {Collective::reduce_scatter, total, model::reduce_scatter_traffic(Order::sequential, c.counts, r, e), Algorithm::sequential, c.op, -1, 7},
-      {Collective::all_to_all, model::total(c.a2a[ur]), model::all_to_all_traffic(c.a2a[ur], rcounts, r, e), Algorithm::direct, {}, -1, 8},
-      {Collective::gather, total, model::gather_traffic(c.counts, r, c.root, e), Algorithm::direct, {}, -1, 9},
-      {Collective::scatter, total, model::scatter_traffic(c.counts, r, c.root, e), Algorithm::direct, {}, -1, 10},
-      {Collective::ring_shift, c.counts[ur], model::ring_shift_traffic(p, c.shift, c.counts[ur], c.counts[src], e), Algorithm::direct, {}, -1, 11},
+      {Collective::broadcast,
+       c.n,
+       model::broadcast_traffic(p, r, c.root, S),
+       Algorithm::chain,
+       {},
+       -1,
+       1},
+      {Collective::reduce, c.n, model::reduce_traffic(p, r, c.root, S), Algorithm::chain, c.op, -1,
+       2},
+      {Collective::all_reduce, c.n, model::all_reduce_traffic(Order::ring, p, r, c.n, e),
+       Algorithm::ring, c.op, -1, 3},
+      {Collective::all_reduce, c.n, model::all_reduce_traffic(Order::sequential, p, r, c.n, e),
+       Algorithm::sequential, c.op, -1, 4},
+      {Collective::all_gather,
+       total,
+       model::all_gather_traffic(c.counts, r, e),
+       Algorithm::ring,
+       {},
+       -1,
+       5},
+      {Collective::reduce_scatter, total,
+       model::reduce_scatter_traffic(Order::ring, c.counts, r, e), Algorithm::ring, c.op, -1, 6},
+      {Collective::reduce_scatter, total,
+       model::reduce_scatter_traffic(Order::sequential, c.counts, r, e), Algorithm::sequential,
+       c.op, -1, 7},
+      {Collective::all_to_all,
+       model::total(c.a2a[ur]),
+       model::all_to_all_traffic(c.a2a[ur], rcounts, r, e),
+       Algorithm::direct,
+       {},
+       -1,
+       8},
+      {Collective::gather,
+       total,
+       model::gather_traffic(c.counts, r, c.root, e),
+       Algorithm::direct,
+       {},
+       -1,
+       9},
+      {Collective::scatter,
+       total,
+       model::scatter_traffic(c.counts, r, c.root, e),
+       Algorithm::direct,
+       {},
+       -1,
+       10},
+      {Collective::ring_shift,
+       c.counts[ur],
+       model::ring_shift_traffic(p, c.shift, c.counts[ur], c.counts[src], e),
+       Algorithm::direct,
+       {},
+       -1,
+       11},
   };
   // Messages: the step of a send/recv entry is the message's number on its (src, dst) link.
   if (r == c.a) {
@@ -131,13 +173,18 @@ std::string entry_difference(const Expected& want, const LedgerEntry& got, DType
     return std::string(what) + " is " + std::to_string(g) + ", expected " + std::to_string(w);
   };
   if (got.op != want.op) return "op is " + std::string(name(got.op));
-  if (!got.group || *got.group != members) return "group is " + (got.group ? format_group(*got.group) : "null");
-  if (want.op != Collective::barrier && got.dtype != dtype) return "dtype is " + std::string(name(got.dtype));
+  if (!got.group || *got.group != members)
+    return "group is " + (got.group ? format_group(*got.group) : "null");
+  if (want.op != Collective::barrier && got.dtype != dtype)
+    return "dtype is " + std::string(name(got.dtype));
   if (got.count != want.count) return field("count", want.count, got.count);
-  if (got.bytes_sent != want.bytes.sent) return field("bytes_sent", want.bytes.sent, got.bytes_sent);
-  if (got.bytes_recv != want.bytes.recv) return field("bytes_recv", want.bytes.recv, got.bytes_recv);
+  if (got.bytes_sent != want.bytes.sent)
+    return field("bytes_sent", want.bytes.sent, got.bytes_sent);
+  if (got.bytes_recv != want.bytes.recv)
+    return field("bytes_recv", want.bytes.recv, got.bytes_recv);
   if (got.algorithm != want.algorithm) return "algorithm is " + std::string(name(got.algorithm));
-  if (want.reduce_op && got.reduce_op != *want.reduce_op) return "reduce_op is " + std::string(name(got.reduce_op));
+  if (want.reduce_op && got.reduce_op != *want.reduce_op)
+    return "reduce_op is " + std::string(name(got.reduce_op));
   if (got.peer != want.peer) return field("peer", want.peer, got.peer);
   if (got.step != want.step) return field("step", want.step, got.step);
   return {};
@@ -177,14 +224,16 @@ RC_GTEST_PROP(ledger, every_entry_equals_the_documented_formulas, ()) {
     const int r = static_cast<int>(it - members.begin());
     const auto want = expected_entries(c, p, r);
     if (entries.size() != want.size()) {
-      RC_FAIL("world rank " + std::to_string(w) + " has " + std::to_string(entries.size()) + " ledger entries, expected " +
-              std::to_string(want.size()) + ":\n" + run.result.ledgers[static_cast<std::size_t>(w)].to_string());
+      RC_FAIL("world rank " + std::to_string(w) + " has " + std::to_string(entries.size()) +
+              " ledger entries, expected " + std::to_string(want.size()) + ":\n" +
+              run.result.ledgers[static_cast<std::size_t>(w)].to_string());
     }
     for (std::size_t i = 0; i < want.size(); ++i) {
       const auto diff = entry_difference(want[i], entries[i], c.dtype, members);
       if (!diff.empty()) {
-        RC_FAIL("world rank " + std::to_string(w) + " (group rank " + std::to_string(r) + "), entry " +
-                std::to_string(i) + " (" + entries[i].to_string() + "): " + diff + "; expected " + describe(want[i]));
+        RC_FAIL("world rank " + std::to_string(w) + " (group rank " + std::to_string(r) +
+                "), entry " + std::to_string(i) + " (" + entries[i].to_string() + "): " + diff +
+                "; expected " + describe(want[i]));
       }
     }
   }

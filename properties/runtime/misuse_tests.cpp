@@ -108,7 +108,8 @@ TEST(misuse, different_collectives_at_one_step_raise_collective_mismatch_on_ever
     if (c.rank() == 2) c.all_gather(std::span<const float>(x), std::span<float>(y));
     else c.all_reduce(std::span<float>(x), ReduceOp::sum);
   });
-  expect_primary<CollectiveMismatch>(f, 0, {"step 0", "[0,1,2]", "all_reduce", "all_gather", "rank 2"});
+  expect_primary<CollectiveMismatch>(f, 0,
+                                     {"step 0", "[0,1,2]", "all_reduce", "all_gather", "rank 2"});
   EXPECT_EQ(ranks_with<CollectiveMismatch>(*f.error), iota(3));
   EXPECT_LT(f.elapsed, kPrompt);
 }
@@ -159,7 +160,8 @@ TEST(misuse, different_element_types_raise_collective_mismatch) {
 TEST(misuse, different_algorithms_raise_collective_mismatch) {
   const auto f = run_expecting_failure(3, [](Communicator& c) {
     std::vector<float> x(8);
-    c.all_reduce(std::span<float>(x), ReduceOp::sum, c.rank() == 0 ? Algorithm::sequential : Algorithm::ring);
+    c.all_reduce(std::span<float>(x), ReduceOp::sum,
+                 c.rank() == 0 ? Algorithm::sequential : Algorithm::ring);
   });
   expect_primary<CollectiveMismatch>(f, 0, {"step 0", "algorithm", "ring", "sequential"});
   EXPECT_EQ(ranks_with<CollectiveMismatch>(*f.error), iota(3));
@@ -176,7 +178,8 @@ TEST(misuse, a_mismatch_on_a_subgroup_names_its_members_and_world_ranks) {
     else g->all_reduce(std::span<float>(x), ReduceOp::sum);
   });
   // Group rank 1 is world rank 0.
-  expect_primary<CollectiveMismatch>(f, 0, {"step 0", "[2,0,1]", "rank 1 (world rank 0)", "all_gather"});
+  expect_primary<CollectiveMismatch>(f, 0,
+                                     {"step 0", "[2,0,1]", "rank 1 (world rank 0)", "all_gather"});
   EXPECT_EQ(ranks_with<CollectiveMismatch>(*f.error), iota(3));
   EXPECT_LT(f.elapsed, kPrompt);
 }
@@ -367,7 +370,8 @@ TEST(misuse, bad_group_lists_are_usage_errors) {
 TEST(misuse, partially_overlapping_send_and_recv_are_a_usage_error) {
   const auto f = run_expecting_failure(2, [](Communicator& c) {
     std::vector<float> buf(5);
-    c.all_reduce(std::span<const float>(buf.data(), 4), std::span<float>(buf.data() + 1, 4), ReduceOp::sum);
+    c.all_reduce(std::span<const float>(buf.data(), 4), std::span<float>(buf.data() + 1, 4),
+                 ReduceOp::sum);
   });
   expect_primary<UsageError>(f, 0, {"all_reduce", "overlap"});
   const auto g = run_expecting_failure(2, [](Communicator& c) {
@@ -393,7 +397,8 @@ TEST(misuse, run_with_no_ranks_or_too_many_is_a_usage_error) {
 
 TEST(misuse, run_inside_a_rank_is_a_usage_error) {
   for (const int outer : {2, 1}) {
-    const auto f = run_expecting_failure(outer, [](Communicator&) { run(2, [](Communicator&) {}); });
+    const auto f =
+        run_expecting_failure(outer, [](Communicator&) { run(2, [](Communicator&) {}); });
     expect_primary<UsageError>(f, 0, {"run", "inside"});
   }
 }
@@ -433,7 +438,9 @@ TEST(limits, one_rank_runs_every_collective) {
     const std::vector<double> x = {1.5, -0.0, 3.0};
     const std::vector<std::size_t> counts = {3};
     auto check = [&](const char* what, const std::vector<double>& got) {
-      if (got.size() != x.size() || std::memcmp(got.data(), x.data(), x.size() * sizeof(double)) != 0) failures.push_back(what);
+      if (got.size() != x.size() ||
+          std::memcmp(got.data(), x.data(), x.size() * sizeof(double)) != 0)
+        failures.push_back(what);
     };
     c.barrier();
     std::vector<double> b = x;
@@ -443,7 +450,8 @@ TEST(limits, one_rank_runs_every_collective) {
     c.reduce(std::span<const double>(x), std::span<double>(out), ReduceOp::sum, 0);
     check("reduce", out);
     for (const auto algo : {Algorithm::ring, Algorithm::sequential}) {
-      for (const auto op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min, ReduceOp::product}) {
+      for (const auto op :
+           {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min, ReduceOp::product}) {
         std::vector<double> a = x;
         c.all_reduce(std::span<double>(a), op, algo);
         check("all_reduce", a);

@@ -39,7 +39,8 @@ void reduce_case(const Topology& topo) {
   const std::size_t n = *genLength(p);
   const bool in_place = *rc::gen::arbitrary<bool>();
   const bool empty_off_root = *rc::gen::arbitrary<bool>();
-  const auto send = *genBuffers<T>(std::vector<std::size_t>(static_cast<std::size_t>(p), n), *genValues());
+  const auto send =
+      *genBuffers<T>(std::vector<std::size_t>(static_cast<std::size_t>(p), n), *genValues());
   tag_case(dtype_of<T>, op, p);
   RC_CLASSIFY(in_place, "in place");
   Bufs<T> out(static_cast<std::size_t>(p)), send_after(static_cast<std::size_t>(p));
@@ -66,7 +67,8 @@ void reduce_case(const Topology& topo) {
   }
   expected[ur] = out[ur];  // compared on its own below, under the op's match
   assert_ranks_equal(expected, out, Match::bits, "reduce recv off the root (must be untouched)");
-  const auto diff = first_difference(model::reduce(send, to_model(op), root), out[ur], match_for(op, dtype_of<T>));
+  const auto diff = first_difference(model::reduce(send, to_model(op), root), out[ur],
+                                     match_for(op, dtype_of<T>));
   if (!diff.empty()) RC_FAIL("reduce result on root " + std::to_string(root) + ": " + diff);
   if (!in_place) assert_ranks_equal(send, send_after, Match::bits, "reduce send (const)");
 }
@@ -85,7 +87,8 @@ void all_reduce_case(const Topology& topo) {
   const Algorithm algo = *genAlgorithm();
   const std::size_t n = *genLength(p);
   const bool in_place = *rc::gen::arbitrary<bool>();
-  const auto send = *genBuffers<T>(std::vector<std::size_t>(static_cast<std::size_t>(p), n), *genValues());
+  const auto send =
+      *genBuffers<T>(std::vector<std::size_t>(static_cast<std::size_t>(p), n), *genValues());
   tag_case(dtype_of<T>, op, p);
   RC_CLASSIFY(n < static_cast<std::size_t>(p), "empty chunks (n < P)");
   Bufs<T> out(static_cast<std::size_t>(p)), send_after(static_cast<std::size_t>(p));
@@ -118,7 +121,8 @@ RC_GTEST_PROP(all_reduce, every_rank_holds_the_documented_fold_bit_for_bit, ()) 
 // property meets these cases rarely; here every value comes from a few colliding ones.
 RC_GTEST_PROP(all_reduce, max_and_min_pick_the_documented_operand_on_ties_and_nans, ()) {
   const auto topo = *genTopology();
-  const DType dtype = *rc::gen::element(DType::float64, DType::float32, DType::bfloat16, DType::float16);
+  const DType dtype =
+      *rc::gen::element(DType::float64, DType::float32, DType::bfloat16, DType::float16);
   const ReduceOp op = *rc::gen::element(ReduceOp::max, ReduceOp::min);
   const Algorithm algo = *genAlgorithm();
   const int p = topo.size();
@@ -127,7 +131,8 @@ RC_GTEST_PROP(all_reduce, max_and_min_pick_the_documented_operand_on_ties_and_na
   tag_case(dtype, op, p);
   visit_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
-    const auto send = *genBuffers<T>(std::vector<std::size_t>(static_cast<std::size_t>(p), n), Values::few);
+    const auto send =
+        *genBuffers<T>(std::vector<std::size_t>(static_cast<std::size_t>(p), n), Values::few);
     Bufs<T> all(static_cast<std::size_t>(p)), rooted(static_cast<std::size_t>(p));
     const auto run = run_on_group(topo, [&](Communicator& g) {
       const auto r = rank_of(g);
@@ -139,9 +144,9 @@ RC_GTEST_PROP(all_reduce, max_and_min_pick_the_documented_operand_on_ties_and_na
     assert_group_seen(topo, run.seen);
     assert_ranks_equal(model::all_reduce(send, to_model(op), to_model(algo)), all,
                        match_for(op, dtype_of<T>), "all_reduce result");
-    const auto diff = first_difference(model::reduce(send, to_model(op), root),
-                                       rooted[static_cast<std::size_t>(root)],
-                                       match_for(op, dtype_of<T>));
+    const auto diff =
+        first_difference(model::reduce(send, to_model(op), root),
+                         rooted[static_cast<std::size_t>(root)], match_for(op, dtype_of<T>));
     if (!diff.empty()) RC_FAIL("reduce result on root " + std::to_string(root) + ": " + diff);
   });
 }
@@ -157,7 +162,8 @@ RC_GTEST_PROP(all_reduce, ring_and_sequential_agree_on_integers, ()) {
   visit_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_integral_v<T>) {
-      const auto send = *genBuffers<T>(std::vector<std::size_t>(static_cast<std::size_t>(p), n), Values::wide);
+      const auto send =
+          *genBuffers<T>(std::vector<std::size_t>(static_cast<std::size_t>(p), n), Values::wide);
       Bufs<T> ring(static_cast<std::size_t>(p)), seq(static_cast<std::size_t>(p));
       run_on_group(topo, [&](Communicator& g) {
         const auto r = rank_of(g);
@@ -176,8 +182,10 @@ RC_GTEST_PROP(all_reduce, ring_and_sequential_agree_on_integers, ()) {
 // = 1. Every rank must hold the same bits.
 template <class T>
 void ring_and_sequential_differ() {
-  const float big = std::is_same_v<T, double> ? 0x1p53f : std::is_same_v<T, float> ? 0x1p24f
-                    : std::is_same_v<T, bfloat16> ? 0x1p8f : 0x1p11f;
+  const float big = std::is_same_v<T, double>     ? 0x1p53f
+                    : std::is_same_v<T, float>    ? 0x1p24f
+                    : std::is_same_v<T, bfloat16> ? 0x1p8f
+                                                  : 0x1p11f;
   const std::vector<T> x = {T(1.0f), T(big), T(-big)};
   std::vector<T> ring(3), seq(3);
   run(3, [&](Communicator& c) {
@@ -189,8 +197,10 @@ void ring_and_sequential_differ() {
     seq[r] = b[0];
   });
   for (std::size_t r = 0; r < 3; ++r) {
-    EXPECT_EQ(model::bits_of(ring[r]), model::bits_of(T(1.0f))) << name(dtype_of<T>) << " ring, rank " << r;
-    EXPECT_EQ(model::bits_of(seq[r]), model::bits_of(T(0.0f))) << name(dtype_of<T>) << " sequential, rank " << r;
+    EXPECT_EQ(model::bits_of(ring[r]), model::bits_of(T(1.0f)))
+        << name(dtype_of<T>) << " ring, rank " << r;
+    EXPECT_EQ(model::bits_of(seq[r]), model::bits_of(T(0.0f)))
+        << name(dtype_of<T>) << " sequential, rank " << r;
   }
 }
 
@@ -220,9 +230,11 @@ void reduce_scatter_case(const Topology& topo) {
   const auto run = run_on_group(topo, [&](Communicator& g) {
     const auto r = rank_of(g);
     std::vector<T> s = send[r];
-    const auto first = static_cast<std::ptrdiff_t>(off[r]), last = static_cast<std::ptrdiff_t>(off[r + 1]);
+    const auto first = static_cast<std::ptrdiff_t>(off[r]),
+               last = static_cast<std::ptrdiff_t>(off[r + 1]);
     if (in_place) {
-      g.reduce_scatter(std::span<const T>(s), std::span<T>(s.data() + off[r], counts[r]), counts, op, algo);
+      g.reduce_scatter(std::span<const T>(s), std::span<T>(s.data() + off[r], counts[r]), counts,
+                       op, algo);
       out[r].assign(s.begin() + first, s.begin() + last);
       s.erase(s.begin() + first, s.begin() + last);  // what the call must not touch
     } else {
@@ -243,7 +255,8 @@ void reduce_scatter_case(const Topology& topo) {
   }
   assert_ranks_equal(model::reduce_scatter(send, counts, to_model(op), to_model(algo)), out,
                      match_for(op, dtype_of<T>), "reduce_scatter chunk");
-  assert_ranks_equal(rest_before, rest_after, Match::bits, "reduce_scatter send outside recv (const)");
+  assert_ranks_equal(rest_before, rest_after, Match::bits,
+                     "reduce_scatter send outside recv (const)");
 }
 
 RC_GTEST_PROP(reduce_scatter, rank_k_holds_chunk_k_of_the_documented_fold, ()) {

@@ -78,7 +78,8 @@ inline rc::Gen<DType> genDType() {
 
 inline rc::Gen<ReduceOp> genReduceOp(DType t) {
   if (is_floating(t)) {
-    return rc::gen::elementOf(std::vector<ReduceOp>(std::begin(all_reduce_ops), std::end(all_reduce_ops)));
+    return rc::gen::elementOf(
+        std::vector<ReduceOp>(std::begin(all_reduce_ops), std::end(all_reduce_ops)));
   }
   return rc::gen::element(ReduceOp::sum, ReduceOp::max, ReduceOp::min, ReduceOp::product);
 }
@@ -89,9 +90,10 @@ inline rc::Gen<Algorithm> genAlgorithm() {
 
 // A per-rank element count: zero often (empty ranks are the usual edge), small mostly.
 inline rc::Gen<std::size_t> genCount(std::size_t max = 24) {
-  return rc::gen::weightedOneOf<std::size_t>({{2, rc::gen::just(std::size_t{0})},
-                                              {4, uniform<std::size_t>(1, std::min<std::size_t>(4, max))},
-                                              {4, uniform<std::size_t>(0, max)}});
+  return rc::gen::weightedOneOf<std::size_t>(
+      {{2, rc::gen::just(std::size_t{0})},
+       {4, uniform<std::size_t>(1, std::min<std::size_t>(4, max))},
+       {4, uniform<std::size_t>(0, max)}});
 }
 
 inline rc::Gen<std::vector<std::size_t>> genCounts(int p, std::size_t max = 24) {
@@ -157,7 +159,8 @@ inline rc::Gen<Topology> genTopology(int max_world = 16) {
     const int kind = t.world == 1 ? 0 : *rc::gen::weightedElement<int>({{5, 0}, {3, 1}, {2, 2}});
     if (kind >= 1) {
       // Mostly large sub-groups (P > 2 common), any size possible.
-      const int k1 = *rc::gen::weightedOneOf<int>({{1, uniform(1, t.world)}, {2, uniform(std::max(1, t.world / 2), t.world)}});
+      const int k1 = *rc::gen::weightedOneOf<int>(
+          {{1, uniform(1, t.world)}, {2, uniform(std::max(1, t.world / 2), t.world)}});
       t.level1 = *genOrderedSubset(t.world, k1);
       if (kind == 2) t.level2 = *genOrderedSubset(k1, *uniform(1, k1));
     }
@@ -176,13 +179,25 @@ inline std::string p_bucket(int p) {
 template <Element T>
 struct Layout;
 template <>
-struct Layout<double> { using U = std::uint64_t; static constexpr int exp = 11, man = 52; };
+struct Layout<double> {
+  using U = std::uint64_t;
+  static constexpr int exp = 11, man = 52;
+};
 template <>
-struct Layout<float> { using U = std::uint32_t; static constexpr int exp = 8, man = 23; };
+struct Layout<float> {
+  using U = std::uint32_t;
+  static constexpr int exp = 8, man = 23;
+};
 template <>
-struct Layout<bfloat16> { using U = std::uint16_t; static constexpr int exp = 8, man = 7; };
+struct Layout<bfloat16> {
+  using U = std::uint16_t;
+  static constexpr int exp = 8, man = 7;
+};
 template <>
-struct Layout<float16> { using U = std::uint16_t; static constexpr int exp = 5, man = 10; };
+struct Layout<float16> {
+  using U = std::uint16_t;
+  static constexpr int exp = 5, man = 10;
+};
 
 // What a case's values look like. `tame` keeps sums finite so rounding differences show;
 // `wide` spans the whole range; `special` is dense in NaN/Inf/-0/subnormals/extremes; `few`
@@ -244,37 +259,55 @@ rc::Gen<T> genFloatOfKind(int kind, bool canonical_nan) {
     const T nan_b = canonical_nan ? hardware_nan<T>() : from_layout_bits<T>(1, exp_max, quiet | 2);
     const T snan = canonical_nan ? hardware_nan<T>() : from_layout_bits<T>(0, exp_max, 3);
     // Zeros weigh most: +0 against -0 is the only tie whose operands differ in bits.
-    return rc::gen::weightedElement<T>({{3, from_layout_bits<T>(0, 0, 0)}, {3, from_layout_bits<T>(1, 0, 0)},
-                                        {1, from_layout_bits<T>(0, bias, 0)}, {1, from_layout_bits<T>(1, bias, 0)},
-                                        {1, from_layout_bits<T>(0, exp_max, 0)}, {1, from_layout_bits<T>(1, exp_max, 0)},
-                                        {1, nan_a}, {1, nan_b}, {1, snan}});
+    return rc::gen::weightedElement<T>({{3, from_layout_bits<T>(0, 0, 0)},
+                                        {3, from_layout_bits<T>(1, 0, 0)},
+                                        {1, from_layout_bits<T>(0, bias, 0)},
+                                        {1, from_layout_bits<T>(1, bias, 0)},
+                                        {1, from_layout_bits<T>(0, exp_max, 0)},
+                                        {1, from_layout_bits<T>(1, exp_max, 0)},
+                                        {1, nan_a},
+                                        {1, nan_b},
+                                        {1, snan}});
   }
   return rc::gen::exec([=]() -> T {
     const std::uint64_t sign = *uniform<std::uint64_t>(0, 1);
     switch (kind) {
       case 0: return T(static_cast<float>(*uniform(-8, 8)));
-      case 1: return from_layout_bits<T>(sign, *uniform<std::uint64_t>(bias - std::min<std::uint64_t>(10, bias - 1), bias + 10 < exp_max ? bias + 10 : exp_max - 1), *uniform<std::uint64_t>(0, man_max));
-      case 2: return from_layout_bits<T>(sign, *uniform<std::uint64_t>(0, exp_max - 1), *uniform<std::uint64_t>(0, man_max));
+      case 1:
+        return from_layout_bits<T>(
+            sign,
+            *uniform<std::uint64_t>(bias - std::min<std::uint64_t>(10, bias - 1),
+                                    bias + 10 < exp_max ? bias + 10 : exp_max - 1),
+            *uniform<std::uint64_t>(0, man_max));
+      case 2:
+        return from_layout_bits<T>(sign, *uniform<std::uint64_t>(0, exp_max - 1),
+                                   *uniform<std::uint64_t>(0, man_max));
       case 3:
-        if (canonical_nan) return from_layout_bits<T>(sign, *uniform<std::uint64_t>(0, exp_max - 1), *uniform<std::uint64_t>(0, man_max));
-        return from_layout_bits<T>(sign, *uniform<std::uint64_t>(0, exp_max), *uniform<std::uint64_t>(0, man_max));
+        if (canonical_nan)
+          return from_layout_bits<T>(sign, *uniform<std::uint64_t>(0, exp_max - 1),
+                                     *uniform<std::uint64_t>(0, man_max));
+        return from_layout_bits<T>(sign, *uniform<std::uint64_t>(0, exp_max),
+                                   *uniform<std::uint64_t>(0, man_max));
       default: break;
     }
     switch (*uniform(0, 9)) {
-      case 0: return from_layout_bits<T>(sign, 0, 0);                          // +-0
-      case 1: return from_layout_bits<T>(sign, exp_max, 0);                    // +-Inf
-      case 2:                                                                  // quiet NaN
+      case 0: return from_layout_bits<T>(sign, 0, 0);        // +-0
+      case 1: return from_layout_bits<T>(sign, exp_max, 0);  // +-Inf
+      case 2:                                                // quiet NaN
         if (canonical_nan) return hardware_nan<T>();
         return from_layout_bits<T>(sign, exp_max, quiet | *uniform<std::uint64_t>(0, quiet - 1));
-      case 3:                                                                  // signalling NaN
+      case 3:  // signalling NaN
         if (canonical_nan) return hardware_nan<T>();
         return from_layout_bits<T>(sign, exp_max, *uniform<std::uint64_t>(1, quiet - 1));
-      case 4: return from_layout_bits<T>(sign, 0, 1);                          // min subnormal
-      case 5: return from_layout_bits<T>(sign, 0, *uniform<std::uint64_t>(1, man_max));  // subnormal
-      case 6: return from_layout_bits<T>(sign, 1, 0);                          // min normal
-      case 7: return from_layout_bits<T>(sign, exp_max - 1, man_max);          // max finite
-      case 8: return from_layout_bits<T>(sign, bias, 0);                       // +-1
-      default: return from_layout_bits<T>(sign, bias + *uniform<std::uint64_t>(0, 3), man_max);  // rounding edge
+      case 4: return from_layout_bits<T>(sign, 0, 1);  // min subnormal
+      case 5:
+        return from_layout_bits<T>(sign, 0, *uniform<std::uint64_t>(1, man_max));  // subnormal
+      case 6: return from_layout_bits<T>(sign, 1, 0);                              // min normal
+      case 7: return from_layout_bits<T>(sign, exp_max - 1, man_max);              // max finite
+      case 8: return from_layout_bits<T>(sign, bias, 0);                           // +-1
+      default:
+        return from_layout_bits<T>(sign, bias + *uniform<std::uint64_t>(0, 3),
+                                   man_max);  // rounding edge
     }
   });
 }
@@ -288,7 +321,9 @@ rc::Gen<T> genIntOfKind(int kind) {
     case 1: return uniform<T>(-100000, 100000);
     case 2:
     case 3: return uniform<T>(Lim::min(), static_cast<T>(Lim::max() - 1));
-    default: return rc::gen::element<T>(0, 1, -1, Lim::min(), Lim::max(), static_cast<T>(Lim::min() + 1), static_cast<T>(Lim::max() - 1));
+    default:
+      return rc::gen::element<T>(0, 1, -1, Lim::min(), Lim::max(), static_cast<T>(Lim::min() + 1),
+                                 static_cast<T>(Lim::max() - 1));
   }
 }
 
@@ -296,10 +331,12 @@ rc::Gen<T> genIntOfKind(int kind) {
 template <Element T>
 rc::Gen<T> genElement(Values mix, bool canonical_nan = false) {
   // Weights of the kinds 0..5 (small int, moderate, log-uniform full, raw bits, special, few).
-  constexpr std::size_t w[4][6] = {{3, 7, 0, 0, 0, 0}, {1, 4, 3, 1, 1, 0}, {2, 4, 0, 0, 4, 0}, {0, 0, 0, 0, 0, 1}};
+  constexpr std::size_t w[4][6] = {
+      {3, 7, 0, 0, 0, 0}, {1, 4, 3, 1, 1, 0}, {2, 4, 0, 0, 4, 0}, {0, 0, 0, 0, 0, 1}};
   const auto& wm = w[static_cast<int>(mix)];
   return rc::gen::exec([=] {
-    const int kind = *rc::gen::weightedElement<int>({{wm[0], 0}, {wm[1], 1}, {wm[2], 2}, {wm[3], 3}, {wm[4], 4}, {wm[5], 5}});
+    const int kind = *rc::gen::weightedElement<int>(
+        {{wm[0], 0}, {wm[1], 1}, {wm[2], 2}, {wm[3], 3}, {wm[4], 4}, {wm[5], 5}});
     if constexpr (std::is_integral_v<T>) return *genIntOfKind<T>(kind);
     else return *genFloatOfKind<T>(kind, canonical_nan);
   });
@@ -372,7 +409,8 @@ template <Element T>
 std::string first_difference(const std::vector<T>& expected, const std::vector<T>& actual,
                              Match m = Match::bits) {
   if (expected.size() != actual.size()) {
-    return "size " + std::to_string(actual.size()) + ", expected " + std::to_string(expected.size());
+    return "size " + std::to_string(actual.size()) + ", expected " +
+           std::to_string(expected.size());
   }
   for (std::size_t i = 0; i < expected.size(); ++i) {
     if (!same(expected[i], actual[i], m)) {
@@ -439,7 +477,8 @@ GroupRun run_on_group(const Topology& t, Body&& body, const RunOptions& options 
           g2 = g->group(t.level2);
           g = g2.get();
         }
-        seen[static_cast<std::size_t>(world.rank())] = {true, g->rank(), g->size(), g->world_rank(), g->members()};
+        seen[static_cast<std::size_t>(world.rank())] = {true, g->rank(), g->size(), g->world_rank(),
+                                                        g->members()};
         body(*g);
       },
       options);

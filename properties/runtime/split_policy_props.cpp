@@ -27,7 +27,9 @@ namespace {
 
 // Fixed distributions, independent of RapidCheck's size ramp.
 template <class G>
-auto flat(G g) { return rc::gen::resize(100, std::move(g)); }
+auto flat(G g) {
+  return rc::gen::resize(100, std::move(g));
+}
 
 rc::Gen<std::size_t> genN() {
   return rc::gen::weightedOneOf<std::size_t>({{1, rc::gen::just(std::size_t{0})},
@@ -36,7 +38,9 @@ rc::Gen<std::size_t> genN() {
 }
 
 rc::Gen<int> genParts() {
-  return rc::gen::weightedOneOf<int>({{1, rc::gen::just(1)}, {6, flat(rc::gen::inRange(2, 17))}, {1, flat(rc::gen::inRange(17, 300))}});
+  return rc::gen::weightedOneOf<int>({{1, rc::gen::just(1)},
+                                      {6, flat(rc::gen::inRange(2, 17))},
+                                      {1, flat(rc::gen::inRange(17, 300))}});
 }
 
 rc::Gen<SplitPolicy> genPolicyFor(std::size_t n, int parts) {
@@ -122,9 +126,10 @@ RC_GTEST_PROP(split, explicit_sizes_that_do_not_tile_are_a_usage_error_naming_n_
   const int parts = *flat(rc::gen::inRange(1, 9));
   const auto genSize = flat(rc::gen::inRange<std::size_t>(0, 20));
   // Half the cases give one size per rank (so only the sum is wrong).
-  const auto sizes = *rc::gen::arbitrary<bool>()
-                         ? *rc::gen::container<std::vector<std::size_t>>(static_cast<std::size_t>(parts), genSize)
-                         : *rc::gen::container<std::vector<std::size_t>>(genSize);
+  const auto sizes =
+      *rc::gen::arbitrary<bool>()
+          ? *rc::gen::container<std::vector<std::size_t>>(static_cast<std::size_t>(parts), genSize)
+          : *rc::gen::container<std::vector<std::size_t>>(genSize);
   const bool tiles = sizes.size() == static_cast<std::size_t>(parts) &&
                      std::accumulate(sizes.begin(), sizes.end(), std::size_t{0}) == n;
   RC_PRE(!tiles);
@@ -135,7 +140,8 @@ RC_GTEST_PROP(split, explicit_sizes_that_do_not_tile_are_a_usage_error_naming_n_
   } catch (const UsageError& e) {
     const std::string msg = e.what();
     std::string list;
-    for (std::size_t i = 0; i < sizes.size(); ++i) list += (i ? "," : "") + std::to_string(sizes[i]);
+    for (std::size_t i = 0; i < sizes.size(); ++i)
+      list += (i ? "," : "") + std::to_string(sizes[i]);
     RC_ASSERT(msg.find("[" + list + "]") != std::string::npos);
     RC_ASSERT(msg.find(std::to_string(n)) != std::string::npos);
     RC_ASSERT(msg.find(std::to_string(parts) + " ranks") != std::string::npos);

@@ -40,10 +40,16 @@ struct Model {
   std::vector<GroupDef> groups;  // groups[0] is the world
   model::Bufs<T> buf;            // by world rank
 
-  const std::vector<int>& members(int g) const { return groups[static_cast<std::size_t>(g)].members; }
+  const std::vector<int>& members(int g) const {
+    return groups[static_cast<std::size_t>(g)].members;
+  }
   int size(int g) const { return static_cast<int>(members(g).size()); }
-  std::vector<T>& of(int g, int r) { return buf[static_cast<std::size_t>(members(g)[static_cast<std::size_t>(r)])]; }
-  const std::vector<T>& of(int g, int r) const { return buf[static_cast<std::size_t>(members(g)[static_cast<std::size_t>(r)])]; }
+  std::vector<T>& of(int g, int r) {
+    return buf[static_cast<std::size_t>(members(g)[static_cast<std::size_t>(r)])];
+  }
+  const std::vector<T>& of(int g, int r) const {
+    return buf[static_cast<std::size_t>(members(g)[static_cast<std::size_t>(r)])];
+  }
   std::size_t len(int g, int r) const { return of(g, r).size(); }
   std::size_t min_len(int g) const {
     std::size_t m = kMaxLen;
@@ -78,11 +84,18 @@ struct Cmd : rc::state::Command<Model<T>, Program<T>> {
 };
 
 template <class T>
-std::vector<T> prefix(const std::vector<T>& v, std::size_t n) { return {v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n)}; }
+std::vector<T> prefix(const std::vector<T>& v, std::size_t n) {
+  return {v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n)};
+}
 template <class T>
-std::vector<T> drop(const std::vector<T>& v, std::size_t n) { return {v.begin() + static_cast<std::ptrdiff_t>(n), v.end()}; }
+std::vector<T> drop(const std::vector<T>& v, std::size_t n) {
+  return {v.begin() + static_cast<std::ptrdiff_t>(n), v.end()};
+}
 template <class T>
-std::vector<T> cat(std::vector<T> a, const std::vector<T>& b) { a.insert(a.end(), b.begin(), b.end()); return a; }
+std::vector<T> cat(std::vector<T> a, const std::vector<T>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
 
 template <class T>
 model::Bufs<T> prefixes(const Model<T>& s, int g, std::size_t m) {
@@ -97,44 +110,64 @@ int pick_group(const auto& s) { return *uniform(0, static_cast<int>(s.groups.siz
 
 template <class T>
 struct AllReduce : Cmd<T> {
-  ReduceOp op; Algorithm algo; std::size_t m;
+  ReduceOp op;
+  Algorithm algo;
+  std::size_t m;
   explicit AllReduce(const Model<T>& s) {
     this->g = pick_group(s);
-    op = *genReduceOp(dtype_of<T>); algo = *genAlgorithm(); m = *uniform<std::size_t>(0, s.min_len(this->g));
+    op = *genReduceOp(dtype_of<T>);
+    algo = *genAlgorithm();
+    m = *uniform<std::size_t>(0, s.min_len(this->g));
   }
   void checkPreconditions(const Model<T>& s) const override { RC_PRE(m <= s.min_len(this->g)); }
   void apply(Model<T>& s) const override {
     const auto out = model::all_reduce(prefixes(s, this->g, m), to_model(op), to_model(algo));
-    for (int r = 0; r < s.size(this->g); ++r) std::copy(out[0].begin(), out[0].end(), s.of(this->g, r).begin());
+    for (int r = 0; r < s.size(this->g); ++r)
+      std::copy(out[0].begin(), out[0].end(), s.of(this->g, r).begin());
   }
-  void on_rank(Communicator& c, std::vector<T>& buf) const override { c.all_reduce(std::span<T>(buf.data(), m), op, algo); }
+  void on_rank(Communicator& c, std::vector<T>& buf) const override {
+    c.all_reduce(std::span<T>(buf.data(), m), op, algo);
+  }
   std::vector<Collective> calls(int) const override { return {Collective::all_reduce}; }
-  void show(std::ostream& os) const override { os << "all_reduce g" << this->g << " " << name(op) << " " << name(algo) << " x" << m; }
+  void show(std::ostream& os) const override {
+    os << "all_reduce g" << this->g << " " << name(op) << " " << name(algo) << " x" << m;
+  }
 };
 
 template <class T>
 struct Broadcast : Cmd<T> {
-  int root; std::size_t m;
+  int root;
+  std::size_t m;
   explicit Broadcast(const Model<T>& s) {
     this->g = pick_group(s);
-    root = *uniform(0, s.size(this->g) - 1); m = *uniform<std::size_t>(0, s.min_len(this->g));
+    root = *uniform(0, s.size(this->g) - 1);
+    m = *uniform<std::size_t>(0, s.min_len(this->g));
   }
   void checkPreconditions(const Model<T>& s) const override { RC_PRE(m <= s.min_len(this->g)); }
   void apply(Model<T>& s) const override {
     const auto src = prefix(s.of(this->g, root), m);
-    for (int r = 0; r < s.size(this->g); ++r) std::copy(src.begin(), src.end(), s.of(this->g, r).begin());
+    for (int r = 0; r < s.size(this->g); ++r)
+      std::copy(src.begin(), src.end(), s.of(this->g, r).begin());
   }
-  void on_rank(Communicator& c, std::vector<T>& buf) const override { c.broadcast(std::span<T>(buf.data(), m), root); }
+  void on_rank(Communicator& c, std::vector<T>& buf) const override {
+    c.broadcast(std::span<T>(buf.data(), m), root);
+  }
   std::vector<Collective> calls(int) const override { return {Collective::broadcast}; }
-  void show(std::ostream& os) const override { os << "broadcast g" << this->g << " root " << root << " x" << m; }
+  void show(std::ostream& os) const override {
+    os << "broadcast g" << this->g << " root " << root << " x" << m;
+  }
 };
 
 template <class T>
 struct Reduce : Cmd<T> {
-  int root; ReduceOp op; std::size_t m;
+  int root;
+  ReduceOp op;
+  std::size_t m;
   explicit Reduce(const Model<T>& s) {
     this->g = pick_group(s);
-    root = *uniform(0, s.size(this->g) - 1); op = *genReduceOp(dtype_of<T>); m = *uniform<std::size_t>(0, s.min_len(this->g));
+    root = *uniform(0, s.size(this->g) - 1);
+    op = *genReduceOp(dtype_of<T>);
+    m = *uniform<std::size_t>(0, s.min_len(this->g));
   }
   void checkPreconditions(const Model<T>& s) const override { RC_PRE(m <= s.min_len(this->g)); }
   void apply(Model<T>& s) const override {
@@ -143,24 +176,29 @@ struct Reduce : Cmd<T> {
   }
   void on_rank(Communicator& c, std::vector<T>& buf) const override {
     std::vector<T> none;  // recv is unused off the root
-    c.reduce(std::span<const T>(buf.data(), m), c.rank() == root ? std::span<T>(buf.data(), m) : std::span<T>(none), op, root);
+    c.reduce(std::span<const T>(buf.data(), m),
+             c.rank() == root ? std::span<T>(buf.data(), m) : std::span<T>(none), op, root);
   }
   std::vector<Collective> calls(int) const override { return {Collective::reduce}; }
-  void show(std::ostream& os) const override { os << "reduce g" << this->g << " root " << root << " " << name(op) << " x" << m; }
+  void show(std::ostream& os) const override {
+    os << "reduce g" << this->g << " root " << root << " " << name(op) << " x" << m;
+  }
 };
 
 // Per-member counts no larger than each member's buffer (and `cap`).
 template <class T>
 std::vector<std::size_t> gen_counts_within(const Model<T>& s, int g, std::size_t cap) {
   std::vector<std::size_t> c;
-  for (int r = 0; r < s.size(g); ++r) c.push_back(*uniform<std::size_t>(0, std::min(cap, s.len(g, r))));
+  for (int r = 0; r < s.size(g); ++r)
+    c.push_back(*uniform<std::size_t>(0, std::min(cap, s.len(g, r))));
   return c;
 }
 
 template <class T>
 bool counts_fit(const Model<T>& s, int g, const std::vector<std::size_t>& c) {
   if (static_cast<int>(c.size()) != s.size(g)) return false;
-  for (int r = 0; r < s.size(g); ++r) if (c[static_cast<std::size_t>(r)] > s.len(g, r)) return false;
+  for (int r = 0; r < s.size(g); ++r)
+    if (c[static_cast<std::size_t>(r)] > s.len(g, r)) return false;
   return true;
 }
 
@@ -173,13 +211,17 @@ struct AllGather : Cmd<T> {
   }
   void checkPreconditions(const Model<T>& s) const override {
     RC_PRE(counts_fit(s, this->g, counts));
-    for (int r = 0; r < s.size(this->g); ++r) RC_PRE(model::total(counts) + s.len(this->g, r) - counts[static_cast<std::size_t>(r)] <= kMaxLen);
+    for (int r = 0; r < s.size(this->g); ++r)
+      RC_PRE(model::total(counts) + s.len(this->g, r) - counts[static_cast<std::size_t>(r)] <=
+             kMaxLen);
   }
   void apply(Model<T>& s) const override {
     model::Bufs<T> send;
-    for (int r = 0; r < s.size(this->g); ++r) send.push_back(prefix(s.of(this->g, r), counts[static_cast<std::size_t>(r)]));
+    for (int r = 0; r < s.size(this->g); ++r)
+      send.push_back(prefix(s.of(this->g, r), counts[static_cast<std::size_t>(r)]));
     const auto out = model::all_gather(send);
-    for (int r = 0; r < s.size(this->g); ++r) s.of(this->g, r) = cat(out[0], drop(s.of(this->g, r), counts[static_cast<std::size_t>(r)]));
+    for (int r = 0; r < s.size(this->g); ++r)
+      s.of(this->g, r) = cat(out[0], drop(s.of(this->g, r), counts[static_cast<std::size_t>(r)]));
   }
   void on_rank(Communicator& c, std::vector<T>& buf) const override {
     const auto cr = counts[static_cast<std::size_t>(c.rank())];
@@ -188,32 +230,45 @@ struct AllGather : Cmd<T> {
     buf = cat(recv, drop(buf, cr));
   }
   std::vector<Collective> calls(int) const override { return {Collective::all_gather}; }
-  void show(std::ostream& os) const override { os << "all_gather g" << this->g << " counts " << rc::toString(counts); }
+  void show(std::ostream& os) const override {
+    os << "all_gather g" << this->g << " counts " << rc::toString(counts);
+  }
 };
 
 template <class T>
 struct ReduceScatter : Cmd<T> {
-  std::vector<std::size_t> counts; ReduceOp op; Algorithm algo;
+  std::vector<std::size_t> counts;
+  ReduceOp op;
+  Algorithm algo;
   explicit ReduceScatter(const Model<T>& s) {
     this->g = pick_group(s);
     const std::size_t each = s.min_len(this->g) / static_cast<std::size_t>(s.size(this->g));
     for (int r = 0; r < s.size(this->g); ++r) counts.push_back(*uniform<std::size_t>(0, each));
-    op = *genReduceOp(dtype_of<T>); algo = *genAlgorithm();
+    op = *genReduceOp(dtype_of<T>);
+    algo = *genAlgorithm();
   }
   void checkPreconditions(const Model<T>& s) const override {
-    RC_PRE(static_cast<int>(counts.size()) == s.size(this->g) && model::total(counts) <= s.min_len(this->g));
+    RC_PRE(static_cast<int>(counts.size()) == s.size(this->g) &&
+           model::total(counts) <= s.min_len(this->g));
   }
   void apply(Model<T>& s) const override {
-    const auto out = model::reduce_scatter(prefixes(s, this->g, model::total(counts)), counts, to_model(op), to_model(algo));
-    for (int r = 0; r < s.size(this->g); ++r) s.of(this->g, r) = cat(out[static_cast<std::size_t>(r)], drop(s.of(this->g, r), model::total(counts)));
+    const auto out = model::reduce_scatter(prefixes(s, this->g, model::total(counts)), counts,
+                                           to_model(op), to_model(algo));
+    for (int r = 0; r < s.size(this->g); ++r)
+      s.of(this->g, r) =
+          cat(out[static_cast<std::size_t>(r)], drop(s.of(this->g, r), model::total(counts)));
   }
   void on_rank(Communicator& c, std::vector<T>& buf) const override {
     std::vector<T> recv(counts[static_cast<std::size_t>(c.rank())]);
-    c.reduce_scatter(std::span<const T>(buf.data(), model::total(counts)), std::span<T>(recv), counts, op, algo);
+    c.reduce_scatter(std::span<const T>(buf.data(), model::total(counts)), std::span<T>(recv),
+                     counts, op, algo);
     buf = cat(recv, drop(buf, model::total(counts)));
   }
   std::vector<Collective> calls(int) const override { return {Collective::reduce_scatter}; }
-  void show(std::ostream& os) const override { os << "reduce_scatter g" << this->g << " " << name(op) << " " << name(algo) << " counts " << rc::toString(counts); }
+  void show(std::ostream& os) const override {
+    os << "reduce_scatter g" << this->g << " " << name(op) << " " << name(algo) << " counts "
+       << rc::toString(counts);
+  }
 };
 
 template <class T>
@@ -224,7 +279,8 @@ struct AllToAll : Cmd<T> {
     const auto p = static_cast<std::size_t>(s.size(this->g));
     for (int r = 0; r < s.size(this->g); ++r) {
       std::vector<std::size_t> row;
-      for (std::size_t d = 0; d < p; ++d) row.push_back(*uniform<std::size_t>(0, std::min(s.len(this->g, r), kMaxLen / 2) / p));
+      for (std::size_t d = 0; d < p; ++d)
+        row.push_back(*uniform<std::size_t>(0, std::min(s.len(this->g, r), kMaxLen / 2) / p));
       sc.push_back(row);
     }
   }
@@ -243,7 +299,8 @@ struct AllToAll : Cmd<T> {
   }
   void apply(Model<T>& s) const override {
     model::Bufs<T> send;
-    for (int r = 0; r < s.size(this->g); ++r) send.push_back(prefix(s.of(this->g, r), model::total(sc[static_cast<std::size_t>(r)])));
+    for (int r = 0; r < s.size(this->g); ++r)
+      send.push_back(prefix(s.of(this->g, r), model::total(sc[static_cast<std::size_t>(r)])));
     const auto out = model::all_to_all(send, sc);
     for (int r = 0; r < s.size(this->g); ++r) {
       const auto ur = static_cast<std::size_t>(r);
@@ -254,16 +311,20 @@ struct AllToAll : Cmd<T> {
     const auto r = static_cast<std::size_t>(c.rank());
     const auto col = column(r);
     std::vector<T> recv(model::total(col));
-    c.all_to_all(std::span<const T>(buf.data(), model::total(sc[r])), sc[r], std::span<T>(recv), col);
+    c.all_to_all(std::span<const T>(buf.data(), model::total(sc[r])), sc[r], std::span<T>(recv),
+                 col);
     buf = cat(recv, drop(buf, model::total(sc[r])));
   }
   std::vector<Collective> calls(int) const override { return {Collective::all_to_all}; }
-  void show(std::ostream& os) const override { os << "all_to_all g" << this->g << " counts " << rc::toString(sc); }
+  void show(std::ostream& os) const override {
+    os << "all_to_all g" << this->g << " counts " << rc::toString(sc);
+  }
 };
 
 template <class T>
 struct Gather : Cmd<T> {
-  int root; std::vector<std::size_t> counts;
+  int root;
+  std::vector<std::size_t> counts;
   explicit Gather(const Model<T>& s) {
     this->g = pick_group(s);
     root = *uniform(0, s.size(this->g) - 1);
@@ -275,7 +336,8 @@ struct Gather : Cmd<T> {
   }
   void apply(Model<T>& s) const override {
     model::Bufs<T> send;
-    for (int r = 0; r < s.size(this->g); ++r) send.push_back(prefix(s.of(this->g, r), counts[static_cast<std::size_t>(r)]));
+    for (int r = 0; r < s.size(this->g); ++r)
+      send.push_back(prefix(s.of(this->g, r), counts[static_cast<std::size_t>(r)]));
     auto& rb = s.of(this->g, root);
     rb = cat(model::gather(send), drop(rb, counts[static_cast<std::size_t>(root)]));
   }
@@ -286,17 +348,21 @@ struct Gather : Cmd<T> {
     if (c.rank() == root) buf = cat(recv, drop(buf, cr));
   }
   std::vector<Collective> calls(int) const override { return {Collective::gather}; }
-  void show(std::ostream& os) const override { os << "gather g" << this->g << " root " << root << " counts " << rc::toString(counts); }
+  void show(std::ostream& os) const override {
+    os << "gather g" << this->g << " root " << root << " counts " << rc::toString(counts);
+  }
 };
 
 template <class T>
 struct Scatter : Cmd<T> {
-  int root; std::vector<std::size_t> counts;
+  int root;
+  std::vector<std::size_t> counts;
   explicit Scatter(const Model<T>& s) {
     this->g = pick_group(s);
     root = *uniform(0, s.size(this->g) - 1);
     const std::size_t each = s.len(this->g, root) / static_cast<std::size_t>(s.size(this->g));
-    for (int r = 0; r < s.size(this->g); ++r) counts.push_back(*uniform<std::size_t>(0, std::min(each, s.len(this->g, r))));
+    for (int r = 0; r < s.size(this->g); ++r)
+      counts.push_back(*uniform<std::size_t>(0, std::min(each, s.len(this->g, r))));
   }
   void checkPreconditions(const Model<T>& s) const override {
     RC_PRE(root < s.size(this->g) && counts_fit(s, this->g, counts));
@@ -311,18 +377,22 @@ struct Scatter : Cmd<T> {
   }
   void on_rank(Communicator& c, std::vector<T>& buf) const override {
     const auto cr = counts[static_cast<std::size_t>(c.rank())];
-    const std::vector<T> send = c.rank() == root ? prefix(buf, model::total(counts)) : std::vector<T>{};
+    const std::vector<T> send =
+        c.rank() == root ? prefix(buf, model::total(counts)) : std::vector<T>{};
     std::vector<T> recv(cr);
     c.scatter(std::span<const T>(send), std::span<T>(recv), counts, root);
     buf = cat(recv, drop(buf, cr));
   }
   std::vector<Collective> calls(int) const override { return {Collective::scatter}; }
-  void show(std::ostream& os) const override { os << "scatter g" << this->g << " root " << root << " counts " << rc::toString(counts); }
+  void show(std::ostream& os) const override {
+    os << "scatter g" << this->g << " root " << root << " counts " << rc::toString(counts);
+  }
 };
 
 template <class T>
 struct RingShift : Cmd<T> {
-  int shift; std::vector<std::size_t> lens;  // the members' buffer lengths it was made for
+  int shift;
+  std::vector<std::size_t> lens;  // the members' buffer lengths it was made for
   explicit RingShift(const Model<T>& s) {
     this->g = pick_group(s);
     shift = *uniform(-s.size(this->g), 2 * s.size(this->g));
@@ -330,7 +400,8 @@ struct RingShift : Cmd<T> {
   }
   void checkPreconditions(const Model<T>& s) const override {
     RC_PRE(static_cast<int>(lens.size()) == s.size(this->g));
-    for (int r = 0; r < s.size(this->g); ++r) RC_PRE(lens[static_cast<std::size_t>(r)] == s.len(this->g, r));
+    for (int r = 0; r < s.size(this->g); ++r)
+      RC_PRE(lens[static_cast<std::size_t>(r)] == s.len(this->g, r));
   }
   void apply(Model<T>& s) const override {
     model::Bufs<T> send;
@@ -344,12 +415,15 @@ struct RingShift : Cmd<T> {
     buf = recv;
   }
   std::vector<Collective> calls(int) const override { return {Collective::ring_shift}; }
-  void show(std::ostream& os) const override { os << "ring_shift g" << this->g << " shift " << shift; }
+  void show(std::ostream& os) const override {
+    os << "ring_shift g" << this->g << " shift " << shift;
+  }
 };
 
 template <class T>
 struct SendRecv : Cmd<T> {
-  int src, dst, tag; std::size_t m;
+  int src, dst, tag;
+  std::size_t m;
   explicit SendRecv(const Model<T>& s) {
     this->g = pick_group(s);
     const int p = s.size(this->g);
@@ -376,7 +450,9 @@ struct SendRecv : Cmd<T> {
     if (r == dst) return {Collective::recv};
     return {};
   }
-  void show(std::ostream& os) const override { os << "send/recv g" << this->g << " " << src << "->" << dst << " tag " << tag << " x" << m; }
+  void show(std::ostream& os) const override {
+    os << "send/recv g" << this->g << " " << src << "->" << dst << " tag " << tag << " x" << m;
+  }
 };
 
 template <class T>
@@ -391,7 +467,8 @@ struct Barrier : Cmd<T> {
 // New values on one rank (no communication), so long programs keep fresh data.
 template <class T>
 struct Refill : Cmd<T> {
-  int w; std::vector<T> values;
+  int w;
+  std::vector<T> values;
   explicit Refill(const Model<T>& s) {
     this->g = 0;
     w = *uniform(0, s.world - 1);
@@ -399,9 +476,13 @@ struct Refill : Cmd<T> {
   }
   void checkPreconditions(const Model<T>& s) const override { RC_PRE(w < s.world); }
   void apply(Model<T>& s) const override { s.buf[static_cast<std::size_t>(w)] = values; }
-  void on_rank(Communicator& c, std::vector<T>& buf) const override { if (c.rank() == w) buf = values; }
+  void on_rank(Communicator& c, std::vector<T>& buf) const override {
+    if (c.rank() == w) buf = values;
+  }
   std::vector<Collective> calls(int) const override { return {}; }
-  void show(std::ostream& os) const override { os << "refill world rank " << w << " x" << values.size(); }
+  void show(std::ostream& os) const override {
+    os << "refill world rank " << w << " x" << values.size();
+  }
 };
 
 // ---- the initial state ----
@@ -410,7 +491,8 @@ template <class T>
 rc::Gen<Model<T>> genModel() {
   return rc::gen::exec([] {
     Model<T> s;
-    s.world = *rc::gen::weightedOneOf<int>({{1, rc::gen::just(2)}, {4, uniform(3, 6)}, {2, uniform(7, 10)}});
+    s.world = *rc::gen::weightedOneOf<int>(
+        {{1, rc::gen::just(2)}, {4, uniform(3, 6)}, {2, uniform(7, 10)}});
     GroupDef world;
     for (int w = 0; w < s.world; ++w) world.members.push_back(w);
     world.ranks = world.members;
@@ -426,7 +508,8 @@ rc::Gen<Model<T>> genModel() {
       s.groups.push_back(d);
     }
     const auto mix = *genValues();
-    for (int w = 0; w < s.world; ++w) s.buf.push_back(*genBuffer<T>(*uniform<std::size_t>(0, 16), mix, true));
+    for (int w = 0; w < s.world; ++w)
+      s.buf.push_back(*genBuffer<T>(*uniform<std::size_t>(0, 16), mix, true));
     return s;
   });
 }
@@ -434,7 +517,8 @@ rc::Gen<Model<T>> genModel() {
 template <class T>
 std::ostream& operator<<(std::ostream& os, const Model<T>& s) {
   os << "world " << s.world << ", groups";
-  for (std::size_t i = 0; i < s.groups.size(); ++i) os << " g" << i << "=" << format_group(s.groups[i].members);
+  for (std::size_t i = 0; i < s.groups.size(); ++i)
+    os << " g" << i << "=" << format_group(s.groups[i].members);
   os << ", lengths";
   for (const auto& b : s.buf) os << " " << b.size();
   return os;
@@ -445,8 +529,11 @@ std::ostream& operator<<(std::ostream& os, const Model<T>& s) {
 template <class T>
 void check_program() {
   const Model<T> s0 = *genModel<T>();
-  const auto cmds = *rc::gen::scale(0.3, rc::state::gen::commands(
-      s0, rc::state::gen::execOneOfWithArgs<AllReduce<T>, Broadcast<T>, Reduce<T>, AllGather<T>,
+  const auto cmds = *rc::gen::scale(
+      0.3,
+      rc::state::gen::commands(
+          s0,
+          rc::state::gen::execOneOfWithArgs<AllReduce<T>, Broadcast<T>, Reduce<T>, AllGather<T>,
                                             ReduceScatter<T>, AllToAll<T>, Gather<T>, Scatter<T>,
                                             RingShift<T>, SendRecv<T>, Barrier<T>, Refill<T>>()));
   Program<T> prog;
@@ -462,7 +549,8 @@ void check_program() {
     for (std::size_t i = 1; i < s0.groups.size(); ++i) {
       const auto& d = s0.groups[i];
       Communicator* parent = comm[static_cast<std::size_t>(d.parent)];
-      if (parent != nullptr && std::find(d.members.begin(), d.members.end(), w) != d.members.end()) {
+      if (parent != nullptr &&
+          std::find(d.members.begin(), d.members.end(), w) != d.members.end()) {
         owned[i] = parent->group(d.ranks);
         comm[i] = owned[i].get();
       }

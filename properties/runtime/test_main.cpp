@@ -24,16 +24,17 @@
 
 int main(int argc, char** argv) {
   const char* given = std::getenv("RC_PARAMS");
-  const std::string params =
-      given != nullptr ? std::string(given)
-                       : "seed=" + std::to_string(SHARDCHECK_RC_SEED) +
-                             " max_success=" + std::to_string(SHARDCHECK_RC_MAX_SUCCESS);
+  const std::string params = given != nullptr
+                                 ? std::string(given)
+                                 : "seed=" + std::to_string(SHARDCHECK_RC_SEED) +
+                                       " max_success=" + std::to_string(SHARDCHECK_RC_MAX_SUCCESS);
   if (given == nullptr) setenv("RC_PARAMS", params.c_str(), 1);
   bool listing = false;  // ctest parses --gtest_list_tests output: print nothing else then
   for (int i = 1; i < argc; ++i) listing = listing || std::string(argv[i]) == "--gtest_list_tests";
   if (!listing) {
     std::printf("RapidCheck: RC_PARAMS=\"%s\"%s\n", params.c_str(),
-                given != nullptr ? " (from the environment)" : " (suite default; set RC_PARAMS to override)");
+                given != nullptr ? " (from the environment)"
+                                 : " (suite default; set RC_PARAMS to override)");
     std::fflush(stdout);
   }
   testing::InitGoogleTest(&argc, argv);

@@ -25,8 +25,8 @@ struct CallDesc {
   Algorithm algorithm = Algorithm::none;
   int root = -1;
   int shift = 0;
-  std::uint64_t count = 0;           // broadcast, reduce, all_reduce: buffer elements
-  std::vector<std::size_t> counts;   // all_gather, reduce_scatter, gather, scatter; all_to_all: send
+  std::uint64_t count = 0;          // broadcast, reduce, all_reduce: buffer elements
+  std::vector<std::size_t> counts;  // all_gather, reduce_scatter, gather, scatter; all_to_all: send
   std::vector<std::size_t> counts2;  // all_to_all: recv counts
   std::uint64_t send_count = 0;      // ring_shift: this rank's message sizes
   std::uint64_t recv_count = 0;

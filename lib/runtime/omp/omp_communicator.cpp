@@ -174,7 +174,8 @@ void OmpCommunicator::check_no_partial_overlap(std::string_view op, ConstBuffer 
   if (overlap && (!in_place_offset || s != r + *in_place_offset * es)) {
     usage(op, in_place_offset ? "send and recv overlap without being in place; use separate "
                                 "buffers, or pass send at exactly the in-place position "
-                                "documented for " + std::string(op)
+                                "documented for " +
+                                    std::string(op)
                               : "send and recv overlap; " + std::string(op) +
                                     " has no in-place form, use separate buffers");
   }
@@ -208,8 +209,7 @@ void OmpCommunicator::sync(std::string_view what, bool interruptible) {
       w = g.barrier.load(std::memory_order_acquire);
       while ((w >> GroupState::barrier_gen_shift) == gen) {
         if (g.barrier.compare_exchange_weak(w, w | GroupState::barrier_abandoned,
-                                            std::memory_order_acq_rel,
-                                            std::memory_order_acquire)) {
+                                            std::memory_order_acq_rel, std::memory_order_acquire)) {
           world_.notify();
           throw;
         }
@@ -259,8 +259,10 @@ void OmpCommunicator::check_agreement(const std::vector<Slot>& slots) const {
   if (a.op == Collective::all_to_all) {
     for (int s = 0; s < p; ++s) {
       for (int d = 0; d < p; ++d) {
-        const auto sent = slots[static_cast<std::size_t>(s)].desc.counts[static_cast<std::size_t>(d)];
-        const auto got = slots[static_cast<std::size_t>(d)].desc.counts2[static_cast<std::size_t>(s)];
+        const auto sent =
+            slots[static_cast<std::size_t>(s)].desc.counts[static_cast<std::size_t>(d)];
+        const auto got =
+            slots[static_cast<std::size_t>(d)].desc.counts2[static_cast<std::size_t>(s)];
         if (sent != got) {
           mismatch(slots, who(s) + " sends " + std::to_string(sent) + " elements to " + who(d) +
                               ", which expects " + std::to_string(got));
@@ -274,8 +276,8 @@ void OmpCommunicator::check_agreement(const std::vector<Slot>& slots) const {
       const auto expect = slots[static_cast<std::size_t>(src)].desc.send_count;
       const auto got = slots[static_cast<std::size_t>(r)].desc.recv_count;
       if (expect != got) {
-        mismatch(slots, who(r) + " receives " + std::to_string(got) + " elements from " +
-                            who(src) + ", which sends " + std::to_string(expect));
+        mismatch(slots, who(r) + " receives " + std::to_string(got) + " elements from " + who(src) +
+                            ", which sends " + std::to_string(expect));
       }
     }
   }
@@ -298,8 +300,8 @@ void OmpCommunicator::do_barrier() {
   d.dtype = DType::float32;
   enter(std::move(d), nullptr, nullptr);
   // One episode suffices: slots are double-buffered (group_state.hpp), so no closing wait.
-  ledger().record({Collective::barrier, ledger_members_, DType::float32, 0, 0, 0,
-                   Algorithm::none, ReduceOp::sum, -1, step_});
+  ledger().record({Collective::barrier, ledger_members_, DType::float32, 0, 0, 0, Algorithm::none,
+                   ReduceOp::sum, -1, step_});
   ++step_;
   finish();
 }
@@ -343,7 +345,8 @@ void OmpCommunicator::do_reduce(ConstBuffer send, MutBuffer recv, ReduceOp op, i
   if (rank_ == root) {
     std::vector<const void*> inputs(static_cast<std::size_t>(p));
     for (int j = 0; j < p; ++j) {
-      inputs[static_cast<std::size_t>(j)] = slots[static_cast<std::size_t>(mod(root + 1 + j, p))].send;
+      inputs[static_cast<std::size_t>(j)] =
+          slots[static_cast<std::size_t>(mod(root + 1 + j, p))].send;
     }
     fold(send.dtype, op, inputs, 0, send.count, recv.data, p);
   }
@@ -351,14 +354,14 @@ void OmpCommunicator::do_reduce(ConstBuffer send, MutBuffer recv, ReduceOp op, i
   leave(d, send.count, rank_ == root ? 0 : bytes, rank_ == mod(root + 1, p) ? 0 : bytes);
 }
 
-void OmpCommunicator::do_all_reduce(ConstBuffer send, MutBuffer recv, ReduceOp op,
-                                    Algorithm algo) {
+void OmpCommunicator::do_all_reduce(ConstBuffer send, MutBuffer recv, ReduceOp op, Algorithm algo) {
   constexpr std::string_view opname = "all_reduce";
   check_dtype(opname, send.dtype, recv.dtype);
   check_reduce_op(opname, op, send.dtype);
   if (algo != Algorithm::ring && algo != Algorithm::sequential) {
-    usage(opname, "algorithm " + std::string(name(algo)) + " is not an all_reduce algorithm; "
-                  "use Algorithm::ring or Algorithm::sequential");
+    usage(opname, "algorithm " + std::string(name(algo)) +
+                      " is not an all_reduce algorithm; "
+                      "use Algorithm::ring or Algorithm::sequential");
   }
   if (recv.count != send.count) {
     usage(opname, "send has " + std::to_string(send.count) + " elements but recv has " +
@@ -434,8 +437,7 @@ void OmpCommunicator::do_all_gather(ConstBuffer send, MutBuffer recv,
   }
   const int p = size();
   const std::uint64_t S = total * es;
-  leave(d, total, S - counts[static_cast<std::size_t>(mod(rank_ + 1, p))] * es,
-        S - counts[r] * es);
+  leave(d, total, S - counts[static_cast<std::size_t>(mod(rank_ + 1, p))] * es, S - counts[r] * es);
 }
 
 void OmpCommunicator::do_reduce_scatter(ConstBuffer send, MutBuffer recv,
@@ -446,8 +448,9 @@ void OmpCommunicator::do_reduce_scatter(ConstBuffer send, MutBuffer recv,
   check_reduce_op(opname, op, send.dtype);
   check_counts(opname, counts, "counts");
   if (algo != Algorithm::ring && algo != Algorithm::sequential) {
-    usage(opname, "algorithm " + std::string(name(algo)) + " is not a reduce_scatter "
-                  "algorithm; use Algorithm::ring or Algorithm::sequential");
+    usage(opname, "algorithm " + std::string(name(algo)) +
+                      " is not a reduce_scatter "
+                      "algorithm; use Algorithm::ring or Algorithm::sequential");
   }
   const auto r = static_cast<std::size_t>(rank_);
   const auto total = sum(counts);
@@ -467,11 +470,12 @@ void OmpCommunicator::do_reduce_scatter(ConstBuffer send, MutBuffer recv,
     const auto es = size_of(send.dtype);
     const auto* s = static_cast<const std::byte*>(send.data);
     const auto* rv = static_cast<const std::byte*>(recv.data);
-    const bool overlap = send.count != 0 && recv.count != 0 && s < rv + recv.count * es &&
-                         rv < s + send.count * es;
+    const bool overlap =
+        send.count != 0 && recv.count != 0 && s < rv + recv.count * es && rv < s + send.count * es;
     if (overlap && rv != s + off[r] * es) {
-      usage(opname, "send and recv overlap without being in place; recv must be send's own "
-                    "chunk (offset sum(counts[0..rank))) or a separate buffer");
+      usage(opname,
+            "send and recv overlap without being in place; recv must be send's own "
+            "chunk (offset sum(counts[0..rank))) or a separate buffer");
     }
   }
   CallDesc d;
@@ -564,8 +568,7 @@ void OmpCommunicator::do_gather(ConstBuffer send, MutBuffer recv,
   const auto es = size_of(send.dtype);
   if (rank_ == root) {
     for (std::size_t k = 0; k < counts.size(); ++k) {
-      copy_bytes(static_cast<std::byte*>(recv.data) + off[k] * es, slots[k].send,
-                 counts[k] * es);
+      copy_bytes(static_cast<std::byte*>(recv.data) + off[k] * es, slots[k].send, counts[k] * es);
     }
   }
   const auto root_u = static_cast<std::size_t>(root);
@@ -603,9 +606,10 @@ void OmpCommunicator::do_scatter(ConstBuffer send, MutBuffer recv,
   d.counts.assign(counts.begin(), counts.end());
   auto& slots = enter(d, send.data, recv.data);
   const auto es = size_of(recv.dtype);
-  copy_bytes(recv.data,
-             static_cast<const std::byte*>(slots[static_cast<std::size_t>(root)].send) + off[r] * es,
-             counts[r] * es);
+  copy_bytes(
+      recv.data,
+      static_cast<const std::byte*>(slots[static_cast<std::size_t>(root)].send) + off[r] * es,
+      counts[r] * es);
   const auto root_u = static_cast<std::size_t>(root);
   leave(d, total, rank_ == root ? (total - counts[root_u]) * es : 0,
         rank_ == root ? 0 : counts[r] * es);
@@ -685,8 +689,8 @@ void OmpCommunicator::do_recv(MutBuffer buf, int src, int tag) {
     error = "send/recv mismatch on group " + format_group(*state_->members) + ", message " +
             std::to_string(seq) + " from " + who(src) + " to " + who(rank_) + ": the sender sent " +
             std::to_string(ch.count) + " x " + std::string(name(ch.dtype)) + " with tag " +
-            std::to_string(ch.tag) + ", the receiver expects " + std::to_string(buf.count) +
-            " x " + std::string(name(buf.dtype)) + " with tag " + std::to_string(tag) +
+            std::to_string(ch.tag) + ", the receiver expects " + std::to_string(buf.count) + " x " +
+            std::string(name(buf.dtype)) + " with tag " + std::to_string(tag) +
             ". Matching send and recv calls must agree on element type, count and tag.";
   } else {
     copy_bytes(buf.data, ch.data, buf.count * size_of(buf.dtype));
@@ -717,9 +721,12 @@ std::unique_ptr<Communicator> OmpCommunicator::group(std::span<const int> ranks)
     for (std::size_t i = 0; i < ranks.size(); ++i) {
       list += (i != 0 ? "," : "") + std::to_string(ranks[i]);
     }
-    usage("group", "cannot form a group of " + list + "]: " + problem + ". Pass distinct ranks "
-                   "of this group (0.." + std::to_string(size() - 1) + "), including the caller; "
-                   "only members call group()");
+    usage("group", "cannot form a group of " + list + "]: " + problem +
+                       ". Pass distinct ranks "
+                       "of this group (0.." +
+                       std::to_string(size() - 1) +
+                       "), including the caller; "
+                       "only members call group()");
   }
   std::vector<int> world_members;
   world_members.reserve(ranks.size());

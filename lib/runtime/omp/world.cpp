@@ -43,7 +43,8 @@ std::string WaitSite::describe() const {
 World::World(int size, std::chrono::milliseconds timeout)
     : size_(size),
       timeout_(timeout),
-      oversubscribed_(static_cast<unsigned>(size) > std::max(1U, std::thread::hardware_concurrency())),
+      oversubscribed_(static_cast<unsigned>(size) >
+                      std::max(1U, std::thread::hardware_concurrency())),
       ledgers_(static_cast<std::size_t>(size)),
       status_(static_cast<std::size_t>(size)),
       group_counts_(static_cast<std::size_t>(size)) {}
@@ -56,8 +57,8 @@ void World::notify() {
   }
 }
 
-void World::wait_change(int world_rank, const std::atomic<std::uint64_t>& word,
-                        std::uint64_t seen, const WaitSite& site, bool interruptible) {
+void World::wait_change(int world_rank, const std::atomic<std::uint64_t>& word, std::uint64_t seen,
+                        const WaitSite& site, bool interruptible) {
   if (word.load(std::memory_order_acquire) != seen) return;
   if (!oversubscribed_) {
     for (int i = 0; i < spin_iterations; ++i) {
@@ -79,8 +80,7 @@ void World::wait_change(int world_rank, const std::atomic<std::uint64_t>& word,
 
 void World::sleep_until_change(int world_rank, const std::atomic<std::uint64_t>& word,
                                std::uint64_t seen, const WaitSite& site,
-                               std::chrono::steady_clock::time_point deadline,
-                               bool interruptible) {
+                               std::chrono::steady_clock::time_point deadline, bool interruptible) {
   std::unique_lock lock(mu_);
   auto& me = status_[static_cast<std::size_t>(world_rank)];
   me = {Status::sleeping, &word, seen, &site};
@@ -152,15 +152,13 @@ void World::throw_fatal(int world_rank, const WaitSite& site) {
 }
 
 void World::throw_fatal_locked(int world_rank, const WaitSite& site) {
-  const std::string where = "rank " + std::to_string(world_rank) + " stopped waiting in " +
-                            site.describe() + ": ";
+  const std::string where =
+      "rank " + std::to_string(world_rank) + " stopped waiting in " + site.describe() + ": ";
   switch (fatal_) {
     case Fatal::deadlock: throw DeadlockError(fatal_message_);
-    case Fatal::timeout:
-      throw PeerAborted(where + "another rank timed out (see its TimeoutError)");
+    case Fatal::timeout: throw PeerAborted(where + "another rank timed out (see its TimeoutError)");
     case Fatal::peer_failed:
-    case Fatal::none:
-      break;
+    case Fatal::none: break;
   }
   throw PeerAborted(where + "rank " + std::to_string(failed_rank_) +
                     " failed first (see its error)");
@@ -168,8 +166,8 @@ void World::throw_fatal_locked(int world_rank, const WaitSite& site) {
 
 void World::time_out_locked(int world_rank, const WaitSite& site) {
   std::string message = "timeout: rank " + std::to_string(world_rank) + " waited more than " +
-                        std::to_string(timeout_.count()) + " ms in " + site.describe() +
-                        ".\n" + status_table_locked() +
+                        std::to_string(timeout_.count()) + " ms in " + site.describe() + ".\n" +
+                        status_table_locked() +
                         "A rank that is still running never reached the call; raise "
                         "RunOptions::timeout (or SHARDCHECK_TIMEOUT_MS) if it is only slow.";
   if (fatal_ == Fatal::none) {

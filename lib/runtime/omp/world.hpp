@@ -29,10 +29,10 @@ namespace shardcheck::omp {
 
 // What a waiting rank is waiting for; lives on the waiter's stack while it waits.
 struct WaitSite {
-  std::string_view what;                // "all_reduce", "send", ...
-  std::uint64_t step = 0;               // the group's collective step
+  std::string_view what;   // "all_reduce", "send", ...
+  std::uint64_t step = 0;  // the group's collective step
   const std::vector<int>* group = nullptr;
-  int peer = -1;                        // send/recv: the other side's group rank
+  int peer = -1;  // send/recv: the other side's group rank
   int tag = 0;
 
   std::string describe() const;  // "all_reduce (step 3) on group [0,1,2]"
