@@ -5,10 +5,18 @@
 //   - local max over the shard (−inf on a rank with no columns), all_reduce(max): exact;
 //   - d_v = z_v − m (one rounding), e_v = exp(d_v) (the C library's exp in A), S_r = Σ e_v in
 //     column order, then all_reduce(sum) (any order);
-//   - Z_r = Σ z_v in column order (ε > 0 only), summed by the same all_reduce;
-//   - lse = log(S) + m; w = (1 − ε)·z_y [+ (ε/V)·Z]; loss_t = lse − w (each op one rounding);
-//   - sum: Σ_t loss_t in token order; mean: that sum / N; rounded once to T;
-//   - backward: p = exp(z_v − m) / S; c = ε/V (+ (1 − ε) at the target); g = (p − c)·s_t.
+//   - Z_r = Σ z_v in column order (ε > 0 only), summed by the same all_reduce; with class
+//     weights Z_r = Σ fl(c_v·z_v) in column order instead;
+//   - lse = log(S) + m;
+//   - without class weights: w = (1 − ε)·z_y [+ fl(ε/V)·Z]; l = lse − w (each op one rounding);
+//   - with class weights: C = Σ_v c_v in index order (every rank, the same order); a = lse − z_y;
+//     k = fl((1 − ε)·c_y); l = k·a [+ fl(ε/V)·(C·lse − Z)] (each op one rounding);
+//   - token weights: loss_t = ω_t·l (one rounding), else loss_t = l;
+//   - sum: Σ_t loss_t in token order; mean: that sum / D, D = Σ_t fl(ω_t·c_{y_t}) in token order
+//     over non-ignored tokens (D = N, exact, without weights); rounded once to T;
+//   - backward: p = exp(z_v − m) / S; without class weights c = ε/V (+ (1 − ε) at the target),
+//     d = p − c; with class weights K = k [+ fl(ε/V)·C], c = fl(ε/V)·c_v (+ k at the target),
+//     d = K·p − c; s_t = base [· ω_t] (base = dloss[t], dloss[0] or dloss[0]/D); g = d·s_t.
 #include "ops/vocab_cross_entropy.hpp"
 
 #include "ops/linear_internal.hpp"
@@ -46,6 +54,54 @@ void check_targets(const std::string& where, const VocabCrossEntropyConfig& cfg,
   }
 }
 
+void check_weights(const std::string& where, const VocabCrossEntropyConfig& cfg,
+                   std::size_t tokens) {
+  if (!cfg.class_weight.empty() && cfg.class_weight.size() != cfg.vocab) {
+    throw UsageError(where + "class_weight has " + str(cfg.class_weight.size()) +
+                     " values but the vocabulary has V = " + str(cfg.vocab) +
+                     " classes; pass the full vector of V class weights on every rank (indexed "
+                     "by the global column, not the rank's shard), or an empty vector for none");
+  }
+  if (!cfg.token_weight.empty() && cfg.token_weight.size() != tokens) {
+    throw UsageError(where + "token_weight has " + str(cfg.token_weight.size()) +
+                     " values but there are " + str(tokens) +
+                     " tokens; pass one weight per token (every rank holds all, like the "
+                     "targets), or an empty vector for none");
+  }
+  for (const auto* ws : {&cfg.class_weight, &cfg.token_weight}) {
+    for (std::size_t i = 0; i < ws->size(); ++i) {
+      if (!std::isfinite((*ws)[i])) {
+        throw UsageError(where + (ws == &cfg.class_weight ? "class_weight[" : "token_weight[") +
+                         str(i) + "] = " + std::to_string((*ws)[i]) + " is not finite");
+      }
+    }
+  }
+}
+
+// The weights in A: c_v (class, by global column) and ω_t (token), 1 when not given; C = Σ c_v
+// in index order (the same on every rank and in the backward).
+template <class A>
+struct Weights {
+  explicit Weights(const VocabCrossEntropyConfig& config)
+      : cfg(config),
+        by_class(!config.class_weight.empty()),
+        by_token(!config.token_weight.empty()),
+        total_class(class_total()) {}
+  const VocabCrossEntropyConfig& cfg;
+  bool by_class, by_token;
+  A total_class;
+
+  A c(std::size_t v) const { return by_class ? static_cast<A>(cfg.class_weight[v]) : A(1); }
+  A omega(std::size_t t) const { return by_token ? static_cast<A>(cfg.token_weight[t]) : A(1); }
+  A class_total() const {
+    A s(0);
+    for (double w : cfg.class_weight) s += static_cast<A>(w);
+    return s;
+  }
+  // D's term for a non-ignored token: fl(ω_t·c_y).
+  A denominator_term(std::size_t t, std::size_t y) const { return omega(t) * c(y); }
+};
+
 template <class T>
 Piece my_piece(const std::string& where, const Communicator& tp, const VocabCrossEntropyConfig& cfg,
                const Tensor<T>& z) {
@@ -80,6 +136,8 @@ VocabCrossEntropyOutput<T> vocab_parallel_cross_entropy(Communicator& tp,
                      format_shape(logits_shard.shape()) + "; one target per token");
   }
   check_targets(where, cfg, targets);
+  check_weights(where, cfg, tokens);
+  const Weights<A> wt(cfg);
   const bool smooth = cfg.label_smoothing > 0;
   const std::size_t k = smooth ? 3 : 2;
 
@@ -97,7 +155,7 @@ VocabCrossEntropyOutput<T> vocab_parallel_cross_entropy(Communicator& tp,
     for (std::size_t v = 0; v < vr; ++v) {
       const A z = static_cast<A>(logits_shard(t, v));
       s += std::exp(z - m[t]);
-      zs += z;
+      zs += wt.by_class ? A(wt.c(mine.offset + v) * z) : z;
     }
     sums[t] = s;
     const std::int64_t y = targets[t];
@@ -116,16 +174,28 @@ VocabCrossEntropyOutput<T> vocab_parallel_cross_entropy(Communicator& tp,
   const A q = eps / static_cast<A>(cfg.vocab);
   std::vector<A> loss(tokens, A(0));
   std::size_t count = 0;
+  A denominator(0);
   for (std::size_t t = 0; t < tokens; ++t) {
     if (ignored(cfg, targets[t])) continue;
+    const auto y = static_cast<std::size_t>(targets[t]);
     ++count;
+    if (wt.by_class || wt.by_token) denominator += wt.denominator_term(t, y);
     const A lse = std::log(sums[t]) + m[t];
-    A w = one * sums[tokens + t];
-    if (smooth) w += q * sums[2 * tokens + t];
-    loss[t] = lse - w;
+    A l;
+    if (wt.by_class) {
+      l = A(one * wt.c(y)) * A(lse - sums[tokens + t]);
+      if (smooth) l += q * A(A(wt.total_class * lse) - sums[2 * tokens + t]);
+    } else {
+      A w = one * sums[tokens + t];
+      if (smooth) w += q * sums[2 * tokens + t];
+      l = lse - w;
+    }
+    loss[t] = wt.by_token ? A(wt.omega(t) * l) : l;
   }
+  if (!wt.by_class && !wt.by_token) denominator = static_cast<A>(count);
   out.saved.sum_exp.assign(sums.begin(), sums.begin() + static_cast<std::ptrdiff_t>(tokens));
   out.saved.count = count;
+  out.saved.weight_sum = denominator;
 
   if (cfg.reduction == LossReduction::none) {
     out.loss = Tensor<T>(Shape{tokens});
@@ -134,8 +204,9 @@ VocabCrossEntropyOutput<T> vocab_parallel_cross_entropy(Communicator& tp,
   }
   A total(0);
   for (std::size_t t = 0; t < tokens; ++t) total += loss[t];
-  if (cfg.reduction == LossReduction::mean)
-    total = count == 0 ? A(0) : total / static_cast<A>(count);
+  if (cfg.reduction == LossReduction::mean) {
+    total = denominator == A(0) ? A(0) : total / denominator;
+  }
   out.loss = Tensor<T>(Shape{1});
   out.loss[0] = static_cast<T>(total);
   return out;
@@ -161,6 +232,8 @@ Tensor<T> vocab_parallel_cross_entropy_backward(Communicator& tp,
                      " tokens and dloss " + format_shape(dloss.shape()) +
                      " disagree; dloss must be [" + str(want) + "]");
   }
+  check_weights(where, cfg, tokens);
+  const Weights<A> wt(cfg);
   const A eps = static_cast<A>(cfg.label_smoothing);
   const A one = A(1) - eps;
   const A q = eps / static_cast<A>(cfg.vocab);
@@ -168,19 +241,29 @@ Tensor<T> vocab_parallel_cross_entropy_backward(Communicator& tp,
   if (cfg.reduction != LossReduction::none) {
     common = static_cast<A>(dloss[0]);
     if (cfg.reduction == LossReduction::mean) {
-      common = saved.count == 0 ? A(0) : common / static_cast<A>(saved.count);
+      common = saved.weight_sum == A(0) ? A(0) : common / saved.weight_sum;
     }
   }
   Tensor<T> g(Shape{tokens, vr});
   for (std::size_t t = 0; t < tokens; ++t) {
     const std::int64_t y = targets[t];
     if (ignored(cfg, y)) continue;  // stays 0
-    const A s = cfg.reduction == LossReduction::none ? static_cast<A>(dloss[t]) : common;
+    const A base = cfg.reduction == LossReduction::none ? static_cast<A>(dloss[t]) : common;
+    const A s = wt.by_token ? A(base * wt.omega(t)) : base;
+    const A ky = wt.by_class ? A(one * wt.c(static_cast<std::size_t>(y))) : one;
+    const A kk = wt.by_class && q > 0 ? A(ky + A(q * wt.total_class)) : ky;
     for (std::size_t v = 0; v < vr; ++v) {
       const A p = std::exp(static_cast<A>(logits_shard(t, v)) - saved.max[t]) / saved.sum_exp[t];
       const bool is_target = static_cast<std::int64_t>(mine.offset + v) == y;
-      const A c = is_target ? one + q : q;
-      g(t, v) = static_cast<T>((p - c) * s);
+      A d;
+      if (wt.by_class) {
+        A c = q * wt.c(mine.offset + v);
+        if (is_target) c += ky;
+        d = kk * p - c;
+      } else {
+        d = p - (is_target ? one + q : q);
+      }
+      g(t, v) = static_cast<T>(d * s);
     }
   }
   return g;

@@ -1,6 +1,7 @@
 // Unit tests of ops/vocab_embedding.hpp and ops/vocab_cross_entropy.hpp: hand-checked values,
 // uneven vocabulary splits with an empty shard, ids on shard boundaries, repeated ids,
-// padding_idx, every token ignored, extreme logits, and the UsageErrors' messages. The property
+// padding_idx, every token ignored, extreme logits, PyTorch's class weights and per-token
+// weights (hand-computed), all-zero weights under mean, and the UsageErrors' messages. The property
 // suite against the high-precision reference is properties/vocab/.
 #include "ops/vocab_cross_entropy.hpp"
 #include "ops/vocab_embedding.hpp"
@@ -200,6 +201,115 @@ TEST(VocabCrossEntropy, extreme_logits_stay_finite_in_float) {
   EXPECT_EQ(loss[0], 2e4f);
   EXPECT_EQ(g[0](0, 0), -1.0f);
   EXPECT_EQ(g[2](0, 2), 1.0f);
+}
+
+// Two tokens, V = 5: z_0 = [0, 1, 2, 3, 4] with target 0, z_1 = [1, 0, 0, 0, 0] with target 3;
+// class weights c = [2, 0.5, 1, 0, 3], token weights ω = [0.5, 2], ε = 0.5. The expected numbers
+// are PyTorch's formula evaluated by hand in python3 (plain math, float64):
+//   loss_t = ω_t·((1 − ε)·c_y·(−log p_y) + (ε/V)·Σ_v c_v·(−log p_v)),  D = Σ_t ω_t·c_{y_t} = 1
+//   ∂loss_t/∂z_v = ω_t·(K·p_v − (ε/V)·c_v − [v = y]·(1 − ε)·c_y),  K = (1 − ε)c_y + (ε/V)Σc
+// Token 1's target has class weight 0: it adds nothing to D, but its smoothing term counts.
+Tensor<double> weighted_logits() {
+  Tensor<double> z(Shape{2, 5});
+  for (std::size_t v = 0; v < 5; ++v) z(0, v) = static_cast<double>(v);
+  z(1, 0) = 1.0;
+  return z;
+}
+
+VocabCrossEntropyConfig weighted_config(LossReduction red) {
+  VocabCrossEntropyConfig cfg;
+  cfg.vocab = 5;
+  cfg.vocab_split = uneven;
+  cfg.reduction = red;
+  cfg.label_smoothing = 0.5;
+  cfg.class_weight = {2, 0.5, 1, 0, 3};
+  cfg.token_weight = {0.5, 2};
+  return cfg;
+}
+
+TEST(VocabCrossEntropy, class_and_token_weights_follow_pytorchs_formula_per_token) {
+  Tensor<double> loss;
+  const auto g =
+      ce_grads<double>(weighted_config(LossReduction::none), weighted_logits(), {0, 3}, &loss);
+  EXPECT_NEAR(loss[0], 2.9478293766485146, 1e-14);
+  EXPECT_NEAR(loss[1], 2.0762821740207826, 1e-14);
+  EXPECT_NEAR(g[0](0, 0), -0.5903836094612673, 1e-15);  // the target column
+  EXPECT_NEAR(g[0](0, 1), 0.0011400596568025174, 1e-15);
+  EXPECT_NEAR(g[2](0, 2), 0.3750371334110354, 1e-15);   // column 4 on rank 2: c_4 = 3
+  EXPECT_NEAR(g[2](1, 1), 0.19350185556270086, 1e-15);  // target 3, class weight 0
+  EXPECT_NEAR(g[0](1, 0), 0.1259925777491966, 1e-15);
+  EXPECT_NEAR(g[2](1, 2), -0.40649814443729926, 1e-15);
+}
+
+TEST(VocabCrossEntropy, weighted_mean_divides_by_the_sum_of_token_times_target_class_weights) {
+  Tensor<double> loss;
+  const auto g =
+      ce_grads<double>(weighted_config(LossReduction::mean), weighted_logits(), {0, 3}, &loss);
+  EXPECT_NEAR(loss[0], 5.024111550669297, 1e-14);  // (2.9478... + 2.0762...) / D, D = 1
+  EXPECT_NEAR(g[2](0, 2), 0.3750371334110354, 1e-15);
+  EXPECT_NEAR(g[2](1, 1), 0.19350185556270086, 1e-15);
+
+  // Class weights alone, no smoothing (nll_loss with weight): Σ c_y·nll_t / Σ c_y, Σ c_y = 2.
+  auto cfg = weighted_config(LossReduction::mean);
+  cfg.label_smoothing = 0;
+  cfg.token_weight.clear();
+  ce_grads<double>(cfg, weighted_logits(), {0, 3}, &loss);
+  EXPECT_NEAR(loss[0], 4.451914395937593, 1e-14);
+
+  // Token weights alone (a loss mask with weights): Σ ω_t·nll_t / Σ ω_t, and the sum.
+  cfg = weighted_config(LossReduction::mean);
+  cfg.label_smoothing = 0;
+  cfg.class_weight.clear();
+  ce_grads<double>(cfg, weighted_logits(), {0, 3}, &loss);
+  EXPECT_NEAR(loss[0], 2.4142488324310767, 1e-14);
+  cfg.reduction = LossReduction::sum;
+  ce_grads<double>(cfg, weighted_logits(), {0, 3}, &loss);
+  EXPECT_NEAR(loss[0], 6.035622081077692, 1e-14);
+}
+
+TEST(VocabCrossEntropy, all_zero_weights_give_zero_mean_loss_and_zero_gradient) {
+  // D = 0 under mean: PyTorch gives NaN (0/0); the library's convention, as for every token
+  // ignored, is loss 0 and gradient 0.
+  for (int which = 0; which < 3; ++which) {
+    auto cfg = weighted_config(LossReduction::mean);
+    if (which == 0) cfg.token_weight = {0, 0};
+    if (which == 1) cfg.class_weight = {0, 0, 0, 0, 0};
+    if (which == 2) cfg.class_weight = {0, 1, 1, 0, 1};  // both targets' classes weigh 0
+    Tensor<float> loss;
+    const auto g = ce_grads<float>(cfg, weighted_logits(), {0, 3}, &loss);
+    EXPECT_EQ(loss[0], 0.0f) << which;
+    for (const auto& gr : g) {
+      for (float v : gr.values()) EXPECT_EQ(v, 0.0f) << which;
+    }
+  }
+}
+
+TEST(VocabCrossEntropy,
+     weight_vector_of_the_wrong_length_names_the_rank_the_length_and_what_to_pass) {
+  auto shard_of = [](const Communicator& c) {
+    const std::size_t n[] = {2, 0, 3};
+    return Tensor<double>(Shape{2, n[c.rank()]});
+  };
+  VocabCrossEntropyConfig cfg;
+  cfg.vocab = 5;
+  cfg.vocab_split = uneven;
+  cfg.class_weight = {1, 1};  // rank 0's V_r columns, not V
+  auto f = usage_error_of(3, [&](Communicator& c) {
+    vocab_parallel_cross_entropy<double>(c, cfg, shard_of(c), std::vector<std::int64_t>{0, 4});
+  });
+  EXPECT_THAT(f.message, HasSubstr("vocab_parallel_cross_entropy on rank"));
+  EXPECT_THAT(f.message, HasSubstr("class_weight has 2 values"));
+  EXPECT_THAT(f.message, HasSubstr("V = 5"));
+  EXPECT_THAT(f.message, HasSubstr("pass the full vector of V class weights on every rank"));
+
+  cfg.class_weight.clear();
+  cfg.token_weight = {1, 1, 1};
+  f = usage_error_of(3, [&](Communicator& c) {
+    vocab_parallel_cross_entropy<double>(c, cfg, shard_of(c), std::vector<std::int64_t>{0, 4});
+  });
+  EXPECT_THAT(f.message, HasSubstr("vocab_parallel_cross_entropy on rank"));
+  EXPECT_THAT(f.message, HasSubstr("token_weight has 3 values but there are 2 tokens"));
+  EXPECT_THAT(f.message, HasSubstr("pass one weight per token"));
 }
 
 TEST(VocabCrossEntropy, out_of_range_target_names_the_rank_the_target_and_V) {

@@ -1,13 +1,16 @@
 // The cross-entropy oracle's gradients are tested too: reference::cross_entropy's dlogits
 // against central finite differences of f(z) = Σ_t dloss_t·loss_t(z) (reduction none) in the high
-// precision, with ignore_index and label smoothing; and the embedding oracle's dW, which is a
-// plain selection-sum (affine along every axis: the central difference is exact).
+// precision, with ignore_index, label smoothing, PyTorch's per-class weights c and per-token
+// weights ω (signed, zeros included); and the embedding oracle's dW, which is a plain
+// selection-sum (affine along every axis: the central difference is exact).
 //
-// CE is smooth: loss_t = lse(z_t) − (1 − ε)z_ty − (ε/V)Σz_t, whose third derivative along z_tv is
-// lse's, p(1 − p)(1 − 2p), at most 1/(6√3) < 0.1 in magnitude; so M3 = 0.1·|dloss_t|. The
-// evaluation error is the reference's own per-token bound (token_loss_error) weighted by |dloss|
-// plus the sum's gamma_{2·tokens}(u_R). The analytic gradient's own error: gamma_{4V+64}(u_R)·
-// (p + |c| + 1)·|dloss_t|. A gradient one float64 ulp off must fail (the teeth property).
+// CE is smooth: loss_t = ω_t·(K_t·lse(z_t) − (1 − ε)c_y·z_ty − (ε/V)Σ_v c_v·z_tv) with
+// K_t = (1 − ε)c_y + (ε/V)Σ_v c_v (c = 1 without class weights: K = 1), whose third derivative
+// along z_tv is ω_t·K_t times lse's, p(1 − p)(1 − 2p), at most 1/(6√3) < 0.1 in magnitude; so
+// M3 = 0.1·|dloss_t·ω_t·K_t|. The evaluation error is the reference's own per-token bound
+// (token_loss_error) weighted by |dloss| plus the sum's gamma_{2·tokens}(u_R). The analytic
+// gradient's own error: gamma_{4V+64}(u_R)·(|g| + 2 + |ω|(|K| + max|c|))·(|dloss_t| + 1). A
+// gradient one float64 ulp off (relative to the same scale) must fail (the teeth property).
 #include "reference_gen.hpp"
 
 #include "reference/cross_entropy.hpp"
@@ -53,6 +56,15 @@ rc::Gen<CeCase> genCeCase() {
     for (std::size_t t = 0; t < c.tokens; ++t) d.push_back(*genLogUniform<double>(-2, 1));
     c.z = to_hp(Tensor<double>({c.tokens, c.vocab}, z));
     c.dloss = to_hp(Tensor<double>({c.tokens}, d));
+    auto weight = [] {
+      return *uniform(0, 5) == 0 ? hp(0) : hp(*genLogUniform<double>(-3, 2, true, 4));
+    };
+    if (*uniform(0, 1) == 1) {
+      for (std::size_t v = 0; v < c.vocab; ++v) c.opt.class_weight.push_back(weight());
+    }
+    if (*uniform(0, 1) == 1) {
+      for (std::size_t t = 0; t < c.tokens; ++t) c.opt.token_weight.push_back(weight());
+    }
     return c;
   });
 }
@@ -71,13 +83,40 @@ Evaluation<hp> objective(const CeCase& c, const Tensor<hp>& theta) {
   return {value, err + gamma<hp>(2 * c.tokens + 2, u_hp) * mag};
 }
 
+// |ω_t·K_t| and |ω_t|·max|c_v| per token (1 and 1 without weights).
+struct WeightScale {
+  std::vector<hp> wk, wc;
+};
+
+WeightScale weight_scale(const CeCase& c) {
+  using std::abs;
+  WeightScale s;
+  hp c_total(0), c_max(0);
+  for (std::size_t v = 0; v < c.vocab; ++v) {
+    const hp cv = c.opt.class_weight.empty() ? hp(1) : c.opt.class_weight[v];
+    c_total += cv;
+    c_max = abs(cv) > c_max ? abs(cv) : c_max;
+  }
+  const hp eps = c.opt.label_smoothing;
+  for (std::size_t t = 0; t < c.tokens; ++t) {
+    const hp om = c.opt.token_weight.empty() ? hp(1) : c.opt.token_weight[t];
+    const std::int64_t y = c.targets[t];
+    hp cy(1);
+    if (!c.opt.class_weight.empty() && y >= 0) cy = c.opt.class_weight[static_cast<std::size_t>(y)];
+    s.wk.push_back(abs(om * ((1 - eps) * cy + eps / hp(c.vocab) * c_total)));
+    s.wc.push_back(abs(om) * c_max);
+  }
+  return s;
+}
+
 void ce_fd_case(bool perturb) {
   using std::abs;
   const CeCase c = *genCeCase();
+  const WeightScale ws = weight_scale(c);
   reference::FdOptions<hp> fo;
   fo.smoothness = reference::Smoothness::smooth;
   fo.third_derivative_bound = [&](std::size_t i, const hp&) {
-    return hp(0.1) * abs(c.dloss[i / c.vocab]);
+    return hp(0.1) * abs(c.dloss[i / c.vocab]) * ws.wk[i / c.vocab];
   };
   const Tensor<hp> theta({c.tokens * c.vocab}, c.z.values());
   const auto fd = central_difference_gradient<hp>(
@@ -87,14 +126,16 @@ void ce_fd_case(bool perturb) {
   std::vector<hp> g = r.grad.values(), err(g.size());
   const hp g_ref = gamma<hp>(4 * c.vocab + 64, u_hp);
   for (std::size_t i = 0; i < g.size(); ++i) {
-    err[i] = g_ref * (abs(g[i]) + 2) * (abs(c.dloss[i / c.vocab]) + 1);
+    const std::size_t t = i / c.vocab;
+    err[i] = g_ref * (abs(g[i]) + 2 + ws.wk[t] + ws.wc[t]) * (abs(c.dloss[t]) + 1);
   }
   if (perturb) {
     const std::size_t j = *uniform<std::size_t>(0, g.size() - 1);
     if (c.opt.ignore_index && c.targets[j / c.vocab] == *c.opt.ignore_index) {
       g[j] += hp(1e-3);  // an ignored token's gradient must stay exactly 0
     } else {
-      g[j] += reference::pow2<hp>(-52) * (abs(g[j]) + abs(c.dloss[j / c.vocab]));
+      const std::size_t t = j / c.vocab;
+      g[j] += reference::pow2<hp>(-52) * (abs(g[j]) + abs(c.dloss[t]) * (1 + ws.wk[t] + ws.wc[t]));
     }
     RC_ASSERT(!compare_gradient<hp>(fd, g, err).pass);
     return;

@@ -50,6 +50,18 @@ std::string VocabCase::describe() const {
          " label_smoothing=" + std::to_string(ce.label_smoothing) +
          " reduction=" + reduction_name(ce.reduction) + " logits=" + to_string(logits) +
          " targets=[" + ids_text + "]";
+    auto list = [](const std::vector<double>& w) {
+      std::string t;
+      for (double x : w) {
+        std::string n = std::to_string(x);
+        n.erase(n.find_last_not_of('0') + 1);
+        if (!n.empty() && n.back() == '.') n.pop_back();
+        t += (t.empty() ? "" : ",") + n;
+      }
+      return "[" + t + "]";
+    };
+    if (!ce.token_weight.empty()) s += " token_weight=" + list(ce.token_weight);
+    if (!ce.class_weight.empty()) s += " class_weight=" + list(ce.class_weight);
     if (all_ignored) s += " (every token ignored)";
   }
   return s;
@@ -107,6 +119,24 @@ rc::Gen<VocabCase> genVocabCase(const RunConfig& config, const VocabCaseOptions&
           }
         }
       }
+      // Weights (values exact in every T): sometimes per-token, sometimes per-class, with zeros
+      // and, one time in eight, all zero (the mean's D = 0 convention).
+      auto gen_weights = [](std::size_t n) {
+        if (*rc::gen::weightedElement<bool>({{7, false}, {1, true}})) {
+          return std::vector<double>(n, 0.0);
+        }
+        return *rc::gen::container<std::vector<double>>(
+            n, rc::gen::weightedElement<double>(
+                   {{2, 0.0}, {1, 0.25}, {1, 0.5}, {3, 1.0}, {1, 1.5}, {2, 2.0}, {1, 3.0}}));
+      };
+      if (*rc::gen::weightedElement<bool>({{2, false}, {1, true}})) {
+        ce.token_weight = gen_weights(c.tokens);
+      }
+      if (*rc::gen::weightedElement<bool>({{2, false}, {1, true}})) {
+        ce.class_weight = gen_weights(c.vocab);
+      }
+      RC_CLASSIFY(!ce.token_weight.empty(), "token weights");
+      RC_CLASSIFY(!ce.class_weight.empty(), "class weights");
       c.logits = options.logits
                      ? *options.logits
                      : *rc::gen::weightedElement<LogitProfile>({{2, LogitProfile::unit},

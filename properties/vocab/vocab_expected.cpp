@@ -21,6 +21,8 @@ VocabExpected vocab_expected(const VocabCase& c, const VocabData<T>& d) {
   reference::CrossEntropyOptions<hp> opt;
   opt.ignore_index = c.ce.ignore_index;
   opt.label_smoothing = hp(c.ce.label_smoothing);
+  for (double w : c.ce.class_weight) opt.class_weight.push_back(hp(w));
+  for (double w : c.ce.token_weight) opt.token_weight.push_back(hp(w));
   opt.reduction = c.ce.reduction == LossReduction::none  ? reference::CeReduction::none
                   : c.ce.reduction == LossReduction::sum ? reference::CeReduction::sum
                                                          : reference::CeReduction::mean;

@@ -18,6 +18,9 @@
 //   embedding       y  R, or S(0)[token_split] with sequence_parallel_output;  dw S(0)[vocab_split]
 //   cross_entropy   loss R ([tokens] or [1]);                                  dlogits
 //   S(1)[vocab_split]
+// The cross-entropy's weights travel in its config (VocabCrossEntropyConfig::class_weight, the
+// full [V] vector, and ::token_weight, [tokens]; empty when the case draws none): every rank is
+// given both whole, like the targets.
 #pragma once
 
 #include "engine/registry.hpp"

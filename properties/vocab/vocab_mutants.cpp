@@ -25,6 +25,10 @@ enum class Bug {
   gathered_logits_as_sharded,
   target_from_rank0_only,
   owner_grad_missing_onehot,
+  weighted_mean_by_count,
+  class_weight_local_index,
+  smoothing_unweighted_with_class_weight,
+  token_weight_missing_in_backward,
 };
 
 struct MutantInfo {
@@ -70,6 +74,21 @@ constexpr MutantInfo catalog[] = {
     {Bug::owner_grad_missing_onehot, "owner-grad-missing-onehot",
      "the backward computes softmax − ε/V on every shard but the owner forgets to subtract "
      "(1 − ε) at the target column"},
+    {Bug::weighted_mean_by_count, "weighted-mean-by-count",
+     "with token or class weights, the mean reduction divides the weighted sum by N, the number "
+     "of non-ignored tokens, instead of the sum of their weights Σ ω_t·c_{y_t} (the loss_mask "
+     "sum / num_tokens slip; PyTorch divides by Σ weight[target])"},
+    {Bug::class_weight_local_index, "class-weight-local-index",
+     "the per-class weight of a column is looked up with the rank's LOCAL column index "
+     "(weight[v_local] instead of weight[offset + v_local]) in the smoothing sum Σ c_v·z_v and "
+     "in the gradient's ε/V·c_v: right on rank 0 only"},
+    {Bug::smoothing_unweighted_with_class_weight, "smoothing-unweighted-with-class-weight",
+     "with class weights and label smoothing, only the nll term is weighted: the smoothing term "
+     "stays ε·(lse − mean z) (Σ z_v and V instead of PyTorch's Σ c_v·z_v and Σ c_v), in the loss "
+     "and in the gradient"},
+    {Bug::token_weight_missing_in_backward, "token-weight-missing-in-backward",
+     "the per-token weight (loss_mask) multiplies the forward's per-token losses but the "
+     "backward scales the gradient by dloss only"},
 };
 
 template <Bug B>
@@ -179,12 +198,24 @@ struct MutantVocab {
     tp.all_reduce(std::span<A>(m), ReduceOp::max, cfg.reduce_algorithm);
     std::vector<A> sums(k * tokens, A(0));
     std::vector<A> local_z(tokens, A(0));
+    const bool by_class = !cfg.class_weight.empty(), by_token = !cfg.token_weight.empty();
+    auto cw = [&](std::size_t v) { return by_class ? static_cast<A>(cfg.class_weight[v]) : A(1); };
+    auto tw = [&](std::size_t t) { return by_token ? static_cast<A>(cfg.token_weight[t]) : A(1); };
+    // The class weight of column v of z (global column col0 + v).
+    auto col_weight = [&](std::size_t v) {
+      return B == Bug::class_weight_local_index ? cw(v) : cw(col0 + v);
+    };
+    constexpr bool unweighted_smoothing = B == Bug::smoothing_unweighted_with_class_weight;
+    A c_total(0);
+    for (std::size_t v = 0; v < cfg.vocab; ++v) c_total += cw(v);
+    if (unweighted_smoothing) c_total = static_cast<A>(cfg.vocab);
     for (std::size_t t = 0; t < tokens; ++t) {
       A s(0), zs(0);
       const A shift = B == Bug::local_max ? local_m[t] : m[t];
       for (std::size_t v = 0; v < width; ++v) {
         s += std::exp(static_cast<A>(z(t, v)) - shift);
-        zs += static_cast<A>(z(t, v));
+        const A zv = static_cast<A>(z(t, v));
+        zs += by_class && !unweighted_smoothing ? A(col_weight(v) * zv) : zv;
       }
       if constexpr (B == Bug::local_max) s = width == 0 ? A(0) : A(s * std::exp(local_m[t]));
       sums[t] = s;
@@ -205,20 +236,33 @@ struct MutantVocab {
                                                                                : cfg.vocab);
     const A q = eps / vsize;
     std::size_t count = 0;
+    A den(0);
     std::vector<A> loss(tokens, A(0)), lse(tokens, A(0));
     for (std::size_t t = 0; t < tokens; ++t) {
       const std::int64_t y = in.ids[t];
       if (ignored(y)) continue;
+      const auto yu = static_cast<std::size_t>(y);
       if constexpr (B == Bug::mean_by_local_count) {
         count += owner_has(y) ? 1 : 0;
+        if (owner_has(y)) den += tw(t) * cw(yu);
       } else {
         ++count;
+        den += tw(t) * cw(yu);
       }
       lse[t] = B == Bug::local_max ? A(std::log(sums[t])) : A(std::log(sums[t]) + m[t]);
-      A w = one * sums[tokens + t];
-      if (smooth) w += q * (B == Bug::smoothing_local_mean ? local_z[t] : sums[2 * tokens + t]);
-      loss[t] = lse[t] - w;
+      const A zsum = B == Bug::smoothing_local_mean ? local_z[t] : sums[2 * tokens + t];
+      A l;
+      if (by_class) {
+        l = A(one * cw(yu)) * A(lse[t] - sums[tokens + t]);
+        if (smooth) l += q * A(A(c_total * lse[t]) - zsum);
+      } else {
+        A w = one * sums[tokens + t];
+        if (smooth) w += q * zsum;
+        l = lse[t] - w;
+      }
+      loss[t] = by_token ? A(tw(t) * l) : l;
     }
+    if (!(by_class || by_token) || B == Bug::weighted_mean_by_count) den = static_cast<A>(count);
     VocabRankOutputs<T> out;
     if (cfg.reduction == LossReduction::none) {
       out.loss = Tensor<T>(Shape{tokens});
@@ -226,7 +270,7 @@ struct MutantVocab {
     } else {
       A total(0);
       for (A l : loss) total += l;
-      if (cfg.reduction == LossReduction::mean) total = count == 0 ? A(0) : total / A(count);
+      if (cfg.reduction == LossReduction::mean) total = den == A(0) ? A(0) : total / den;
       out.loss = Tensor<T>(Shape{1});
       out.loss[0] = static_cast<T>(total);
     }
@@ -235,21 +279,32 @@ struct MutantVocab {
     A common(0);
     if (cfg.reduction != LossReduction::none) {
       common = static_cast<A>(in.dloss[0]);
-      if (cfg.reduction == LossReduction::mean) common = count == 0 ? A(0) : common / A(count);
+      if (cfg.reduction == LossReduction::mean) common = den == A(0) ? A(0) : common / den;
     }
     out.dlogits = Tensor<T>(Shape{tokens, mine.size});
     for (std::size_t t = 0; t < tokens; ++t) {
       const std::int64_t y = in.ids[t];
       if (ignored(y)) continue;
-      const A s = cfg.reduction == LossReduction::none ? static_cast<A>(in.dloss[t]) : common;
+      const A base = cfg.reduction == LossReduction::none ? static_cast<A>(in.dloss[t]) : common;
+      const A s = by_token && B != Bug::token_weight_missing_in_backward ? A(base * tw(t)) : base;
+      const A ky = by_class ? A(one * cw(static_cast<std::size_t>(y))) : one;
+      const A kk = by_class && smooth ? A(ky + A(qg * c_total)) : ky;
       for (std::size_t v = 0; v < mine.size; ++v) {
         const A zv = static_cast<A>(in.logits_shard(t, v));
         const A pv =
             B == Bug::local_max ? A(std::exp(zv - lse[t])) : A(std::exp(zv - m[t]) / sums[t]);
         const bool is_target = static_cast<std::int64_t>(mine.offset + v) == y;
-        A c = qg;
-        if (is_target && B != Bug::owner_grad_missing_onehot) c = one + qg;
-        out.dlogits(t, v) = static_cast<T>((pv - c) * s);
+        const bool onehot = is_target && B != Bug::owner_grad_missing_onehot;
+        A d;
+        if (by_class) {
+          const A cv = B == Bug::class_weight_local_index ? cw(v) : cw(mine.offset + v);
+          A c = qg * (unweighted_smoothing ? A(1) : cv);
+          if (onehot) c += ky;
+          d = kk * pv - c;
+        } else {
+          d = pv - (onehot ? one + qg : qg);
+        }
+        out.dlogits(t, v) = static_cast<T>(d * s);
       }
     }
     return out;
@@ -280,6 +335,10 @@ void register_vocab_mutants() {
   add<Bug::gathered_logits_as_sharded>(reg);
   add<Bug::target_from_rank0_only>(reg);
   add<Bug::owner_grad_missing_onehot>(reg);
+  add<Bug::weighted_mean_by_count>(reg);
+  add<Bug::class_weight_local_index>(reg);
+  add<Bug::smoothing_unweighted_with_class_weight>(reg);
+  add<Bug::token_weight_missing_in_backward>(reg);
 }
 
 }  // namespace shardcheck::check

@@ -36,7 +36,9 @@ VocabPlacements vocab_placements(const VocabCase& c);
 //   embedding       all_reduce y [tokens*h] in T, or with sequence_parallel_output
 //                   reduce_scatter y [tokens*h] and all_gather dy [tokens*h]
 //   cross_entropy   all_reduce(max) [tokens] and all_reduce(sum) [2*tokens] (3*tokens with label
-//                   smoothing) in acc_t<T>; the backward none. Never the logits.
+//                   smoothing) in acc_t<T>, with or without class and token weights (the
+//                   class-weighted Σ c_v·z_v takes Σ z_v's slot); the backward none. Never
+//                   the logits.
 std::vector<DeclaredCall> vocab_declared_traffic(const VocabCase& c);
 
 // Most elements any cross-entropy collective may move per token (the ledger property).

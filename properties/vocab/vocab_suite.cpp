@@ -25,7 +25,8 @@ const std::vector<PropertyInfo>& vocab_properties() {
       {"cross_entropy_matches_reference",
        "vocab_parallel_cross_entropy's loss and logit gradient equal the dense high-precision "
        "reference within their bounds, with ignore_index, label smoothing over the global "
-       "vocabulary, every reduction, every token ignored, for any world size, uneven split and "
+       "vocabulary, PyTorch's per-class weights and per-token weights (zeros and all-zero "
+       "included), every reduction, every token ignored, for any world size, uneven split and "
        "element type",
        /*numeric=*/true},
       {"extreme_logits",
