@@ -29,18 +29,19 @@ struct DeclaredCall {
   }
 };
 
-// Empty when every rank's ledger matches `declared`; otherwise a sentence naming the first
-// rank that differs, what it did and what the op declares.
-inline std::string check_traffic(const std::vector<DeclaredCall>& declared,
-                                 const std::vector<Ledger>& ledgers) {
-  auto want = declared;
-  std::sort(want.begin(), want.end());
+// Empty when every rank's ledger matches its own declared list (declared[r] for rank r; ops
+// whose traffic differs per rank, e.g. ring attention with uneven chunks); otherwise a sentence
+// naming the first rank that differs, what it did and what the op declares.
+inline std::string check_traffic_per_rank(const std::vector<std::vector<DeclaredCall>>& declared,
+                                          const std::vector<Ledger>& ledgers) {
   auto list = [](const std::vector<DeclaredCall>& v) {
     std::string s = "[";
     for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i].to_string();
     return s + "]";
   };
   for (std::size_t r = 0; r < ledgers.size(); ++r) {
+    auto want = declared.at(r);
+    std::sort(want.begin(), want.end());
     std::vector<DeclaredCall> got;
     for (const auto& e : ledgers[r].entries()) {
       if (e.op != Collective::barrier) got.push_back({e.op, e.dtype, e.count});
@@ -54,6 +55,13 @@ inline std::string check_traffic(const std::vector<DeclaredCall>& declared,
     }
   }
   return {};
+}
+
+// The same when every rank declares the same collectives.
+inline std::string check_traffic(const std::vector<DeclaredCall>& declared,
+                                 const std::vector<Ledger>& ledgers) {
+  return check_traffic_per_rank(std::vector<std::vector<DeclaredCall>>(ledgers.size(), declared),
+                                ledgers);
 }
 
 }  // namespace shardcheck::check

@@ -1,0 +1,22 @@
+// The softmax_merge suite (see merge_suite.cpp for its properties).
+#pragma once
+
+#include "engine/suite.hpp"
+#include "merge/merge_impl.hpp"
+
+namespace shardcheck::check {
+
+class SoftmaxMergeSuite final : public Suite {
+ public:
+  std::string name() const override;
+  std::string description() const override;
+  std::vector<PropertyInfo> properties() const override;
+  std::vector<ImplementationInfo> implementations() const override;
+  void run_case(const std::string& property, const std::string& impl,
+                const RunConfig& config) const override;
+};
+
+// Registers the suite, the library's implementation ("shardcheck") and the mutant catalog.
+void register_softmax_merge_suite();
+
+}  // namespace shardcheck::check
