@@ -13,11 +13,42 @@
 // same tensors, the same bytes. Context-parallel ring attention sends each rank's K and V
 // chunk, 2·b·(s/cp)·g·d elements, at each of cp − 1 forward steps. Vocabulary-parallel
 // cross-entropy does 3 all_reduces of one float32 per token (max, sum of exp, target logit).
+//
+// Per op and per rank, exactly (the second half of this header): the ordered list of ledger
+// entries (collective, bytes sent, bytes received) each op of lib/ops records on one rank, as a
+// function of its configuration, shapes, splits (uneven and empty pieces included), element
+// type and group size. The ledger's exact formulas (runtime/communicator.hpp), with c_k the
+// bytes of rank k's piece and S the full buffer's bytes:
+//   all_reduce      pieces: the balanced split of the elements over p;
+//                   sent = (S − c_r) + (S − c_{r+1}); recv = (S − c_{r−1}) + (S − c_r) (ring),
+//                   (p − 1)·c_r + (S − c_r) (sequential)
+//   all_gather      sent = S − c_{r+1}, recv = S − c_r
+//   reduce_scatter  sent = S − c_r; recv = S − c_{r−1} (ring), (p − 1)·c_r (sequential)
+//   ring_shift      sent = this rank's message, recv = the source's (p > 1)
+// The budget suite (properties/budget/) runs every op and finds exactly these entries in every
+// rank's ledger.
 #pragma once
 
+#include "layout/split_policy.hpp"
+#include "runtime/dtype.hpp"
 #include "runtime/ledger.hpp"
 
 #include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace shardcheck {
+struct ColumnParallelConfig;
+struct RowParallelConfig;
+struct SequenceParallelNormConfig;
+struct VocabEmbeddingConfig;
+struct VocabCrossEntropyConfig;
+struct AttentionConfig;
+struct ContextParallelConfig;
+struct HeadParallelConfig;
+}  // namespace shardcheck
 
 namespace shardcheck::budget {
 
@@ -49,5 +80,91 @@ double cp_ring_forward_bytes(double b, double s, int cp, double g, double d, dou
 
 // Vocabulary-parallel cross-entropy over tp ranks: 3 all_reduces of `tokens` float32 values.
 Bytes vocab_cross_entropy_bytes(double tokens, int tp);
+
+// ================================================================ per op, per rank, exact
+
+// Bytes of one element of T and of its accumulator acc_t<T> (ops/linear.hpp): float64 8/8,
+// float32 4/4, bfloat16 and float16 2/4.
+struct ElementBytes {
+  std::uint64_t value = 4;
+  std::uint64_t acc = 4;
+  friend bool operator==(const ElementBytes&, const ElementBytes&) = default;
+};
+// @throws UsageError for an integer type.
+ElementBytes element_bytes(DType t);
+
+// One ledger entry as this calculator predicts it.
+struct LedgerCall {
+  Collective op = Collective::barrier;
+  std::uint64_t sent = 0;
+  std::uint64_t recv = 0;
+  friend bool operator==(const LedgerCall&, const LedgerCall&) = default;
+  std::string to_string() const;  // "all_gather sent 96 recv 80"
+};
+
+struct OpTraffic {
+  std::vector<LedgerCall> forward, backward;
+};
+
+// The runtime's exact per-rank bytes for one call; counts in elements.
+LedgerCall all_reduce_call(std::uint64_t elements, std::uint64_t element_bytes, int p, int r,
+                           Algorithm algo = Algorithm::ring);
+LedgerCall all_gather_call(std::span<const std::size_t> counts, std::uint64_t element_bytes, int r);
+LedgerCall reduce_scatter_call(std::span<const std::size_t> counts, std::uint64_t element_bytes,
+                               int r, Algorithm algo = Algorithm::ring);
+LedgerCall ring_shift_call(std::uint64_t send_elements, std::uint64_t recv_elements,
+                           std::uint64_t element_bytes, int p);
+
+// Calls, bytes sent and received per collective, as Ledger::calls/bytes_sent/bytes_recv(op).
+struct CollectiveTotals {
+  std::size_t calls = 0;
+  std::uint64_t sent = 0, recv = 0;
+  friend bool operator==(const CollectiveTotals&, const CollectiveTotals&) = default;
+};
+std::map<Collective, CollectiveTotals> totals(const std::vector<LedgerCall>& calls);
+std::map<Collective, CollectiveTotals> totals(const Ledger& ledger);
+
+// The ops of lib/ops on rank r of a group of p (their configurations as the ops take them; the
+// global shapes the op's comments name). Every rank of the group must pass the same values.
+// column_parallel_linear: x [tokens, in] (its token shard with sequence_parallel_input), W [out,
+// in].
+OpTraffic column_parallel_traffic(const ColumnParallelConfig& cfg, std::size_t tokens,
+                                  std::size_t in, std::size_t out, int p, int r, ElementBytes e);
+// row_parallel_linear: x [tokens, in] (its in_split columns with input_is_parallel), W [out, in].
+OpTraffic row_parallel_traffic(const RowParallelConfig& cfg, std::size_t tokens, std::size_t in,
+                               std::size_t out, int p, int r, ElementBytes e);
+// sequence_parallel_norm over cfg.tokens tokens of `hidden` features.
+OpTraffic sp_norm_traffic(const SequenceParallelNormConfig& cfg, std::size_t hidden, int p, int r,
+                          ElementBytes e);
+// Megatron's sequence-parallel block (properties/norm/norm_impl.hpp): SP norm, column-parallel
+// [ffn, hidden] with sequence-parallel input, row-parallel [hidden, ffn] with sequence-parallel
+// output, no biases, every collective with norm.reduce_algorithm. Forward: norm, column, row;
+// backward: row, column, norm.
+OpTraffic sp_block_traffic(const SequenceParallelNormConfig& norm, std::size_t hidden,
+                           std::size_t ffn, const SplitPolicy& ffn_split, int p, int r,
+                           ElementBytes e);
+// vocab_parallel_embedding: `tokens` ids, table [V, hidden].
+OpTraffic vocab_embedding_traffic(const VocabEmbeddingConfig& cfg, std::size_t tokens,
+                                  std::size_t hidden, int p, int r, ElementBytes e);
+// vocab_parallel_cross_entropy over `tokens` tokens: all_reduce(max) of tokens and
+// all_reduce(sum) of 2·tokens (3·tokens with label smoothing) accumulators.
+OpTraffic vocab_cross_entropy_traffic(const VocabCrossEntropyConfig& cfg, std::size_t tokens, int p,
+                                      int r, ElementBytes e);
+// context_parallel_attention with cfg's (local) q_heads, kv_heads, head_dim and `batch`
+// sequences. Ring: step s sends the chunk of rank (r − s) mod p and receives the next one's,
+// 2·batch·L_j·g·d elements (uneven L_j by the layout), cp − 1 times forward; backward the same
+// K/V shifts and cp shifts of dK/dV in acc_t<T>. All-gather: 2 all_gathers of T forward; 2
+// all_gathers of T and 2 reduce_scatters (ring) of acc_t<T> backward.
+OpTraffic cp_attention_traffic(const AttentionConfig& cfg, const ContextParallelConfig& cc,
+                               std::size_t batch, int p, int r, ElementBytes e);
+// attention_layer on tp rank tp_rank of tp and cp rank cp_rank of cp (cp = 1 without
+// cfg.context_parallel). Forward: the CP core (on a rank with query heads), all_reduce of y over
+// tp. Backward: the CP core, all_reduce of dx over tp, the kv group's all_reduce of dWk, dbk,
+// dWv, dbv (g < tp), the cp group's all_reduce of every parameter gradient (cp > 1).
+OpTraffic head_layer_traffic(const HeadParallelConfig& cfg, std::size_t batch, int tp, int tp_rank,
+                             int cp, int cp_rank, ElementBytes e);
+
+// The lengths L_j of the cp ranks' pieces of the sequence under cc's layout and split.
+std::vector<std::size_t> cp_lengths(const ContextParallelConfig& cc, int p);
 
 }  // namespace shardcheck::budget

@@ -2,6 +2,7 @@
 // ring and all-gather algorithms, forward and backward, on one rank each.
 #include "ops/context_parallel_attention.hpp"
 
+#include "budget/live_bytes.hpp"
 #include "ops/softmax_merge.hpp"
 #include "runtime/errors.hpp"
 
@@ -156,17 +157,20 @@ std::vector<E> to_ranks(const Tensor<E>& seq, const std::vector<std::size_t>& le
   return out;
 }
 
+// `held` takes the bytes of the returned (reordered) tensor for the tracker (budget/).
 template <class T>
 Tensor<T> gather_sequence(Communicator& cp, const Tensor<T>& x,
-                          const std::vector<std::size_t>& lens) {
+                          const std::vector<std::size_t>& lens, budget::HeldBytes& held) {
   const std::size_t batch = x.dim(0), row = row_elems(x.shape());
   std::vector<std::size_t> counts;
   for (auto l : lens) counts.push_back(batch * l * row);
   std::size_t total = 0;
   for (auto c : counts) total += c;
   std::vector<T> gathered(total);
+  const auto gathered_bytes = budget::HeldBytes::of(gathered);
   cp.all_gather(std::span<const T>(x.values()), std::span<T>(gathered), counts);
   auto seq = to_sequence(gathered, lens, batch, row);
+  held = budget::HeldBytes::of(seq);
   std::size_t len = 0;
   for (auto l : lens) len += l;
   return Tensor<T>(Shape{batch, len, x.dim(2), x.dim(3)}, std::move(seq.values()));
@@ -264,8 +268,9 @@ AttentionOutput<T> context_parallel_attention(Communicator& cp, const AttentionC
 
   if (cc.algorithm == CpAlgorithm::all_gather) {
     const auto lens = lengths(s);
-    const Tensor<T> k_all = gather_sequence(cp, k, lens);
-    const Tensor<T> v_all = gather_sequence(cp, v, lens);
+    budget::HeldBytes k_bytes, v_bytes;
+    const Tensor<T> k_all = gather_sequence(cp, k, lens, k_bytes);
+    const Tensor<T> v_all = gather_sequence(cp, v, lens, v_bytes);
     auto part = attention_block_forward(cfg, q, k_all, v_all, mine, concat(s));
     return {round_tensor<T>(part.out), std::move(part.lse)};
   }
@@ -274,6 +279,7 @@ AttentionOutput<T> context_parallel_attention(Communicator& cp, const AttentionC
   Tensor<A> lse(Shape{batch, h, mine.size()});
   std::fill(lse.values().begin(), lse.values().end(), -std::numeric_limits<A>::infinity());
   std::vector<T> kv = pack(k, v);
+  auto kv_bytes = budget::HeldBytes::of(kv);  // the chunk held, then each received one
   for (int step = 0; step < p; ++step) {
     const int src = (r - step + p) % p;
     const auto& pos = s.mine(src);
@@ -286,8 +292,10 @@ AttentionOutput<T> context_parallel_attention(Communicator& cp, const AttentionC
     if (step + 1 < p) {
       const auto& next_pos = s.mine((r - step - 1 + p) % p);
       std::vector<T> next(2 * batch * next_pos.size() * row_elems(k.shape()));
+      auto next_bytes = budget::HeldBytes::of(next);
       cp.ring_shift(std::span<const T>(kv), std::span<T>(next));
       kv = std::move(next);
+      kv_bytes = std::move(next_bytes);
     }
   }
   return {round_tensor<T>(out), std::move(lse)};
@@ -314,16 +322,22 @@ AttentionGrads<T> context_parallel_attention_backward(Communicator& cp, const At
 
   if (cc.algorithm == CpAlgorithm::all_gather) {
     const auto lens = lengths(s);
-    const Tensor<T> k_all = gather_sequence(cp, k, lens);
-    const Tensor<T> v_all = gather_sequence(cp, v, lens);
+    budget::HeldBytes k_bytes, v_bytes;
+    const Tensor<T> k_all = gather_sequence(cp, k, lens, k_bytes);
+    const Tensor<T> v_all = gather_sequence(cp, v, lens, v_bytes);
     auto g =
         attention_block_backward(cfg, q, k_all, v_all, fwd.out, fwd.lse, dout, mine, concat(s));
     std::vector<std::size_t> counts;
     for (auto l : lens) counts.push_back(batch * l * row_kv);
     const Tensor<A> dk_flat(Shape{batch, g.dk.dim(1), row_kv}, std::move(g.dk.values()));
     const Tensor<A> dv_flat(Shape{batch, g.dv.dim(1), row_kv}, std::move(g.dv.values()));
+    // The full dK/dV partials and their per-rank reordering, reduce_scatter's inputs (budget/).
+    const auto dk_flat_bytes = budget::HeldBytes::of(dk_flat);
+    const auto dv_flat_bytes = budget::HeldBytes::of(dv_flat);
     const std::vector<A> dk_ranks = to_ranks(dk_flat, lens, batch, row_kv);
+    const auto dk_ranks_bytes = budget::HeldBytes::of(dk_ranks);
     const std::vector<A> dv_ranks = to_ranks(dv_flat, lens, batch, row_kv);
+    const auto dv_ranks_bytes = budget::HeldBytes::of(dv_ranks);
     Tensor<A> dk(k.shape()), dv(v.shape());
     cp.reduce_scatter(std::span<const A>(dk_ranks), dk.span(), counts, ReduceOp::sum);
     cp.reduce_scatter(std::span<const A>(dv_ranks), dv.span(), counts, ReduceOp::sum);
@@ -332,7 +346,9 @@ AttentionGrads<T> context_parallel_attention_backward(Communicator& cp, const At
 
   Tensor<A> dq(q.shape());
   std::vector<T> kv = pack(k, v);
+  auto kv_bytes = budget::HeldBytes::of(kv);
   std::vector<A> dkv;  // dk | dv of the chunk this rank holds at this step, in A
+  budget::HeldBytes dkv_bytes;
   for (int step = 0; step < p; ++step) {
     const int src = (r - step + p) % p;
     const auto& pos = s.mine(src);
@@ -347,6 +363,7 @@ AttentionGrads<T> context_parallel_attention_backward(Communicator& cp, const At
     }
     if (step == 0) {
       dkv = std::move(block);
+      dkv_bytes = budget::HeldBytes::of(dkv);
     } else {
       add_into(dkv, std::span<const A>(block));
     }
@@ -356,12 +373,16 @@ AttentionGrads<T> context_parallel_attention_backward(Communicator& cp, const At
     const std::size_t next_elems = 2 * batch * next_pos.size() * row_kv;
     if (step + 1 < p) {
       std::vector<T> next(next_elems);
+      auto next_bytes = budget::HeldBytes::of(next);
       cp.ring_shift(std::span<const T>(kv), std::span<T>(next));
       kv = std::move(next);
+      kv_bytes = std::move(next_bytes);
     }
     std::vector<A> next_dkv(next_elems);
+    auto next_dkv_bytes = budget::HeldBytes::of(next_dkv);
     cp.ring_shift(std::span<const A>(dkv), std::span<A>(next_dkv));
     dkv = std::move(next_dkv);
+    dkv_bytes = std::move(next_dkv_bytes);
   }
   // dkv now holds this rank's own chunk's dk | dv.
   return {round_tensor<T>(dq), round_tensor<T>(unpack(dkv, 0, k.shape())),

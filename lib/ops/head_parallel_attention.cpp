@@ -2,6 +2,7 @@
 // (ops/head_parallel_attention.hpp): head assignment, weight sharding, forward and backward.
 #include "ops/head_parallel_attention.hpp"
 
+#include "budget/live_bytes.hpp"
 #include "ops/linear.hpp"
 #include "runtime/errors.hpp"
 
@@ -309,6 +310,7 @@ AttentionLayerGrads<T> attention_layer_backward(Communicator& tp, Communicator& 
   auto reduce = [&](Communicator& group, std::initializer_list<Tensor<T>*> grads) {
     std::vector<T> buf;
     for (auto* t : grads) buf.insert(buf.end(), t->values().begin(), t->values().end());
+    const auto buf_bytes = budget::HeldBytes::of(buf);  // the packed all_reduce buffer (budget/)
     group.all_reduce(std::span<T>(buf), ReduceOp::sum, cfg.reduce_algorithm);
     std::size_t off = 0;
     for (auto* t : grads) {

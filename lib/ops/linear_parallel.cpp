@@ -8,6 +8,7 @@
 // a full dimension it holds (dy's tokens, x's tokens, x's features). No metadata moves.
 #include "ops/linear.hpp"
 
+#include "budget/live_bytes.hpp"
 #include "ops/linear_internal.hpp"
 #include "ops/tp_transitions.hpp"
 
@@ -64,9 +65,11 @@ ColumnParallelOutput<T> column_parallel_linear(Communicator& tp, const ColumnPar
   }
 
   Tensor<T> gathered;
+  budget::HeldBytes gathered_bytes;  // the all_gathered x, live until the end (budget/)
   const Tensor<T>* x_full = &x;
   if (cfg.sequence_parallel_input) {
     gathered = all_gather_tokens(tp, x, std::span<const std::size_t>(token_counts));
+    gathered_bytes = budget::HeldBytes::of(gathered);
     x_full = &gathered;
   }
   ColumnParallelOutput<T> result{forward_core(*x_full, w_shard, b_shard, cfg.kernel)};
@@ -118,6 +121,7 @@ LinearGrads<T> column_parallel_linear_backward(Communicator& tp, const ColumnPar
   const std::size_t tokens = dy.dim(0);
   std::vector<std::size_t> token_counts;
   Tensor<T> gathered;
+  budget::HeldBytes gathered_bytes;  // the all_gathered x, live until the end (budget/)
   const Tensor<T>* x_full = &x;
   if (cfg.sequence_parallel_input) {
     token_counts =
@@ -131,6 +135,7 @@ LinearGrads<T> column_parallel_linear_backward(Communicator& tp, const ColumnPar
     }
     // The backward needs the whole input for dW (Megatron gathers it again, as here).
     gathered = all_gather_tokens(tp, x, std::span<const std::size_t>(token_counts));
+    gathered_bytes = budget::HeldBytes::of(gathered);
     x_full = &gathered;
   } else if (x.dim(0) != tokens) {
     throw UsageError(where + "dy is " + format_shape(dy.shape()) + " but x is " +
@@ -139,6 +144,7 @@ LinearGrads<T> column_parallel_linear_backward(Communicator& tp, const ColumnPar
 
   LinearGrads<T> g = backward_core(*x_full, w_shard, has_bias, *dy_r, cfg.kernel);
   if (cfg.sequence_parallel_input) {
+    const auto partial = budget::HeldBytes::of(g.dx);  // the full dx: reduce_scatter's input
     g.dx = reduce_scatter_tokens(tp, g.dx, std::span<const std::size_t>(token_counts),
                                  cfg.all_reduce_algorithm);
   } else {
@@ -198,6 +204,7 @@ RowParallelOutput<T> row_parallel_linear(Communicator& tp, const RowParallelConf
   if (cfg.sequence_parallel_output) {
     const auto counts = sizes_of(
         pieces(where, "x's " + str(x.dim(0)) + " tokens", cfg.token_split, x.dim(0), tp.size()));
+    const auto partial = budget::HeldBytes::of(y);  // the full partial y: reduce_scatter's input
     y = reduce_scatter_tokens(tp, y, std::span<const std::size_t>(counts), cfg.reduce_algorithm);
   } else {
     tp.all_reduce(y.span(), ReduceOp::sum, cfg.reduce_algorithm);
@@ -226,6 +233,7 @@ LinearGrads<T> row_parallel_linear_backward(Communicator& tp, const RowParallelC
                      "; dy must have out = w_shard.dim(0) = " + str(w_shard.dim(0)) + " features");
   }
   Tensor<T> gathered;
+  budget::HeldBytes gathered_bytes;  // the all_gathered dy, live until the end (budget/)
   const Tensor<T>* dy_full = &dy;
   if (cfg.sequence_parallel_output) {
     const auto counts = sizes_of(
@@ -239,6 +247,7 @@ LinearGrads<T> row_parallel_linear_backward(Communicator& tp, const RowParallelC
                        "token shard of y");
     }
     gathered = all_gather_tokens(tp, dy, std::span<const std::size_t>(counts));
+    gathered_bytes = budget::HeldBytes::of(gathered);
     dy_full = &gathered;
   } else if (dy.dim(0) != tokens) {
     throw UsageError(where + "dy is " + format_shape(dy.shape()) + " but x is " +

@@ -4,6 +4,7 @@
 // (reference/norm.hpp) follows the code step by step.
 #include "ops/norm.hpp"
 
+#include "budget/live_bytes.hpp"
 #include "ops/linear_internal.hpp"
 
 #include <cmath>
@@ -227,6 +228,7 @@ NormGrads<T> sequence_parallel_norm_backward(Communicator& sp,
   const std::size_t n = gamma.size();
   const bool bias = has_beta(cfg.norm.kind);
   std::vector<T> buf(bias ? 2 * n : n);
+  const auto buf_bytes = budget::HeldBytes::of(buf);  // the packed all_reduce buffer (budget/)
   std::copy_n(g.dgamma.data(), n, buf.data());
   if (bias) std::copy_n(g.dbeta.data(), n, buf.data() + n);
   sp.all_reduce(std::span<T>(buf), ReduceOp::sum, cfg.reduce_algorithm);

@@ -1,5 +1,6 @@
 #include "ops/tp_transitions.hpp"
 
+#include "budget/live_bytes.hpp"
 #include "runtime/errors.hpp"
 
 #include <numeric>
@@ -105,6 +106,7 @@ Tensor<T> all_gather_last_axis(Communicator& comm, const Tensor<T>& shard,
   // Gather the row-major pieces whole (block k = [rows, c_k] at offset rows·off_k), then move
   // each block's rows into its columns.
   std::vector<T> blocks(rows * cols);
+  const auto blocks_bytes = budget::HeldBytes::of(blocks);  // the receive buffer (budget/)
   const auto counts = scaled(col_counts, rows);
   comm.all_gather(shard.span(), std::span<T>(blocks), std::span<const std::size_t>(counts));
   Tensor<T> full(Shape{rows, cols});

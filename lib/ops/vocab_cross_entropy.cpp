@@ -19,6 +19,7 @@
 //     d = K·p − c; s_t = base [· ω_t] (base = dloss[t], dloss[0] or dloss[0]/D); g = d·s_t.
 #include "ops/vocab_cross_entropy.hpp"
 
+#include "budget/live_bytes.hpp"
 #include "ops/linear_internal.hpp"
 
 #include <cmath>
@@ -150,6 +151,8 @@ VocabCrossEntropyOutput<T> vocab_parallel_cross_entropy(Communicator& tp,
   tp.all_reduce(std::span<A>(m), ReduceOp::max, cfg.reduce_algorithm);
 
   std::vector<A> sums(k * tokens, A(0));  // [S_r | z_y on its owner | Z_r]
+  // The all_reduce buffer, noted for the tracker (budget/).
+  const auto sums_bytes = budget::HeldBytes::of(sums);
   for (std::size_t t = 0; t < tokens; ++t) {
     A s(0), zs(0);
     for (std::size_t v = 0; v < vr; ++v) {

@@ -7,6 +7,7 @@
 //     rounded once to T (a plain sum: Operands::unit in reference/bounds.hpp).
 #include "ops/vocab_embedding.hpp"
 
+#include "budget/live_bytes.hpp"
 #include "ops/linear_internal.hpp"
 
 #include <string>
@@ -87,6 +88,7 @@ Tensor<T> vocab_parallel_embedding(Communicator& tp, const VocabEmbeddingConfig&
     tp.all_reduce(partial.span(), ReduceOp::sum, cfg.reduce_algorithm);
     return partial;
   }
+  const auto partial_bytes = budget::HeldBytes::of(partial);  // reduce_scatter's input (budget/)
   const auto tps = pieces(where, "the " + str(tokens) + " tokens", cfg.token_split, tokens, p);
   std::vector<std::size_t> counts;
   for (const auto& q : tps) counts.push_back(q.size * h);
@@ -111,6 +113,7 @@ Tensor<T> vocab_parallel_embedding_backward(Communicator& tp, const VocabEmbeddi
   check_padding(where, cfg.padding_idx, cfg.vocab);
   const std::size_t tokens = ids.size(), h = dy.dim(1);
   Tensor<T> full;
+  budget::HeldBytes full_bytes;  // the all_gathered dy, live until the end (budget/)
   const Tensor<T>* d = &dy;
   if (cfg.sequence_parallel_output) {
     const auto tps = pieces(where, "the " + str(tokens) + " tokens", cfg.token_split, tokens, p);
@@ -122,6 +125,7 @@ Tensor<T> vocab_parallel_embedding_backward(Communicator& tp, const VocabEmbeddi
     std::vector<std::size_t> counts;
     for (const auto& q : tps) counts.push_back(q.size * h);
     full = Tensor<T>(Shape{tokens, h});
+    full_bytes = budget::HeldBytes::of(full);
     tp.all_gather(dy.span(), full.span(), counts);
     d = &full;
   } else if (dy.dim(0) != tokens) {

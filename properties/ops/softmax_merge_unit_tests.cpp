@@ -25,8 +25,6 @@ using ::testing::HasSubstr;
 
 template <class A>
 constexpr A inf = std::numeric_limits<A>::infinity();
-template <class A>
-constexpr A nan_v = std::numeric_limits<A>::quiet_NaN();
 
 template <class A>
 SoftmaxPartial<A> partial(std::size_t rows, std::size_t width, const std::vector<double>& out,

@@ -1,14 +1,23 @@
 #include "tools/shardcheck/budget_command.hpp"
 
 #include "budget/activation_memory.hpp"
+#include "budget/library_activations.hpp"
 #include "budget/parameter_memory.hpp"
 #include "budget/traffic.hpp"
 #include "layout/device_mesh.hpp"
+#include "ops/context_parallel_attention.hpp"
+#include "ops/head_parallel_attention.hpp"
+#include "ops/linear.hpp"
+#include "ops/norm.hpp"
+#include "ops/vocab_cross_entropy.hpp"
+#include "ops/vocab_embedding.hpp"
 #include "runtime/errors.hpp"
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
+#include <functional>
 #include <sstream>
 
 namespace shardcheck::cli {
@@ -62,6 +71,91 @@ std::string exact(double v) {
 }
 
 std::string gib(double bytes) { return num(bytes / (1024.0 * 1024 * 1024)) + " GiB"; }
+
+// One row of the library's own model (budget/library_activations.hpp): the fullest rank's kept
+// bytes and collective-buffer peaks (each the maximum over the ranks), or why it does not apply.
+struct LibraryRow {
+  std::string op;
+  std::uint64_t kept = 0, forward_peak = 0, backward_peak = 0;
+  std::string skipped;  // non-empty: the reason there are no figures
+};
+
+LibraryRow fullest(std::string op, int ranks, const std::function<OpActivations(int)>& model) {
+  LibraryRow row{std::move(op), 0, 0, 0, {}};
+  try {
+    for (int r = 0; r < ranks; ++r) {
+      const auto a = model(r);
+      row.kept = std::max(row.kept, a.kept_bytes());
+      row.forward_peak = std::max(row.forward_peak, a.forward_peak_bytes());
+      row.backward_peak = std::max(row.backward_peak, a.backward_peak_bytes());
+    }
+  } catch (const UsageError& e) {
+    row.skipped = e.what();
+  }
+  return row;
+}
+
+// The library's ops for one layer and the vocabulary ends, on the configuration's mesh: the
+// head-parallel attention layer (heads over tp, the sequence over cp by the ring, causal), the
+// MLP's column- and row-parallel linears [4h, h] and [h, 4h] (sequence parallel with --sp),
+// the two sequence-parallel LayerNorms (--sp), the vocabulary-parallel embedding and
+// cross-entropy. Default (chunk) splits; tokens = b·(this cp rank's s/cp).
+std::vector<LibraryRow> library_rows(const TransformerShape& m, double g, double vocab_size, int tp,
+                                     int cp, bool sp, ElementBytes e) {
+  using U = std::size_t;
+  const auto s = static_cast<U>(m.s), b = static_cast<U>(m.b), h = static_cast<U>(m.h);
+  const auto heads = static_cast<U>(m.a), kv = static_cast<U>(g);
+  const auto vocab = static_cast<U>(vocab_size);
+  const U tokens = b * split_sizes(SplitPolicy::chunk(), s, cp).front();  // the largest piece
+  std::vector<LibraryRow> rows;
+
+  HeadParallelConfig att;
+  att.attention.q_heads = heads;
+  att.attention.kv_heads = kv;
+  att.attention.head_dim = heads > 0 ? h / heads : 0;
+  att.attention.mask.kind = MaskKind::causal;
+  att.attention.mask.q_len = att.attention.mask.k_len = s;
+  att.hidden = h;
+  if (cp > 1) {
+    ContextParallelConfig cc;
+    cc.seq_len = s;
+    att.context_parallel = cc;
+  }
+  rows.push_back(fullest("attention layer (heads over tp, ring CP over cp)", tp * cp, [&](int w) {
+    return head_layer_activations(att, b, tp, w % tp, cp, w / tp, e);
+  }));
+
+  ColumnParallelConfig fc1;
+  fc1.tokens = tokens;
+  fc1.out_features = 4 * h;
+  fc1.sequence_parallel_input = sp;
+  rows.push_back(
+      fullest("MLP fc1 column-parallel [4h, h]" + std::string(sp ? ", SP input" : ""), tp,
+              [&](int r) { return column_parallel_activations(fc1, tokens, h, 4 * h, tp, r, e); }));
+  RowParallelConfig fc2;
+  fc2.sequence_parallel_output = sp;
+  rows.push_back(
+      fullest("MLP fc2 row-parallel [h, 4h]" + std::string(sp ? ", SP output" : ""), tp,
+              [&](int r) { return row_parallel_activations(fc2, tokens, 4 * h, h, tp, r, e); }));
+  if (sp) {
+    SequenceParallelNormConfig ln;
+    ln.tokens = tokens;
+    rows.push_back(fullest("SP LayerNorm (one of two)", tp,
+                           [&](int r) { return sp_norm_activations(ln, h, tp, r, e); }));
+  }
+  VocabEmbeddingConfig emb;
+  emb.vocab = vocab;
+  emb.sequence_parallel_output = sp;
+  rows.push_back(fullest("vocab-parallel embedding (once per model)", tp, [&](int r) {
+    return vocab_embedding_activations(emb, tokens, h, tp, r, e);
+  }));
+  VocabCrossEntropyConfig ce;
+  ce.vocab = vocab;
+  rows.push_back(fullest("vocab-parallel cross-entropy (once per model)", tp, [&](int r) {
+    return vocab_cross_entropy_activations(ce, tokens, tp, r, e);
+  }));
+  return rows;
+}
 
 }  // namespace
 
@@ -135,6 +229,14 @@ int budget_command(const std::vector<std::string>& args, std::ostream& out) {
   table2.push_back(
       {"full recomputation", korthikanti_activation_bytes(local, {o.tp, false, Recompute::full})});
 
+  // The library's own model needs whole element bytes: 2 (16-bit values, float32 accumulators),
+  // 4 or 8; the accumulator is float32 below 4 bytes, as acc_t<T>.
+  std::vector<LibraryRow> library;
+  const bool whole = bytes == std::floor(bytes) && bytes <= 64;
+  const ElementBytes eb{static_cast<std::uint64_t>(bytes),
+                        static_cast<std::uint64_t>(std::max(bytes, 4.0))};
+  if (whole) library = library_rows(m, g, vocab, o.tp, cp, o.sequence_parallel, eb);
+
   if (json) {
     out << "{\n  \"mesh\": \"" << mesh.to_string() << "\",\n"
         << "  \"model\": {\"seq\": " << exact(m.s) << ", \"batch\": " << exact(m.b)
@@ -155,7 +257,25 @@ int budget_command(const std::vector<std::string>& args, std::ostream& out) {
         << ", \"aggregate_bytes\": " << exact(tp_traffic.bytes.aggregate) << "},\n"
         << "    \"context_parallel_ring_forward_bytes_per_rank\": " << exact(cp_fwd) << ",\n"
         << "    \"vocab_cross_entropy\": {\"per_rank_bytes\": " << exact(ce.per_rank)
-        << ", \"aggregate_bytes\": " << exact(ce.aggregate) << "}}\n}\n";
+        << ", \"aggregate_bytes\": " << exact(ce.aggregate) << "}},\n"
+        << "  \"library_activation_bytes_per_rank\": {\"element_bytes\": " << eb.value
+        << ", \"accumulator_bytes\": " << eb.acc << ", \"ops\": [";
+    for (std::size_t k = 0; k < library.size(); ++k) {
+      const auto& r = library[k];
+      out << (k ? ",\n    " : "\n    ") << "{\"op\": \"" << r.op << '"';
+      if (r.skipped.empty()) {
+        out << ", \"kept\": " << r.kept << ", \"forward_peak\": " << r.forward_peak
+            << ", \"backward_peak\": " << r.backward_peak << "}";
+      } else {
+        std::string why;
+        for (const char ch : r.skipped) {
+          if (ch == '"' || ch == '\\') why += '\\';
+          why += ch;
+        }
+        out << ", \"skipped\": \"" << why << "\"}";
+      }
+    }
+    out << "]}\n}\n";
     return 0;
   }
   out << "budget on mesh " << mesh.to_string() << ": s=" << num(m.s) << " b=" << num(m.b)
@@ -180,6 +300,22 @@ int budget_command(const std::vector<std::string>& args, std::ostream& out) {
       << cp - 1 << " steps\n"
       << "  vocabulary-parallel cross-entropy: 3 all_reduce of one float32 per token, "
       << num(ce.per_rank) << " B per rank\n";
+  if (!whole) {
+    out << "\nlibrary model: needs a whole number of bytes per value (--bytes 2, 4 or 8)\n";
+    return 0;
+  }
+  out << "\nlibrary model (shardcheck's own ops; fullest rank; " << eb.value << "-byte values, "
+      << eb.acc << "-byte accumulators):\n"
+      << "  kept for backward / forward peak / backward peak of collective buffers\n";
+  for (const auto& r : library) {
+    out << "  " << r.op << ": ";
+    if (r.skipped.empty()) {
+      out << gib(static_cast<double>(r.kept)) << " / " << gib(static_cast<double>(r.forward_peak))
+          << " / " << gib(static_cast<double>(r.backward_peak)) << "\n";
+    } else {
+      out << "n/a (" << r.skipped << ")\n";
+    }
+  }
   return 0;
 }
 

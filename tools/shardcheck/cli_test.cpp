@@ -225,6 +225,38 @@ TEST(Cli, BudgetPrintsTheTable2RowsParametersAndTraffic) {
   }
 }
 
+// The library's own model beside Table 2 (budget/library_activations.hpp), for GPT-3 175B.
+TEST(Cli, BudgetPrintsTheLibraryModel) {
+  const auto r = run_cli({"budget"});  // tp = 8, no SP, no CP
+  EXPECT_EQ(r.status, 0) << r.err;
+  // Attention layer on a tp rank: x 2048·12288·2 B, q, k, v, out 2048·1536·2 B each, lse
+  // 2048·12·4 B = 75595776 B; no collective buffer (y and dx are all_reduced in place).
+  for (const char* s : {"library model (shardcheck's own ops; fullest rank; 2-byte values, "
+                        "4-byte accumulators)",
+                        "attention layer (heads over tp, ring CP over cp): 0.0704041 GiB / 0 GiB "
+                        "/ 0 GiB",
+                        "MLP fc1 column-parallel [4h, h]: 0.046875 GiB / 0 GiB / 0 GiB"}) {
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  }
+  const auto j = run_cli({"budget", "--mesh", "pp=2,dp=2,cp=2,tp=4", "--sp", "--json"});
+  EXPECT_EQ(j.status, 0) << j.err;
+  Json parser{j.out};
+  EXPECT_TRUE(parser.value() && parser.i == j.out.size()) << j.out;
+  // fc1 with SP on s/cp = 1024 tokens over tp = 4: kept the 256-token shard of x, forward the
+  // all_gathered x, backward the re-gathered x and the full dx.
+  for (const char* s :
+       {"\"library_activation_bytes_per_rank\": {\"element_bytes\": 2, \"accumulator_bytes\": 4",
+        "{\"op\": \"MLP fc1 column-parallel [4h, h], SP input\", \"kept\": 6291456, "
+        "\"forward_peak\": 25165824, \"backward_peak\": 50331648}",
+        "\"op\": \"SP LayerNorm (one of two)\""}) {
+    EXPECT_NE(j.out.find(s), std::string::npos) << s << "\n" << j.out;
+  }
+  const auto half = run_cli({"budget", "--bytes", "1.5"});
+  EXPECT_EQ(half.status, 0) << half.err;
+  EXPECT_NE(half.out.find("library model: needs a whole number of bytes"), std::string::npos)
+      << half.out;
+}
+
 TEST(Cli, BudgetUsageErrorsAreOneLineWithStatus2) {
   expect_usage_error({"budget", "--mesh", "tp=x"}, "--mesh tp takes a positive number");
   expect_usage_error({"budget", "--mesh", "tp"}, "'tp' is not name=size");
