@@ -3,29 +3,35 @@
 #include "runtime/errors.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <optional>
+#include <type_traits>
 
 namespace shardcheck::layout_test {
 namespace {
 
 using Kind = RedistributeStep::Kind;
 // Replaces the library's execution of one step; nullopt: use the library's.
-using StepOverride = std::function<std::optional<Tensor<double>>(
-    const MeshGroups&, Communicator&, const RedistributeStep&, const Tensor<double>&)>;
+template <class T>
+using StepOverrideOf = std::function<std::optional<Tensor<T>>(
+    const MeshGroups&, Communicator&, const RedistributeStep&, const Tensor<T>&)>;
+using StepOverride = StepOverrideOf<double>;
 using PlanEdit = std::function<void(RedistributePlan&)>;
 
-RedistributeImpl make(std::string name, std::string description, PlanEdit edit,
-                      StepOverride over = {}, bool accept_partial_op_change = false) {
-  RedistributeImpl impl;
+template <class T>
+BasicRedistributeImpl<T> make_of(std::string name, std::string description, PlanEdit edit,
+                                 StepOverrideOf<T> over = {},
+                                 bool accept_partial_op_change = false) {
+  BasicRedistributeImpl<T> impl;
   impl.name = "mutant:" + std::move(name);
   impl.description = std::move(description);
   impl.run = [edit, over, accept_partial_op_change](
-                 const MeshGroups& groups, const Tensor<double>& local, const Shape& global,
+                 const MeshGroups& groups, const Tensor<T>& local, const Shape& global,
                  const std::vector<Placement>& from, const std::vector<Placement>& to) {
     RedistributePlan plan;
     try {
-      plan =
-          plan_redistribute(global, DType::float64, groups.mesh(), from, to, groups.coordinates());
+      plan = plan_redistribute(global, dtype_of<T>, groups.mesh(), from, to, groups.coordinates());
     } catch (const UsageError&) {
       if (!accept_partial_op_change) throw;
       bool only_op_change = true;
@@ -36,16 +42,47 @@ RedistributeImpl make(std::string name, std::string description, PlanEdit edit,
       return local;  // P(a) -> P(b) "converted" by relabelling
     }
     if (edit) edit(plan);
-    Tensor<double> x = local;
+    Tensor<T> x = local;
     for (const auto& step : plan.steps) {
       Communicator& g = groups.along(step.mesh_dim);
-      std::optional<Tensor<double>> y;
+      std::optional<Tensor<T>> y;
       if (over) y = over(groups, g, step, x);
       x = y ? std::move(*y) : execute_step(g, step, std::move(x));
     }
     return x;
   };
   return impl;
+}
+
+RedistributeImpl make(std::string name, std::string description, PlanEdit edit,
+                      StepOverride over = {}, bool accept_partial_op_change = false) {
+  return make_of<double>(std::move(name), std::move(description), std::move(edit), std::move(over),
+                         accept_partial_op_change);
+}
+
+// Partial(avg) steps reduced with sum: the division by the group size forgotten.
+void forget_avg_division(RedistributePlan& plan) {
+  for (auto& s : plan.steps) {
+    if (s.from.is_partial() && s.from.reduce_op() == ReduceOp::avg) {
+      s.from = Placement::partial(ReduceOp::sum);
+    }
+  }
+}
+
+bool is_reduction(const RedistributeStep& s) {
+  return s.kind == Kind::all_reduce || s.kind == Kind::reduce_scatter;
+}
+
+// v rounded to nearest (ties to even) with `bits` significant bits, through double (exact for
+// every T: each has at most 53 bits; the result has fewer than T, so it converts back exactly
+// unless it lies in T's subnormal range).
+template <class T>
+T round_to_bits(T v, int bits) {
+  const double d = static_cast<double>(v);
+  if (d == 0 || !std::isfinite(d)) return v;
+  int e = 0;
+  (void)std::frexp(d, &e);  // |d| in [2^(e-1), 2^e)
+  return static_cast<T>(std::ldexp(std::nearbyint(std::ldexp(d, bits - e)), e - bits));
 }
 
 // Piece `index` of `x` cut along the step's target dimension by `policy` into p parts.
@@ -64,16 +101,7 @@ Tensor<double> slice_piece(const Tensor<double>& x, const RedistributeStep& s,
 
 }  // namespace
 
-RedistributeImpl library_redistribute() {
-  RedistributeImpl impl;
-  impl.name = "shardcheck";
-  impl.description = "the library's redistribute (lib/layout/redistribute.hpp)";
-  impl.run = [](const MeshGroups& groups, const Tensor<double>& local, const Shape& global,
-                const std::vector<Placement>& from, const std::vector<Placement>& to) {
-    return redistribute(groups, local, global, from, to);
-  };
-  return impl;
-}
+RedistributeImpl library_redistribute() { return library_redistribute_of<double>(); }
 
 std::vector<RedistributeImpl> redistribute_mutants() {
   std::vector<RedistributeImpl> m;
@@ -122,13 +150,7 @@ std::vector<RedistributeImpl> redistribute_mutants() {
   m.push_back(make("avg-reduced-as-sum",
                    "reduces Partial(avg) with sum (the 1/P forgotten): P(avg) -> R and "
                    "P(avg) -> S come out P times too large",
-                   [](RedistributePlan& plan) {
-                     for (auto& s : plan.steps) {
-                       if (s.from.is_partial() && s.from.reduce_op() == ReduceOp::avg) {
-                         s.from = Placement::partial(ReduceOp::sum);
-                       }
-                     }
-                   }));
+                   forget_avg_division));
   m.push_back(make("replicate-to-partial-sum-keeps-value-everywhere",
                    "R -> P(sum) leaves the value on every rank, so the sum is P times the tensor",
                    [](RedistributePlan& plan) {
@@ -173,5 +195,51 @@ std::vector<RedistributeImpl> redistribute_mutants() {
            }));
   return m;
 }
+
+template <class T>
+std::vector<BasicRedistributeImpl<T>> reduction_mutants() {
+  std::vector<BasicRedistributeImpl<T>> m;
+  m.push_back(make_of<T>("avg-reduced-as-sum",
+                         "reduces Partial(avg) with sum (the 1/P forgotten): P(avg) -> R and "
+                         "P(avg) -> S come out P times too large",
+                         forget_avg_division));
+  if constexpr (!std::is_same_v<T, bfloat16>) {
+    // For bfloat16 itself the rounding is the identity: no mutant there.
+    m.push_back(make_of<T>(
+        "reduction-in-bfloat16",
+        "rounds every term to bfloat16 before all_reduce / reduce_scatter (a lower precision "
+        "than the element type, as a communication-compression bug would): exact for small "
+        "integers, wrong by up to 2^-9 relative for real values",
+        {},
+        [](const MeshGroups&, Communicator& g, const RedistributeStep& s,
+           const Tensor<T>& x) -> std::optional<Tensor<T>> {
+          if (!is_reduction(s)) return std::nullopt;
+          Tensor<T> y = x;
+          for (auto& v : y.values()) {
+            v = static_cast<T>(static_cast<float>(bfloat16(static_cast<float>(v))));
+          }
+          return execute_step(g, s, std::move(y));
+        }));
+  }
+  m.push_back(make_of<T>(
+      "reduction-loses-two-bits",
+      "every reduced element comes out rounded to two bits fewer than the element type (an "
+      "accumulator or wire format 2 bits short): within 4 units of the last place, so only a "
+      "bound tighter than that catches it",
+      {},
+      [](const MeshGroups&, Communicator& g, const RedistributeStep& s,
+         const Tensor<T>& x) -> std::optional<Tensor<T>> {
+        if (!is_reduction(s)) return std::nullopt;
+        Tensor<T> y = execute_step(g, s, x);
+        for (auto& v : y.values()) v = round_to_bits(v, std::numeric_limits<T>::digits - 2);
+        return y;
+      }));
+  return m;
+}
+
+template std::vector<BasicRedistributeImpl<double>> reduction_mutants<double>();
+template std::vector<BasicRedistributeImpl<float>> reduction_mutants<float>();
+template std::vector<BasicRedistributeImpl<bfloat16>> reduction_mutants<bfloat16>();
+template std::vector<BasicRedistributeImpl<float16>> reduction_mutants<float16>();
 
 }  // namespace shardcheck::layout_test
