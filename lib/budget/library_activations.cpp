@@ -40,28 +40,6 @@ std::size_t piece(const SplitPolicy& policy, std::size_t n, int p, int r) {
 
 std::string num(std::size_t n) { return std::to_string(n); }
 
-ColumnParallelConfig block_column(const SequenceParallelNormConfig& norm, std::size_t ffn,
-                                  const SplitPolicy& ffn_split) {
-  ColumnParallelConfig c;
-  c.out_features = ffn;
-  c.tokens = norm.tokens;
-  c.out_split = ffn_split;
-  c.sequence_parallel_input = true;
-  c.token_split = norm.token_split;
-  c.all_reduce_algorithm = norm.reduce_algorithm;
-  return c;
-}
-
-RowParallelConfig block_row(const SequenceParallelNormConfig& norm, const SplitPolicy& ffn_split) {
-  RowParallelConfig c;
-  c.in_split = ffn_split;
-  c.input_is_parallel = true;
-  c.sequence_parallel_output = true;
-  c.token_split = norm.token_split;
-  c.reduce_algorithm = norm.reduce_algorithm;
-  return c;
-}
-
 }  // namespace
 
 OpActivations column_parallel_activations(const ColumnParallelConfig& cfg, std::size_t tokens,
@@ -119,10 +97,10 @@ OpActivations sp_block_activations(const SequenceParallelNormConfig& norm, std::
                                    std::size_t ffn, const SplitPolicy& ffn_split, int p, int r,
                                    ElementBytes e) {
   const auto n = sp_norm_activations(norm, hidden, p, r, e);
-  const auto c = column_parallel_activations(block_column(norm, ffn, ffn_split), norm.tokens,
-                                             hidden, ffn, p, r, e);
-  const auto w =
-      row_parallel_activations(block_row(norm, ffn_split), norm.tokens, ffn, hidden, p, r, e);
+  const auto c = column_parallel_activations(sp_block_column_config(norm, ffn, ffn_split),
+                                             norm.tokens, hidden, ffn, p, r, e);
+  const auto w = row_parallel_activations(sp_block_row_config(norm, ffn_split), norm.tokens, ffn,
+                                          hidden, p, r, e);
   OpActivations a;
   a.kept.push_back({"norm: x [tokens_r, hidden]", n.kept_bytes()});
   a.kept.push_back({"column: z [tokens_r, hidden] (norm output)", c.kept_bytes()});

@@ -196,40 +196,14 @@ OpTraffic sp_norm_traffic(const SequenceParallelNormConfig& cfg, std::size_t hid
   return t;
 }
 
-namespace {
-
-ColumnParallelConfig block_column(const SequenceParallelNormConfig& norm, std::size_t ffn,
-                                  const SplitPolicy& ffn_split) {
-  ColumnParallelConfig c;
-  c.out_features = ffn;
-  c.tokens = norm.tokens;
-  c.out_split = ffn_split;
-  c.sequence_parallel_input = true;
-  c.token_split = norm.token_split;
-  c.all_reduce_algorithm = norm.reduce_algorithm;
-  return c;
-}
-
-RowParallelConfig block_row(const SequenceParallelNormConfig& norm, const SplitPolicy& ffn_split) {
-  RowParallelConfig c;
-  c.in_split = ffn_split;
-  c.input_is_parallel = true;
-  c.sequence_parallel_output = true;
-  c.token_split = norm.token_split;
-  c.reduce_algorithm = norm.reduce_algorithm;
-  return c;
-}
-
-}  // namespace
-
 OpTraffic sp_block_traffic(const SequenceParallelNormConfig& norm, std::size_t hidden,
                            std::size_t ffn, const SplitPolicy& ffn_split, int p, int r,
                            ElementBytes e) {
   const auto n = sp_norm_traffic(norm, hidden, p, r, e);
-  const auto c = column_parallel_traffic(block_column(norm, ffn, ffn_split), norm.tokens, hidden,
-                                         ffn, p, r, e);
+  const auto c = column_parallel_traffic(sp_block_column_config(norm, ffn, ffn_split), norm.tokens,
+                                         hidden, ffn, p, r, e);
   const auto w =
-      row_parallel_traffic(block_row(norm, ffn_split), norm.tokens, ffn, hidden, p, r, e);
+      row_parallel_traffic(sp_block_row_config(norm, ffn_split), norm.tokens, ffn, hidden, p, r, e);
   OpTraffic t;
   append(t.forward, n.forward);
   append(t.forward, c.forward);

@@ -237,6 +237,32 @@ NormGrads<T> sequence_parallel_norm_backward(Communicator& sp,
   return g;
 }
 
+ColumnParallelConfig sp_block_column_config(const SequenceParallelNormConfig& norm, std::size_t ffn,
+                                            const SplitPolicy& ffn_split, Kernel kernel) {
+  ColumnParallelConfig c;
+  c.out_features = ffn;
+  c.tokens = norm.tokens;
+  c.out_split = ffn_split;
+  c.gather_output = false;
+  c.sequence_parallel_input = true;
+  c.token_split = norm.token_split;
+  c.all_reduce_algorithm = norm.reduce_algorithm;
+  c.kernel = kernel;
+  return c;
+}
+
+RowParallelConfig sp_block_row_config(const SequenceParallelNormConfig& norm,
+                                      const SplitPolicy& ffn_split, Kernel kernel) {
+  RowParallelConfig c;
+  c.in_split = ffn_split;
+  c.input_is_parallel = true;
+  c.sequence_parallel_output = true;
+  c.token_split = norm.token_split;
+  c.reduce_algorithm = norm.reduce_algorithm;
+  c.kernel = kernel;
+  return c;
+}
+
 #define SHARDCHECK_INSTANTIATE(T)                                                                \
   template Tensor<T> norm_forward<T>(const NormConfig&, const Tensor<T>&, const Tensor<T>&,      \
                                      const Tensor<T>&);                                          \

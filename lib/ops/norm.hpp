@@ -109,4 +109,29 @@ NormGrads<T> sequence_parallel_norm_backward(Communicator& sp,
                                              const Tensor<T>& x_shard, const Tensor<T>& gamma,
                                              const Tensor<T>& dy_shard);
 
+// ---- the Megatron-LM sequence-parallel block's linear layers ----
+//
+// The block (Korthikanti et al. 2022, Fig. 5): the sequence-parallel norm on each rank's token
+// shard → a column-parallel linear with sequence_parallel_input (g: all_gather of the tokens
+// forward, reduce_scatter of dx backward) → a row-parallel linear with sequence_parallel_output
+// (ḡ: reduce_scatter of the partial outputs to token shards forward, all_gather of dy
+// backward). The ffn features are split over the same ranks as the tokens; no linear biases.
+// The two configurations below derive the linears' settings from the norm's, so every user of
+// the block (the ops, the memory and traffic models, the suites) describes the same layers.
+
+// The column-parallel linear [hidden → ffn]: out_features = ffn, out_split = ffn_split,
+// tokens / token_split from norm, all_reduce_algorithm = norm.reduce_algorithm,
+// sequence_parallel_input = true, gather_output = false (y stays the ffn shard), kernel as
+// given; every other field its ColumnParallelConfig default.
+ColumnParallelConfig sp_block_column_config(const SequenceParallelNormConfig& norm, std::size_t ffn,
+                                            const SplitPolicy& ffn_split,
+                                            Kernel kernel = Kernel::deterministic);
+
+// The row-parallel linear [ffn → hidden]: in_split = ffn_split, input_is_parallel = true (x is
+// the column-parallel layer's ffn shard), sequence_parallel_output = true, token_split from
+// norm, reduce_algorithm = norm.reduce_algorithm, kernel as given.
+RowParallelConfig sp_block_row_config(const SequenceParallelNormConfig& norm,
+                                      const SplitPolicy& ffn_split,
+                                      Kernel kernel = Kernel::deterministic);
+
 }  // namespace shardcheck

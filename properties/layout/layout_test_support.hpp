@@ -2,11 +2,11 @@
 // whose message holds given words, and a test of an exception's type.
 #pragma once
 
+#include "../runtime/exception_holds.hpp"
 #include "runtime/errors.hpp"
 
 #include <gtest/gtest.h>
 
-#include <exception>
 #include <functional>
 #include <string>
 #include <vector>
@@ -27,16 +27,7 @@ inline void expect_usage_error(const std::function<void()>& f,
   }
 }
 
-// Whether the exception `e` is an E.
-template <class E>
-bool holds(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const E&) {
-    return true;
-  } catch (...) {
-    return false;
-  }
-}
+// Whether the exception `e` is an E (../runtime/exception_holds.hpp).
+using test_support::holds;
 
 }  // namespace shardcheck::layout_test

@@ -107,29 +107,14 @@ class NormAdapter final : public NormImplementation {
 
 using NormRegistry = ImplementationRegistry<NormImplementation>;
 
-// The block's linear configurations, derived from BlockConfig (no biases).
+// The block's linear configurations, derived from BlockConfig (no biases): the library's
+// (ops/norm.hpp) with the block's kernel.
 inline ColumnParallelConfig block_column_config(const BlockConfig& cfg) {
-  ColumnParallelConfig c;
-  c.out_features = cfg.ffn;
-  c.tokens = cfg.norm.tokens;
-  c.out_split = cfg.ffn_split;
-  c.gather_output = false;
-  c.sequence_parallel_input = true;
-  c.token_split = cfg.norm.token_split;
-  c.all_reduce_algorithm = cfg.norm.reduce_algorithm;
-  c.kernel = cfg.kernel;
-  return c;
+  return sp_block_column_config(cfg.norm, cfg.ffn, cfg.ffn_split, cfg.kernel);
 }
 
 inline RowParallelConfig block_row_config(const BlockConfig& cfg) {
-  RowParallelConfig c;
-  c.in_split = cfg.ffn_split;
-  c.input_is_parallel = true;
-  c.sequence_parallel_output = true;
-  c.token_split = cfg.norm.token_split;
-  c.reduce_algorithm = cfg.norm.reduce_algorithm;
-  c.kernel = cfg.kernel;
-  return c;
+  return sp_block_row_config(cfg.norm, cfg.ffn_split, cfg.kernel);
 }
 
 // The library's own ops (lib/ops/norm.hpp, lib/ops/linear.hpp): "shardcheck".

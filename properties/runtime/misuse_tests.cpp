@@ -5,6 +5,7 @@
 // up as a TimeoutError (wrong type) rather than a slow pass.
 //
 // Also here: the limits that are not misuse (P = 16 on 2 cores, P = 1 for every collective).
+#include "exception_holds.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/launcher.hpp"
 
@@ -23,6 +24,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
+using test_support::holds;
 
 constexpr auto kTimeout = 300ms;
 // Recognised misuse (mismatch, deadlock, bad argument) is reported without waiting for the
@@ -54,17 +56,6 @@ std::string what_of(const std::exception_ptr& e) {
     std::rethrow_exception(e);
   } catch (const std::exception& x) {
     return x.what();
-  }
-}
-
-template <class E>
-bool holds(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const E&) {
-    return true;
-  } catch (...) {
-    return false;
   }
 }
 
