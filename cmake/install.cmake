@@ -5,11 +5,13 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 # Installed names match the aliases used in this tree (shardcheck::lib, shardcheck::check, ...).
-foreach(t lib reference warnings check reports cli main)
+foreach(t lib lib_base runtime layout kernels ops budget reference warnings check reports cli
+          main)
   set_target_properties(shardcheck_${t} PROPERTIES EXPORT_NAME ${t})
 endforeach()
 
-install(TARGETS shardcheck_lib shardcheck_reference shardcheck_warnings shardcheck_check
+install(TARGETS shardcheck_lib shardcheck_lib_base shardcheck_runtime shardcheck_layout
+                shardcheck_kernels shardcheck_ops shardcheck_budget shardcheck_reference shardcheck_warnings shardcheck_check
                 shardcheck_reports shardcheck_cli shardcheck_main
         EXPORT shardcheckTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -1,5 +1,6 @@
 // The main of the runtime's test programs. It fixes RapidCheck's parameters so that every run
-// of a suite draws the same cases (the seed is per suite, set in properties/CMakeLists.txt),
+// of a suite draws the same cases (the seed is per suite, set in properties/CMakeLists.txt and
+// read from rc_defaults.hpp's variables),
 // unless RC_PARAMS is already set, and prints them so a run can be repeated.
 //
 //   replay a failure:
@@ -15,19 +16,14 @@
 #include <cstdlib>
 #include <string>
 
-#ifndef SHARDCHECK_RC_SEED
-#error "SHARDCHECK_RC_SEED must be defined by the build (properties/CMakeLists.txt)"
-#endif
-#ifndef SHARDCHECK_RC_MAX_SUCCESS
-#error "SHARDCHECK_RC_MAX_SUCCESS must be defined by the build (properties/CMakeLists.txt)"
-#endif
+#include "rc_defaults.hpp"
 
 int main(int argc, char** argv) {
   const char* given = std::getenv("RC_PARAMS");
   const std::string params = given != nullptr
                                  ? std::string(given)
-                                 : "seed=" + std::to_string(SHARDCHECK_RC_SEED) +
-                                       " max_success=" + std::to_string(SHARDCHECK_RC_MAX_SUCCESS);
+                                 : "seed=" + std::to_string(shardcheck_rc_seed) +
+                                       " max_success=" + std::to_string(shardcheck_rc_max_success);
   if (given == nullptr) setenv("RC_PARAMS", params.c_str(), 1);
   bool listing = false;  // ctest parses --gtest_list_tests output: print nothing else then
   for (int i = 1; i < argc; ++i) listing = listing || std::string(argv[i]) == "--gtest_list_tests";
