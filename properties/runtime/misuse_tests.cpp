@@ -334,6 +334,196 @@ TEST(misuse, send_size_differing_from_its_count_is_a_usage_error_on_that_rank) {
   EXPECT_LT(f.elapsed, kPrompt);
 }
 
+// Every argument check of the collectives and point-to-point calls: the error comes from the
+// rank whose arguments are wrong, and its message names the rank, the call, the sizes involved
+// and what to pass instead.
+TEST(misuse, every_bad_argument_is_a_usage_error_that_says_what_to_pass) {
+  struct Case {
+    const char* what;
+    int p;
+    std::function<void(Communicator&)> body;
+    int rank;
+    std::initializer_list<const char*> parts;
+  };
+  using Counts = std::vector<std::size_t>;
+  const std::vector<Case> cases = {
+      {"reduce: root recv too small",
+       2,
+       [](Communicator& c) {
+         std::vector<float> x(4), y(c.rank() == 1 ? 3 : 4);
+         c.reduce(std::span<const float>(x), std::span<float>(y), ReduceOp::sum, 1);
+       },
+       1,
+       {"rank 1", "reduce", "recv on the root has 3", "send has 4", "whole result"}},
+      {"reduce: root out of range",
+       2,
+       [](Communicator& c) {
+         std::vector<float> x(4), y(4);
+         c.reduce(std::span<const float>(x), std::span<float>(y), ReduceOp::sum, -1);
+       },
+       0,
+       {"reduce", "root -1", "[0, 2)"}},
+      {"all_reduce: direct is not an algorithm of it",
+       2,
+       [](Communicator& c) {
+         std::vector<float> x(4);
+         c.all_reduce(std::span<float>(x), ReduceOp::sum, Algorithm::direct);
+       },
+       0,
+       {"all_reduce", "algorithm direct", "Algorithm::ring or Algorithm::sequential"}},
+      {"all_gather: recv does not hold every piece",
+       2,
+       [](Communicator& c) {
+         const Counts counts = {1, 2};
+         std::vector<float> x(counts[static_cast<std::size_t>(c.rank())]), y(c.rank() == 0 ? 2 : 3);
+         c.all_gather(std::span<const float>(x), std::span<float>(y), counts);
+       },
+       0,
+       {"rank 0", "all_gather", "recv has 2", "[1,2]", "add up to 3", "every rank's piece"}},
+      {"reduce_scatter: send is not the whole buffer",
+       2,
+       [](Communicator& c) {
+         const Counts counts = {2, 1};
+         std::vector<float> x(c.rank() == 1 ? 2 : 3), y(counts[static_cast<std::size_t>(c.rank())]);
+         c.reduce_scatter(std::span<const float>(x), std::span<float>(y), counts, ReduceOp::sum);
+       },
+       1,
+       {"rank 1", "reduce_scatter", "send has 2", "add up to 3", "whole buffer"}},
+      {"reduce_scatter: recv is not this rank's chunk",
+       2,
+       [](Communicator& c) {
+         const Counts counts = {2, 1};
+         std::vector<float> x(3), y(2);
+         c.reduce_scatter(std::span<const float>(x), std::span<float>(y), counts, ReduceOp::sum);
+       },
+       1,
+       {"rank 1", "reduce_scatter", "recv has 2", "counts[1] = 1", "this rank's chunk"}},
+      {"reduce_scatter: direct is not an algorithm of it",
+       2,
+       [](Communicator& c) {
+         const Counts counts = {1, 1};
+         std::vector<float> x(2), y(1);
+         c.reduce_scatter(std::span<const float>(x), std::span<float>(y), counts, ReduceOp::sum,
+                          Algorithm::direct);
+       },
+       0,
+       {"reduce_scatter", "algorithm direct", "Algorithm::ring or Algorithm::sequential"}},
+      {"reduce_scatter: recv inside send but not its own chunk",
+       2,
+       [](Communicator& c) {
+         const Counts counts = {2, 2};
+         std::vector<float> x(4);
+         c.reduce_scatter(std::span<const float>(x.data(), 4), std::span<float>(x.data() + 1, 2),
+                          counts, ReduceOp::sum);
+       },
+       0,
+       {"reduce_scatter", "overlap", "own chunk"}},
+      {"all_to_all: send_counts do not add up to send",
+       2,
+       [](Communicator& c) {
+         const Counts counts = {1, 1};
+         std::vector<float> x(c.rank() == 1 ? 3 : 2), y(2);
+         c.all_to_all(std::span<const float>(x), counts, std::span<float>(y), counts);
+       },
+       1,
+       {"rank 1", "all_to_all", "send has 3", "send_counts [1,1] add up to 2"}},
+      {"all_to_all: recv_counts do not add up to recv",
+       2,
+       [](Communicator& c) {
+         const Counts counts = {1, 1};
+         std::vector<float> x(2), y(c.rank() == 0 ? 1 : 2);
+         c.all_to_all(std::span<const float>(x), counts, std::span<float>(y), counts);
+       },
+       0,
+       {"rank 0", "all_to_all", "recv has 1", "recv_counts [1,1] add up to 2"}},
+      {"all_to_all: recv_counts of the wrong length",
+       2,
+       [](Communicator& c) {
+         const Counts send_counts = {1, 1}, recv_counts = {2};
+         std::vector<float> x(2), y(2);
+         c.all_to_all(std::span<const float>(x), send_counts, std::span<float>(y), recv_counts);
+       },
+       0,
+       {"all_to_all", "recv_counts has 1 entries", "2 ranks", "one count per rank"}},
+      {"gather: send differs from its count",
+       3,
+       [](Communicator& c) {
+         const Counts counts = {1, 2, 0};
+         std::vector<float> x(c.rank() == 1 ? 1 : counts[static_cast<std::size_t>(c.rank())]), y(3);
+         c.gather(std::span<const float>(x), std::span<float>(y), counts, 0);
+       },
+       1,
+       {"rank 1", "gather", "send has 1", "counts[1] = 2", "send.size()"}},
+      {"gather: the root's recv does not hold every piece",
+       3,
+       [](Communicator& c) {
+         const Counts counts = {1, 2, 0};
+         std::vector<float> x(counts[static_cast<std::size_t>(c.rank())]), y(2);
+         c.gather(std::span<const float>(x), std::span<float>(y), counts, 2);
+       },
+       2,
+       {"rank 2", "gather", "recv on the root has 2", "add up to 3", "every rank's piece"}},
+      {"gather: root out of range",
+       2,
+       [](Communicator& c) {
+         const Counts counts = {1, 1};
+         std::vector<float> x(1), y(2);
+         c.gather(std::span<const float>(x), std::span<float>(y), counts, 2);
+       },
+       0,
+       {"gather", "root 2", "[0, 2)"}},
+      {"scatter: recv differs from its count",
+       3,
+       [](Communicator& c) {
+         const Counts counts = {0, 2, 1};
+         std::vector<float> x(3), y(c.rank() == 2 ? 2 : counts[static_cast<std::size_t>(c.rank())]);
+         c.scatter(std::span<const float>(x), std::span<float>(y), counts, 0);
+       },
+       2,
+       {"rank 2", "scatter", "recv has 2", "counts[2] = 1", "recv.size()"}},
+      {"scatter: the root's send does not hold every piece",
+       2,
+       [](Communicator& c) {
+         const Counts counts = {1, 1};
+         std::vector<float> x(c.rank() == 1 ? 1 : 2), y(1);
+         c.scatter(std::span<const float>(x), std::span<float>(y), counts, 1);
+       },
+       1,
+       {"rank 1", "scatter", "send on the root has 1", "add up to 2", "every rank's piece"}},
+      {"scatter: counts of the wrong length",
+       2,
+       [](Communicator& c) {
+         const Counts counts = {1, 1, 1};
+         std::vector<float> x(3), y(1);
+         c.scatter(std::span<const float>(x), std::span<float>(y), counts, 0);
+       },
+       0,
+       {"scatter", "counts has 3 entries", "2 ranks"}},
+      {"send: destination out of range",
+       2,
+       [](Communicator& c) {
+         std::vector<float> x(1);
+         if (c.rank() == 0) c.send(std::span<const float>(x), 5);
+       },
+       0,
+       {"rank 0", "send", "destination 5", "group of 2"}},
+      {"recv: source out of range",
+       2,
+       [](Communicator& c) {
+         std::vector<float> x(1);
+         if (c.rank() == 1) c.recv(std::span<float>(x), -1);
+       },
+       1,
+       {"rank 1", "recv", "source -1", "cannot receive from itself"}},
+  };
+  for (const auto& k : cases) {
+    SCOPED_TRACE(k.what);
+    const auto f = run_expecting_failure(k.p, k.body);
+    expect_primary<UsageError>(f, k.rank, k.parts);
+    EXPECT_LT(f.elapsed, kPrompt);
+  }
+}
+
 TEST(misuse, avg_on_integers_is_a_usage_error) {
   const auto f = run_expecting_failure(2, [](Communicator& c) {
     std::vector<std::int32_t> x(4);

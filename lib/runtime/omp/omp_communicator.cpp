@@ -536,28 +536,39 @@ void OmpCommunicator::do_all_to_all(ConstBuffer send, std::span<const std::size_
         (sum(recv_counts) - recv_counts[r]) * es);
 }
 
+std::vector<std::size_t> OmpCommunicator::check_rooted_counts(
+    std::string_view op, ConstBuffer send, MutBuffer recv, std::span<const std::size_t> counts,
+    int root, std::string_view local_name, std::size_t local_count, std::string_view rooted_name,
+    std::size_t rooted_count) const {
+  check_root(op, root);
+  check_counts(op, counts, "counts");
+  const auto r = static_cast<std::size_t>(rank_);
+  if (local_count != counts[r]) {
+    usage(op, std::string(local_name) + " has " + std::to_string(local_count) +
+                  " elements but counts[" + std::to_string(r) + "] = " + std::to_string(counts[r]) +
+                  " (counts " + join(counts) + "); pass counts whose entry for this rank is " +
+                  std::string(local_name) + ".size()");
+  }
+  auto off = offsets_of(counts);
+  if (rank_ == root) {
+    check_dtype(op, send.dtype, recv.dtype);
+    if (rooted_count != sum(counts)) {
+      usage(op, std::string(rooted_name) + " on the root has " + std::to_string(rooted_count) +
+                    " elements but the counts " + join(counts) + " add up to " +
+                    std::to_string(sum(counts)) + "; the root's " + std::string(rooted_name) +
+                    " must hold every rank's piece");
+    }
+    check_no_partial_overlap(op, send, recv, off[r]);
+  }
+  return off;
+}
+
 void OmpCommunicator::do_gather(ConstBuffer send, MutBuffer recv,
                                 std::span<const std::size_t> counts, int root) {
-  constexpr std::string_view opname = "gather";
-  check_root(opname, root);
-  check_counts(opname, counts, "counts");
+  const auto off = check_rooted_counts("gather", send, recv, counts, root, "send", send.count,
+                                       "recv", recv.count);
   const auto r = static_cast<std::size_t>(rank_);
-  if (send.count != counts[r]) {
-    usage(opname, "send has " + std::to_string(send.count) + " elements but counts[" +
-                      std::to_string(r) + "] = " + std::to_string(counts[r]) + " (counts " +
-                      join(counts) + ")");
-  }
-  const auto off = offsets_of(counts);
   const auto total = sum(counts);
-  if (rank_ == root) {
-    check_dtype(opname, send.dtype, recv.dtype);
-    if (recv.count != total) {
-      usage(opname, "recv on the root has " + std::to_string(recv.count) +
-                        " elements but the counts " + join(counts) + " add up to " +
-                        std::to_string(total));
-    }
-    check_no_partial_overlap(opname, send, recv, off[r]);
-  }
   CallDesc d;
   d.op = Collective::gather;
   d.dtype = send.dtype;
@@ -578,26 +589,10 @@ void OmpCommunicator::do_gather(ConstBuffer send, MutBuffer recv,
 
 void OmpCommunicator::do_scatter(ConstBuffer send, MutBuffer recv,
                                  std::span<const std::size_t> counts, int root) {
-  constexpr std::string_view opname = "scatter";
-  check_root(opname, root);
-  check_counts(opname, counts, "counts");
+  const auto off = check_rooted_counts("scatter", send, recv, counts, root, "recv", recv.count,
+                                       "send", send.count);
   const auto r = static_cast<std::size_t>(rank_);
-  if (recv.count != counts[r]) {
-    usage(opname, "recv has " + std::to_string(recv.count) + " elements but counts[" +
-                      std::to_string(r) + "] = " + std::to_string(counts[r]) + " (counts " +
-                      join(counts) + ")");
-  }
-  const auto off = offsets_of(counts);
   const auto total = sum(counts);
-  if (rank_ == root) {
-    check_dtype(opname, send.dtype, recv.dtype);
-    if (send.count != total) {
-      usage(opname, "send on the root has " + std::to_string(send.count) +
-                        " elements but the counts " + join(counts) + " add up to " +
-                        std::to_string(total));
-    }
-    check_no_partial_overlap(opname, send, recv, off[r]);
-  }
   CallDesc d;
   d.op = Collective::scatter;
   d.dtype = recv.dtype;

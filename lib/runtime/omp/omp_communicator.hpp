@@ -78,6 +78,16 @@ class OmpCommunicator final : public Communicator {
   // recv (the call's in-place form); nullopt: the call has no in-place form.
   void check_no_partial_overlap(std::string_view op, ConstBuffer send, MutBuffer recv,
                                 std::optional<std::size_t> in_place_offset) const;
+  // gather and scatter: `counts` is valid, this rank's own buffer (`local_name`, `local_count`
+  // elements) holds counts[rank], and on the root the rooted buffer (`rooted_name`,
+  // `rooted_count`) holds their sum, with send and recv of one type and placed apart or
+  // in place. Returns the counts' offsets.
+  std::vector<std::size_t> check_rooted_counts(std::string_view op, ConstBuffer send,
+                                               MutBuffer recv, std::span<const std::size_t> counts,
+                                               int root, std::string_view local_name,
+                                               std::size_t local_count,
+                                               std::string_view rooted_name,
+                                               std::size_t rooted_count) const;
 
   World& world_;
   std::shared_ptr<GroupState> state_;
