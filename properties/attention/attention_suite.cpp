@@ -11,8 +11,6 @@
 
 #include <rapidcheck.h>
 
-#include <cstring>
-
 namespace shardcheck::check {
 namespace {
 
@@ -184,15 +182,7 @@ void run_typed(const std::string& property, const AttentionImplementation& impl,
   const AttentionData<T> d = *genAttentionData<T>(c);
   const AttentionRun<T> run = run_attention(impl, c, d);
   CaseVerdict v;
-  v.op = to_string(c.op);
-  v.dtype = c.dtype;
-  v.world = c.world();
-  v.case_text = c.describe();
-  if (!run.error.empty()) {
-    v.failures.push_back("the implementation threw: " + run.error);
-    conclude(v);
-    return;
-  }
+  if (!begin_verdict(v, to_string(c.op), c.dtype, c.world(), c.describe(), run.error)) return;
   if (property == "declared_traffic") {
     std::vector<std::vector<DeclaredCall>> declared;
     for (int r = 0; r < c.world(); ++r) declared.push_back(attention_declared_traffic(c, r));
@@ -223,13 +213,9 @@ std::string AttentionSuite::description() const {
 
 std::vector<PropertyInfo> AttentionSuite::properties() const { return attention_properties(); }
 
-std::vector<ImplementationInfo> AttentionSuite::implementations() const {
-  return AttentionRegistry::instance().infos();
-}
-
 void AttentionSuite::run_case(const std::string& property, const std::string& impl,
                               const RunConfig& config) const {
-  const auto& entry = AttentionRegistry::instance().get(impl);
+  const AttentionImplementation& target = implementation(impl);
   AttentionCaseOptions options;
   if (property == "context_parallel_matches_reference") {
     options.op = AttentionOp::context_parallel;
@@ -245,26 +231,14 @@ void AttentionSuite::run_case(const std::string& property, const std::string& im
     options.min_two_ranks = true;
   }
   const AttentionCase c = *genAttentionCase(config, options);
-  visit_dtype(c.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, bfloat16> ||
-                  std::is_same_v<T, float16>) {
-      run_typed<T>(property, *entry.impl, c);
-    }
-  });
+  visit_float_dtype(c.dtype, [&]<class T>(T) { run_typed<T>(property, target, c); });
 }
 
 void register_attention_suite() {
-  auto& reg = AttentionRegistry::instance();
-  reg.add_once({"shardcheck",
-                "the library's own ops (lib/ops/context_parallel_attention.hpp, "
-                "lib/ops/head_parallel_attention.hpp)",
-                false, true},
-               std::make_shared<AttentionAdapter<LibraryAttention>>());
-  register_attention_mutants();
-  if (SuiteRegistry::instance().find("attention") == nullptr) {
-    SuiteRegistry::instance().add(std::make_unique<AttentionSuite>());
-  }
+  register_builtin_suite<AttentionSuite>(
+      "the library's own ops (lib/ops/context_parallel_attention.hpp, "
+      "lib/ops/head_parallel_attention.hpp)",
+      std::make_shared<AttentionAdapter<LibraryAttention>>(), register_attention_mutants);
 }
 
 }  // namespace shardcheck::check

@@ -2,16 +2,15 @@
 #pragma once
 
 #include "attention/attention_impl.hpp"
-#include "engine/suite.hpp"
+#include "engine/registry.hpp"
 
 namespace shardcheck::check {
 
-class AttentionSuite final : public Suite {
+class AttentionSuite final : public RegistrySuite<AttentionImplementation> {
  public:
   std::string name() const override;
   std::string description() const override;
   std::vector<PropertyInfo> properties() const override;
-  std::vector<ImplementationInfo> implementations() const override;
   void run_case(const std::string& property, const std::string& impl,
                 const RunConfig& config) const override;
 };

@@ -1,5 +1,6 @@
 // The implementations of one op family, by name. The library's own, the mutants and a user's
-// all register here; a suite runs its properties against any of them.
+// all register here; a suite runs its properties against any of them (RegistrySuite, the base
+// of every builtin suite, and register_builtin_suite, which registers one).
 //
 // A user registers from their own translation unit, which their executable links directly (so
 // its static initializer runs), with no change to the toolkit:
@@ -77,5 +78,45 @@ struct Registration {
     ImplementationRegistry<Interface>::instance().add(std::move(info), std::move(impl));
   }
 };
+
+// The base of a suite whose implementations are those registered for `I`
+// (ImplementationRegistry<I>): it lists them, and gives the suite an implementation by name and
+// whether that one claims the deterministic kernel (for applies()).
+template <class I>
+class RegistrySuite : public Suite {
+ public:
+  using Interface = I;
+  using Registry = ImplementationRegistry<I>;
+
+  std::vector<ImplementationInfo> implementations() const override {
+    return Registry::instance().infos();
+  }
+
+ protected:
+  // @throws UsageError naming the known implementations.
+  static const I& implementation(const std::string& name) {
+    return *Registry::instance().get(name).impl;
+  }
+  // True when `name` is registered and claims the deterministic kernel.
+  static bool deterministic(const std::string& name) {
+    const auto* e = Registry::instance().find(name);
+    return e != nullptr && e->info.deterministic;
+  }
+};
+
+// Registers builtin suite S (a RegistrySuite), idempotently: the library's own ops `library` as
+// the deterministic implementation "shardcheck" with `description`, then the suite's mutant
+// catalog (`register_mutants`), then S itself unless a suite of its name is registered already.
+template <class S>
+void register_builtin_suite(std::string description,
+                            std::shared_ptr<const typename S::Interface> library,
+                            void (*register_mutants)()) {
+  S::Registry::instance().add_once({"shardcheck", std::move(description), false, true},
+                                   std::move(library));
+  register_mutants();
+  auto suite = std::make_unique<S>();
+  auto& suites = SuiteRegistry::instance();
+  if (suites.find(suite->name()) == nullptr) suites.add(std::move(suite));
+}
 
 }  // namespace shardcheck::check

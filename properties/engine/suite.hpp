@@ -11,6 +11,7 @@
 
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace shardcheck::check {
@@ -36,6 +37,20 @@ struct PropertyInfo {
   // that compared nothing numerically could not have failed).
   bool numeric = false;
 };
+
+// Calls f(T{}) with the floating C++ element type of `dtype` (double, float, bfloat16,
+// float16): how a suite's run_case turns the case's drawn dtype into its typed run. The suites
+// draw floating types only (RunConfig::dtypes); for an integer dtype f is not called.
+template <class F>
+void visit_float_dtype(DType dtype, F&& f) {
+  visit_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, bfloat16> ||
+                  std::is_same_v<T, float16>) {
+      f(tag);
+    }
+  });
+}
 
 class Suite {
  public:

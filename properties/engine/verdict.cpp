@@ -4,6 +4,8 @@
 
 #include <rapidcheck.h>
 
+#include <utility>
+
 namespace shardcheck::check {
 
 bool CaseVerdict::pass() const {
@@ -24,6 +26,18 @@ std::string CaseVerdict::explain() const {
   s += "All tensors:\n";
   for (const auto& t : tensors) s += "  " + t.summary() + "\n";
   return s;
+}
+
+bool begin_verdict(CaseVerdict& v, std::string op, DType dtype, int world, std::string case_text,
+                   const std::string& error) {
+  v.op = std::move(op);
+  v.dtype = dtype;
+  v.world = world;
+  v.case_text = std::move(case_text);
+  if (error.empty()) return true;
+  v.failures.push_back("the implementation threw: " + error);
+  conclude(v);
+  return false;
 }
 
 void conclude(const CaseVerdict& v) {

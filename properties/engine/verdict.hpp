@@ -24,6 +24,13 @@ struct CaseVerdict {
   std::string explain() const;
 };
 
+// Starts the verdict of one case: the case (`op`, `dtype`, `world`, `case_text`, the case in
+// words) into `v`. When the implementation threw (`error`, its message, is not empty), that
+// failure is the verdict: it is concluded here and begin_verdict returns false (the caller
+// returns); otherwise true, and the caller goes on to its checks.
+bool begin_verdict(CaseVerdict& v, std::string op, DType dtype, int world, std::string case_text,
+                   const std::string& error = {});
+
 // Records `v` to the active collector (if any), tags the RapidCheck case with the world size,
 // dtype and op, and fails the case (RC_FAIL) with v.explain() when it does not pass.
 void conclude(const CaseVerdict& v);

@@ -3,6 +3,7 @@
 // that holds by construction.
 #include "linear/linear_suite.hpp"
 
+#include "engine/bit_identity.hpp"
 #include "engine/verdict.hpp"
 #include "layout/materialize.hpp"
 #include "linear/linear_expected.hpp"
@@ -11,7 +12,7 @@
 
 #include <rapidcheck.h>
 
-#include <cstring>
+#include <optional>
 
 namespace shardcheck::check {
 namespace {
@@ -58,38 +59,12 @@ void add_checks(CaseVerdict& v, const LinearCase& c, const LinearRun<T>& run,
   if (c.has_bias) one("db", &LinearRankOutputs<T>::db, pl.db, e.db);
 }
 
-// The first element where `got` and `want` differ in any bit, in words; empty if none.
-template <class T>
-std::string first_bit_difference(const char* what, const Tensor<T>& got, const Tensor<T>& want) {
-  if (got.shape() != want.shape()) {
-    return std::string(what) + " is " + format_shape(got.shape()) + " but the dense op gives " +
-           format_shape(want.shape());
-  }
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    if (std::memcmp(&got[i], &want[i], sizeof(T)) != 0) {
-      return std::string(what) + format_shape(detail::unravel(i, got.shape())) + " is " +
-             std::to_string(static_cast<double>(got[i])) + " but the dense linear in " +
-             std::string(name(dtype_of<T>)) + " gives " +
-             std::to_string(static_cast<double>(want[i])) + ": not bit-identical";
-    }
-  }
-  return {};
-}
-
 template <class T>
 void run_typed(const std::string& property, const LinearImplementation& impl, const LinearCase& c) {
   const LinearData<T> d = *genLinearData<T>(c);
   const LinearRun<T> run = run_linear(impl, c, d);
   CaseVerdict v;
-  v.op = to_string(c.layer);
-  v.dtype = c.dtype;
-  v.world = c.world;
-  v.case_text = c.describe();
-  if (!run.error.empty()) {
-    v.failures.push_back("the implementation threw: " + run.error);
-    conclude(v);
-    return;
-  }
+  if (!begin_verdict(v, to_string(c.layer), c.dtype, c.world, c.describe(), run.error)) return;
   if (property == "declared_traffic") {
     if (auto f = check_traffic(linear_declared_traffic(c), run.ledgers); !f.empty()) {
       v.failures.push_back(f);
@@ -99,15 +74,17 @@ void run_typed(const std::string& property, const LinearImplementation& impl, co
     std::vector<Tensor<T>> ys;
     for (const auto& o : run.outputs) ys.push_back(o.y);
     const Tensor<T> dense = linear(d.x, d.w, d.b, Kernel::deterministic);
+    auto differs = [](const char* what, const Tensor<T>& got, const Tensor<T>& want) {
+      return first_bit_difference(what, std::nullopt, got, want, "the dense linear");
+    };
     try {
       const auto y = materialize(ys, pl.y, dense.shape()).global;
-      if (auto f = first_bit_difference("y", y, dense); !f.empty()) v.failures.push_back(f);
+      if (auto f = differs("y", y, dense); !f.empty()) v.failures.push_back(f);
       if (property == "row_world1_bit_identical") {
         const auto g = linear_backward(d.x, d.w, c.has_bias, d.dy, Kernel::deterministic);
         const auto& o = run.outputs.at(0);
-        for (const auto& f :
-             {first_bit_difference("dx", o.dx, g.dx), first_bit_difference("dw", o.dw, g.dw),
-              c.has_bias ? first_bit_difference("db", o.db, g.db) : std::string()}) {
+        for (const auto& f : {differs("dx", o.dx, g.dx), differs("dw", o.dw, g.dw),
+                              c.has_bias ? differs("db", o.db, g.db) : std::string()}) {
           if (!f.empty()) v.failures.push_back(f);
         }
       }
@@ -134,21 +111,16 @@ std::string LinearSuite::description() const {
 
 std::vector<PropertyInfo> LinearSuite::properties() const { return linear_properties(); }
 
-std::vector<ImplementationInfo> LinearSuite::implementations() const {
-  return LinearRegistry::instance().infos();
-}
-
 bool LinearSuite::applies(const std::string& property, const std::string& impl) const {
   if (property != "column_forward_bit_identical" && property != "row_world1_bit_identical") {
     return true;
   }
-  const auto* e = LinearRegistry::instance().find(impl);
-  return e != nullptr && e->info.deterministic;
+  return deterministic(impl);
 }
 
 void LinearSuite::run_case(const std::string& property, const std::string& impl,
                            const RunConfig& config) const {
-  const auto& entry = LinearRegistry::instance().get(impl);
+  const LinearImplementation& target = implementation(impl);
   LinearCaseOptions options;
   if (property == "column_forward_bit_identical") {
     options.layer = LinearLayer::column_parallel;
@@ -163,24 +135,13 @@ void LinearSuite::run_case(const std::string& property, const std::string& impl,
     options.world = config.max_world >= 2 ? *rc::gen::inRange(2, config.max_world + 1) : 1;
   }
   const LinearCase c = *genLinearCase(config, options);
-  visit_dtype(c.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, bfloat16> ||
-                  std::is_same_v<T, float16>) {
-      run_typed<T>(property, *entry.impl, c);
-    }
-  });
+  visit_float_dtype(c.dtype, [&]<class T>(T) { run_typed<T>(property, target, c); });
 }
 
 void register_linear_suite() {
-  auto& reg = LinearRegistry::instance();
-  reg.add_once({"shardcheck",
-                "the library's own ops (lib/ops/linear.hpp), deterministic kernel when the case "
-                "asks for it",
-                false, true},
-               std::make_shared<LinearAdapter<LibraryLinear>>());
-  register_linear_mutants();
-  SuiteRegistry::instance().add(std::make_unique<LinearSuite>());
+  register_builtin_suite<LinearSuite>(
+      "the library's own ops (lib/ops/linear.hpp), deterministic kernel when the case asks for it",
+      std::make_shared<LinearAdapter<LibraryLinear>>(), register_linear_mutants);
 }
 
 }  // namespace shardcheck::check

@@ -1,17 +1,16 @@
 // The linear suite (see linear_suite.cpp for its properties).
 #pragma once
 
-#include "engine/suite.hpp"
+#include "engine/registry.hpp"
 #include "linear/linear_impl.hpp"
 
 namespace shardcheck::check {
 
-class LinearSuite final : public Suite {
+class LinearSuite final : public RegistrySuite<LinearImplementation> {
  public:
   std::string name() const override;
   std::string description() const override;
   std::vector<PropertyInfo> properties() const override;
-  std::vector<ImplementationInfo> implementations() const override;
   bool applies(const std::string& property, const std::string& impl) const override;
   void run_case(const std::string& property, const std::string& impl,
                 const RunConfig& config) const override;

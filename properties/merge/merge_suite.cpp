@@ -149,10 +149,8 @@ template <class A>
 void run_typed(const std::string& property, const SoftmaxMergeImplementation& impl,
                const MergeCase& c) {
   CaseVerdict v;
-  v.op = property == "ring_chain_matches_nway" ? "merge_into chain" : "softmax_merge";
-  v.dtype = dtype_of<A>;
-  v.world = static_cast<int>(c.parts);
-  v.case_text = c.describe();
+  begin_verdict(v, property == "ring_chain_matches_nway" ? "merge_into chain" : "softmax_merge",
+                dtype_of<A>, static_cast<int>(c.parts), c.describe());
   Checker<A> check{v};
   if (property == "special_value_conventions") {
     const SpecialPartials<A> sp = *genSpecialPartials<A>(c);
@@ -195,31 +193,23 @@ std::string SoftmaxMergeSuite::description() const {
 
 std::vector<PropertyInfo> SoftmaxMergeSuite::properties() const { return merge_properties(); }
 
-std::vector<ImplementationInfo> SoftmaxMergeSuite::implementations() const {
-  return SoftmaxMergeRegistry::instance().infos();
-}
-
 void SoftmaxMergeSuite::run_case(const std::string& property, const std::string& impl,
                                  const RunConfig& config) const {
-  const auto& entry = SoftmaxMergeRegistry::instance().get(impl);
+  const SoftmaxMergeImplementation& target = implementation(impl);
   MergeCaseOptions options;
   options.huge = property != "partition_matches_full_softmax";
   const MergeCase c = *genMergeCase(config, options);
   if (c.dtype == DType::float64) {
-    run_typed<double>(property, *entry.impl, c);
+    run_typed<double>(property, target, c);
   } else {
-    run_typed<float>(property, *entry.impl, c);
+    run_typed<float>(property, target, c);
   }
 }
 
 void register_softmax_merge_suite() {
-  SoftmaxMergeRegistry::instance().add_once(
-      {"shardcheck", "the library's merge (lib/ops/softmax_merge.hpp)", false, true},
-      std::make_shared<SoftmaxMergeAdapter<LibrarySoftmaxMerge>>());
-  register_softmax_merge_mutants();
-  if (SuiteRegistry::instance().find("softmax_merge") == nullptr) {
-    SuiteRegistry::instance().add(std::make_unique<SoftmaxMergeSuite>());
-  }
+  register_builtin_suite<SoftmaxMergeSuite>(
+      "the library's merge (lib/ops/softmax_merge.hpp)",
+      std::make_shared<SoftmaxMergeAdapter<LibrarySoftmaxMerge>>(), register_softmax_merge_mutants);
 }
 
 }  // namespace shardcheck::check

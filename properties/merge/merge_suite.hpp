@@ -1,17 +1,16 @@
 // The softmax_merge suite (see merge_suite.cpp for its properties).
 #pragma once
 
-#include "engine/suite.hpp"
+#include "engine/registry.hpp"
 #include "merge/merge_impl.hpp"
 
 namespace shardcheck::check {
 
-class SoftmaxMergeSuite final : public Suite {
+class SoftmaxMergeSuite final : public RegistrySuite<SoftmaxMergeImplementation> {
  public:
   std::string name() const override;
   std::string description() const override;
   std::vector<PropertyInfo> properties() const override;
-  std::vector<ImplementationInfo> implementations() const override;
   void run_case(const std::string& property, const std::string& impl,
                 const RunConfig& config) const override;
 };

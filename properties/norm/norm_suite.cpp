@@ -3,6 +3,7 @@
 // traffic, and the bit-exactness that holds by construction.
 #include "norm/norm_suite.hpp"
 
+#include "engine/bit_identity.hpp"
 #include "engine/slicing.hpp"
 #include "engine/verdict.hpp"
 #include "layout/materialize.hpp"
@@ -11,8 +12,6 @@
 #include "norm/norm_run.hpp"
 
 #include <rapidcheck.h>
-
-#include <cstring>
 
 namespace shardcheck::check {
 namespace {
@@ -61,37 +60,11 @@ void add_checks(CaseVerdict& v, const NormCase& c, const NormRun<T>& run, const 
 }
 
 template <class T>
-std::string first_bit_difference(const char* what, int rank, const Tensor<T>& got,
-                                 const Tensor<T>& want) {
-  if (got.shape() != want.shape()) {
-    return std::string(what) + " on rank " + std::to_string(rank) + " is " +
-           format_shape(got.shape()) + " but the dense norm gives " + format_shape(want.shape());
-  }
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    if (std::memcmp(&got[i], &want[i], sizeof(T)) != 0) {
-      return std::string(what) + format_shape(detail::unravel(i, got.shape())) + " on rank " +
-             std::to_string(rank) + " is " + std::to_string(static_cast<double>(got[i])) +
-             " but the dense norm in " + std::string(name(dtype_of<T>)) + " gives " +
-             std::to_string(static_cast<double>(want[i])) + ": not bit-identical";
-    }
-  }
-  return {};
-}
-
-template <class T>
 void run_typed(const std::string& property, const NormImplementation& impl, const NormCase& c) {
   const NormData<T> d = *genNormData<T>(c);
   const NormRun<T> run = run_norm(impl, c, d);
   CaseVerdict v;
-  v.op = to_string(c.op);
-  v.dtype = c.dtype;
-  v.world = c.world;
-  v.case_text = c.describe();
-  if (!run.error.empty()) {
-    v.failures.push_back("the implementation threw: " + run.error);
-    conclude(v);
-    return;
-  }
+  if (!begin_verdict(v, to_string(c.op), c.dtype, c.world, c.describe(), run.error)) return;
   if (property == "declared_traffic") {
     if (auto f = check_traffic(norm_declared_traffic(c), run.ledgers); !f.empty()) {
       v.failures.push_back(f);
@@ -104,8 +77,8 @@ void run_typed(const std::string& property, const NormImplementation& impl, cons
       const auto& o = run.outputs[static_cast<std::size_t>(r)];
       const Tensor<T> y = norm_forward(cfg.norm, xr, d.gamma, d.beta);
       const auto g = norm_backward(cfg.norm, xr, d.gamma, dyr);
-      for (const auto& f :
-           {first_bit_difference("y", r, o.y, y), first_bit_difference("dx", r, o.dx, g.dx)}) {
+      for (const auto& f : {first_bit_difference("y", r, o.y, y, "the dense norm"),
+                            first_bit_difference("dx", r, o.dx, g.dx, "the dense norm")}) {
         if (!f.empty()) v.failures.push_back(f);
       }
     }
@@ -129,19 +102,14 @@ std::string NormSuite::description() const {
 
 std::vector<PropertyInfo> NormSuite::properties() const { return norm_properties(); }
 
-std::vector<ImplementationInfo> NormSuite::implementations() const {
-  return NormRegistry::instance().infos();
-}
-
 bool NormSuite::applies(const std::string& property, const std::string& impl) const {
   if (property != "forward_local_bit_identical") return true;
-  const auto* e = NormRegistry::instance().find(impl);
-  return e != nullptr && e->info.deterministic;
+  return deterministic(impl);
 }
 
 void NormSuite::run_case(const std::string& property, const std::string& impl,
                          const RunConfig& config) const {
-  const auto& entry = NormRegistry::instance().get(impl);
+  const NormImplementation& target = implementation(impl);
   NormCaseOptions options;
   if (property == "block_matches_reference") {
     options.op = NormOp::block;
@@ -152,26 +120,14 @@ void NormSuite::run_case(const std::string& property, const std::string& impl,
     options.min_world = 2;
   }
   const NormCase c = *genNormCase(config, options);
-  visit_dtype(c.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, bfloat16> ||
-                  std::is_same_v<T, float16>) {
-      run_typed<T>(property, *entry.impl, c);
-    }
-  });
+  visit_float_dtype(c.dtype, [&]<class T>(T) { run_typed<T>(property, target, c); });
 }
 
 void register_norm_suite() {
-  auto& reg = NormRegistry::instance();
-  reg.add_once({"shardcheck",
-                "the library's own ops (lib/ops/norm.hpp; the block with lib/ops/linear.hpp and "
-                "the case's kernel)",
-                false, true},
-               std::make_shared<NormAdapter<LibraryNorm>>());
-  register_norm_mutants();
-  if (SuiteRegistry::instance().find("norm") == nullptr) {
-    SuiteRegistry::instance().add(std::make_unique<NormSuite>());
-  }
+  register_builtin_suite<NormSuite>(
+      "the library's own ops (lib/ops/norm.hpp; the block with lib/ops/linear.hpp and the case's "
+      "kernel)",
+      std::make_shared<NormAdapter<LibraryNorm>>(), register_norm_mutants);
 }
 
 }  // namespace shardcheck::check

@@ -1,17 +1,16 @@
 // The norm suite (see norm_suite.cpp for its properties).
 #pragma once
 
-#include "engine/suite.hpp"
+#include "engine/registry.hpp"
 #include "norm/norm_impl.hpp"
 
 namespace shardcheck::check {
 
-class NormSuite final : public Suite {
+class NormSuite final : public RegistrySuite<NormImplementation> {
  public:
   std::string name() const override;
   std::string description() const override;
   std::vector<PropertyInfo> properties() const override;
-  std::vector<ImplementationInfo> implementations() const override;
   bool applies(const std::string& property, const std::string& impl) const override;
   void run_case(const std::string& property, const std::string& impl,
                 const RunConfig& config) const override;

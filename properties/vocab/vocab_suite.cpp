@@ -54,15 +54,7 @@ void run_typed(const std::string& property, const VocabImplementation& impl, con
   const VocabData<T> d = *genVocabData<T>(c);
   const VocabRun<T> run = run_vocab(impl, c, d);
   CaseVerdict v;
-  v.op = to_string(c.op);
-  v.dtype = c.dtype;
-  v.world = c.world;
-  v.case_text = c.describe();
-  if (!run.error.empty()) {
-    v.failures.push_back("the implementation threw: " + run.error);
-    conclude(v);
-    return;
-  }
+  if (!begin_verdict(v, to_string(c.op), c.dtype, c.world, c.describe(), run.error)) return;
   if (property == "declared_traffic") {
     if (auto f = check_traffic(vocab_declared_traffic(c), run.ledgers); !f.empty()) {
       v.failures.push_back(f);
@@ -113,13 +105,9 @@ std::string VocabSuite::description() const {
 
 std::vector<PropertyInfo> VocabSuite::properties() const { return vocab_properties(); }
 
-std::vector<ImplementationInfo> VocabSuite::implementations() const {
-  return VocabRegistry::instance().infos();
-}
-
 void VocabSuite::run_case(const std::string& property, const std::string& impl,
                           const RunConfig& config) const {
-  const auto& entry = VocabRegistry::instance().get(impl);
+  const VocabImplementation& target = implementation(impl);
   VocabCaseOptions options;
   if (property == "embedding_matches_reference") {
     options.op = VocabOp::embedding;
@@ -134,24 +122,13 @@ void VocabSuite::run_case(const std::string& property, const std::string& impl,
     throw UsageError("vocab suite: unknown property '" + property + "'");
   }
   const VocabCase c = *genVocabCase(config, options);
-  visit_dtype(c.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, bfloat16> ||
-                  std::is_same_v<T, float16>) {
-      run_typed<T>(property, *entry.impl, c);
-    }
-  });
+  visit_float_dtype(c.dtype, [&]<class T>(T) { run_typed<T>(property, target, c); });
 }
 
 void register_vocab_suite() {
-  auto& reg = VocabRegistry::instance();
-  reg.add_once({"shardcheck",
-                "the library's own ops (lib/ops/vocab_embedding.hpp, "
-                "lib/ops/vocab_cross_entropy.hpp)",
-                false, true},
-               std::make_shared<VocabAdapter<LibraryVocab>>());
-  register_vocab_mutants();
-  SuiteRegistry::instance().add(std::make_unique<VocabSuite>());
+  register_builtin_suite<VocabSuite>(
+      "the library's own ops (lib/ops/vocab_embedding.hpp, lib/ops/vocab_cross_entropy.hpp)",
+      std::make_shared<VocabAdapter<LibraryVocab>>(), register_vocab_mutants);
 }
 
 }  // namespace shardcheck::check

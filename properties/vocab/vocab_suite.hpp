@@ -1,17 +1,16 @@
 // The vocab suite (see vocab_suite.cpp for its properties).
 #pragma once
 
-#include "engine/suite.hpp"
+#include "engine/registry.hpp"
 #include "vocab/vocab_impl.hpp"
 
 namespace shardcheck::check {
 
-class VocabSuite final : public Suite {
+class VocabSuite final : public RegistrySuite<VocabImplementation> {
  public:
   std::string name() const override;
   std::string description() const override;
   std::vector<PropertyInfo> properties() const override;
-  std::vector<ImplementationInfo> implementations() const override;
   void run_case(const std::string& property, const std::string& impl,
                 const RunConfig& config) const override;
 };
