@@ -33,7 +33,8 @@ ParameterAccount account_parameters(const std::vector<ParameterTensor>& params,
     if (p.pp_stage < 0 || p.pp_stage >= pp) {
       throw UsageError("parameter " + p.name + " is on pipeline stage " +
                        std::to_string(p.pp_stage) + " but mesh " + mesh.to_string() + " has " +
-                       std::to_string(pp) + " stage(s)");
+                       std::to_string(pp) + " stage(s); pass a stage in [0, " + std::to_string(pp) +
+                       ") or add a pp dimension of that size");
     }
     a.model_bytes += p.elements * element_bytes;
     a.replicas.push_back(p.tp_sharded ? replicated : replicated * tp);

@@ -14,7 +14,10 @@
 namespace shardcheck::budget {
 
 Bytes collective_bytes(Collective op, int n, double S) {
-  if (n < 1) throw UsageError("collective_bytes: n = " + std::to_string(n) + "; need n >= 1");
+  if (n < 1) {
+    throw UsageError("collective_bytes: n = " + std::to_string(n) +
+                     " ranks; pass the group size n >= 1");
+  }
   // (n-1)·S/n rather than ((n-1)/n)·S: exact whenever n divides S.
   const double f = static_cast<double>(n - 1) * S / n;
   double per = 0;
@@ -72,7 +75,8 @@ ElementBytes element_bytes(DType t) {
     case DType::float16: return {2, 4};
     default: break;
   }
-  throw UsageError("element_bytes: " + std::string(name(t)) + " is not a floating-point type");
+  throw UsageError("element_bytes: " + std::string(name(t)) +
+                   " is not a floating-point type; pass float64, float32, bfloat16 or float16");
 }
 
 std::string LedgerCall::to_string() const {

@@ -40,7 +40,9 @@ DeviceMesh::DeviceMesh(std::vector<MeshDim> dims, int world_size) : dims_(std::m
     }
     product *= d.size;
     if (product > (1 << 20)) {
-      throw UsageError("DeviceMesh " + describe(dims_) + ": more than 2^20 ranks");
+      throw UsageError("DeviceMesh " + describe(dims_) +
+                       ": the sizes multiply to more than 2^20 = " + std::to_string(1 << 20) +
+                       " ranks; choose smaller sizes");
     }
   }
   world_size_ = static_cast<int>(product);
@@ -56,13 +58,15 @@ std::size_t DeviceMesh::index_of(const std::string& name) const {
   for (std::size_t i = 0; i < dims_.size(); ++i) {
     if (dims_[i].name == name) return i;
   }
-  throw UsageError("DeviceMesh " + to_string() + " has no dimension named '" + name + "'");
+  throw UsageError("DeviceMesh " + to_string() + " has no dimension named '" + name +
+                   "'; use one of the names it lists, or add the dimension to the mesh");
 }
 
 std::vector<int> DeviceMesh::coordinates(int world_rank) const {
   if (world_rank < 0 || world_rank >= world_size_) {
     throw UsageError("DeviceMesh " + to_string() + ": rank " + std::to_string(world_rank) +
-                     " is not in [0, " + std::to_string(world_size_) + ")");
+                     " is not in [0, " + std::to_string(world_size_) +
+                     "); pass a rank of the mesh's world (the sizes' product)");
   }
   std::vector<int> c(dims_.size());
   int r = world_rank;
@@ -76,14 +80,16 @@ std::vector<int> DeviceMesh::coordinates(int world_rank) const {
 int DeviceMesh::rank_of(const std::vector<int>& coords) const {
   if (coords.size() != dims_.size()) {
     throw UsageError("DeviceMesh " + to_string() + ": " + std::to_string(coords.size()) +
-                     " coordinates given for a " + std::to_string(dims_.size()) + "-D mesh");
+                     " coordinates given for a " + std::to_string(dims_.size()) +
+                     "-D mesh; give one coordinate per mesh dimension");
   }
   int r = 0;
   for (std::size_t i = 0; i < dims_.size(); ++i) {
     if (coords[i] < 0 || coords[i] >= dims_[i].size) {
       throw UsageError("DeviceMesh " + to_string() + ": coordinate " + std::to_string(coords[i]) +
                        " along " + dims_[i].name + " is not in [0, " +
-                       std::to_string(dims_[i].size) + ")");
+                       std::to_string(dims_[i].size) + "); pass 0 <= coordinate < the size of " +
+                       dims_[i].name);
     }
     r = r * dims_[i].size + coords[i];
   }

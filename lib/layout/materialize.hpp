@@ -65,7 +65,7 @@ Materialized<T> materialize(const std::vector<Tensor<T>>& pieces, const Placemen
         throw UsageError("materialize R: rank " + std::to_string(r) + " holds " +
                          format_shape(pieces[static_cast<std::size_t>(r)].shape()) +
                          " but a replicated tensor must have the global shape " +
-                         format_shape(global_shape));
+                         format_shape(global_shape) + " on every rank; pass each rank's full copy");
       }
       if (r > 0 && !bit_equal(pieces[static_cast<std::size_t>(r)], pieces[0])) {
         out.divergent_ranks.push_back(r);
@@ -77,7 +77,8 @@ Materialized<T> materialize(const std::vector<Tensor<T>>& pieces, const Placemen
   const std::size_t d = p.dim();
   if (d >= global_shape.size()) {
     throw UsageError("materialize " + p.to_string() + ": the global shape " +
-                     format_shape(global_shape) + " has no dimension " + std::to_string(d));
+                     format_shape(global_shape) + " has no dimension " + std::to_string(d) +
+                     "; shard a dimension below " + std::to_string(global_shape.size()));
   }
   const auto split_pieces = split(p.policy(), global_shape[d], parts);
   // outer = product of dims before d, inner = product of dims after d.
@@ -94,7 +95,8 @@ Materialized<T> materialize(const std::vector<Tensor<T>>& pieces, const Placemen
       throw UsageError("materialize " + p.to_string() + ": rank " + std::to_string(r) + " holds " +
                        format_shape(piece.shape()) + " but its piece of " +
                        format_shape(global_shape) + " under " + p.policy().to_string() + " over " +
-                       std::to_string(parts) + " ranks is " + format_shape(expect));
+                       std::to_string(parts) + " ranks is " + format_shape(expect) +
+                       "; pass rank r the piece split() gives it");
     }
     const std::size_t len = expect[d] * inner;
     const std::size_t off = split_pieces[static_cast<std::size_t>(r)].offset * inner;

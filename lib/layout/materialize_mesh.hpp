@@ -65,8 +65,10 @@ MeshMaterialized<T> materialize(const std::vector<Tensor<T>>& pieces, const Devi
     if (!placements[i].is_partial()) continue;
     if (out.reduce_op && *out.reduce_op != placements[i].reduce_op()) {
       throw UsageError("materialize " + layout +
-                       ": Partial dimensions with different reduce "
-                       "ops; redistribute one of them first");
+                       ": Partial dimensions with different reduce ops (" +
+                       std::string(name(*out.reduce_op)) + " and " +
+                       std::string(name(placements[i].reduce_op())) + " on " + mesh.dim(i).name +
+                       "); redistribute one of them first");
     }
     out.reduce_op = placements[i].reduce_op();
     partial_dims.push_back(i);

@@ -250,7 +250,13 @@ Tensor<T> redistribute(const MeshGroups& groups, const Tensor<T>& local, const S
                        const std::vector<Placement>& from, const std::vector<Placement>& to) {
   const DeviceMesh& mesh = groups.mesh();
   const auto& coords = groups.coordinates();
-  const auto plan = plan_redistribute(global, dtype_of<T>, mesh, from, to, coords);
+  // plan_redistribute's errors (which also validate both layouts) name this rank too.
+  RedistributePlan plan;
+  try {
+    plan = plan_redistribute(global, dtype_of<T>, mesh, from, to, coords);
+  } catch (const UsageError& e) {
+    throw UsageError("rank " + std::to_string(groups.world().rank()) + ": " + e.what());
+  }
   const Shape expect = local_piece(global, mesh, from, coords).shape;
   if (local.shape() != expect) {
     throw UsageError("redistribute " + format_placements(from) + " -> " + format_placements(to) +

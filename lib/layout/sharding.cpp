@@ -27,7 +27,8 @@ LocalPiece local_piece(const Shape& global, const DeviceMesh& mesh,
   }
   if (coords.size() != mesh.ndim()) {
     throw UsageError(where() + ": " + std::to_string(coords.size()) + " coordinates for a " +
-                     std::to_string(mesh.ndim()) + "-D mesh");
+                     std::to_string(mesh.ndim()) +
+                     "-D mesh; give one coordinate per mesh dimension (mesh.coordinates(rank))");
   }
   LocalPiece piece{global, Shape(global.size(), 0)};
   for (std::size_t i = 0; i < mesh.ndim(); ++i) {
@@ -42,7 +43,8 @@ LocalPiece local_piece(const Shape& global, const DeviceMesh& mesh,
     }
     if (coords[i] < 0 || coords[i] >= mesh.size(i)) {
       throw UsageError(where() + ": coordinate " + std::to_string(coords[i]) + " along " +
-                       mesh.dim(i).name + " is outside the mesh");
+                       mesh.dim(i).name + " is outside the mesh; pass 0 <= coordinate < " +
+                       std::to_string(mesh.size(i)) + " (mesh.coordinates(rank))");
     }
     std::vector<Piece> cuts;
     try {

@@ -226,7 +226,9 @@ Tensor<T> take_positions(const Tensor<T>& x, const std::vector<std::size_t>& pos
     for (std::size_t t = 0; t < positions.size(); ++t) {
       if (positions[t] >= len) {
         throw UsageError("take_positions: position " + std::to_string(positions[t]) +
-                         " is outside x " + format_shape(x.shape()));
+                         " is outside x " + format_shape(x.shape()) +
+                         "; pass positions below x.dim(1) = " + std::to_string(len) +
+                         " (cp_positions of a config whose seq_len is x's sequence length)");
       }
       std::copy_n(
           x.values().begin() + static_cast<std::ptrdiff_t>((b * len + positions[t]) * row), row,
@@ -248,7 +250,9 @@ Tensor<T> take_lse_positions(const Tensor<T>& lse, const std::vector<std::size_t
     for (std::size_t t = 0; t < positions.size(); ++t) {
       if (positions[t] >= len) {
         throw UsageError("take_lse_positions: position " + std::to_string(positions[t]) +
-                         " is outside lse " + format_shape(lse.shape()));
+                         " is outside lse " + format_shape(lse.shape()) +
+                         "; pass positions below lse.dim(2) = " + std::to_string(len) +
+                         " (cp_positions of a config whose seq_len is lse's sequence length)");
       }
       out[i * positions.size() + t] = lse[i * len + positions[t]];
     }

@@ -133,9 +133,22 @@ LocalShapes check_layer(const std::string& where, const Communicator& cp,
     require_shape(where, "bv", w.bv, Shape{a.kv_count * d}, kh);
     require_shape(where, "bo", w.bo, Shape{hidden}, "(the full output bias, never split)");
   } else if (!w.bq.empty() || !w.bk.empty() || !w.bv.empty() || !w.bo.empty()) {
-    throw UsageError(where + "cfg.has_bias is false but a bias was given: pass empty biases");
+    throw UsageError(where + "cfg.has_bias is false but a bias was given (bq " +
+                     format_shape(w.bq.shape()) + ", bk " + format_shape(w.bk.shape()) + ", bv " +
+                     format_shape(w.bv.shape()) + ", bo " + format_shape(w.bo.shape()) +
+                     "): pass empty biases, or set cfg.has_bias = true");
   }
   return s;
+}
+
+// head_assignment on this rank, its errors prefixed with the op and the rank.
+HeadAssignment assignment_on_rank(const std::string& where, const HeadParallelConfig& cfg,
+                                  const Communicator& tp) {
+  try {
+    return head_assignment(cfg, tp.size(), tp.rank());
+  } catch (const UsageError& e) {
+    throw UsageError(where + e.what());
+  }
 }
 
 RowParallelConfig output_projection(const HeadParallelConfig& cfg) {
@@ -153,7 +166,8 @@ HeadAssignment head_assignment(const HeadParallelConfig& cfg, int tp_size, int t
   const std::string what = "head_assignment (h = " + str(h) + " query heads, g = " + str(g) +
                            " kv heads, tp = " + str(P) + "): ";
   if (tp_size < 1 || tp_rank < 0 || tp_rank >= tp_size) {
-    throw UsageError(what + "rank " + std::to_string(tp_rank) + " is not in the tp group");
+    throw UsageError(what + "rank " + std::to_string(tp_rank) + " is not in the tp group; pass " +
+                     "tp ≥ 1 and 0 ≤ tp_rank < tp");
   }
   if (h == 0 || g == 0 || h % g != 0) {
     throw UsageError(what + "g must be ≥ 1 and divide h (each kv head serves h/g query heads)");
@@ -222,7 +236,7 @@ AttentionLayerOutput<T> attention_layer(Communicator& tp, Communicator& cp,
                                         const HeadParallelConfig& cfg, const Tensor<T>& x,
                                         const AttentionLayerWeights<T>& w) {
   const std::string where = on_rank("attention_layer", tp, cp);
-  const HeadAssignment a = head_assignment(cfg, tp.size(), tp.rank());
+  const HeadAssignment a = assignment_on_rank(where, cfg, tp);
   const LocalShapes s = check_layer(where, cp, cfg, a, x, w);
   const std::size_t d = cfg.attention.head_dim, hq = a.q_count * d, hkv = a.kv_count * d;
 
@@ -259,7 +273,7 @@ AttentionLayerGrads<T> attention_layer_backward(Communicator& tp, Communicator& 
                                                 const AttentionLayerOutput<T>& fwd,
                                                 const Tensor<T>& dy) {
   const std::string where = on_rank("attention_layer_backward", tp, cp);
-  const HeadAssignment a = head_assignment(cfg, tp.size(), tp.rank());
+  const HeadAssignment a = assignment_on_rank(where, cfg, tp);
   const LocalShapes s = check_layer(where, cp, cfg, a, x, w);
   const std::size_t d = cfg.attention.head_dim, hq = a.q_count * d, hkv = a.kv_count * d;
   require_shape(where, "dy", dy, x.shape(), "(the gradient of y, x's shape)");

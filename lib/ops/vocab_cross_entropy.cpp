@@ -46,12 +46,13 @@ void check_targets(const std::string& where, const VocabCrossEntropyConfig& cfg,
       throw UsageError(where + "target " + std::to_string(y) + " of token " + str(t) +
                        " is out of range for a vocabulary of V = " + str(cfg.vocab) +
                        " (and is not ignore_index" +
-                       (cfg.ignore_index ? " = " + std::to_string(*cfg.ignore_index) : "") + ")");
+                       (cfg.ignore_index ? " = " + std::to_string(*cfg.ignore_index) : "") +
+                       "); pass targets in [0, V), or ignore_index for tokens without a target");
     }
   }
   if (!(cfg.label_smoothing >= 0 && cfg.label_smoothing <= 1)) {
     throw UsageError(where + "label_smoothing must be in [0, 1] but is " +
-                     std::to_string(cfg.label_smoothing));
+                     std::to_string(cfg.label_smoothing) + "; pass 0 for none, 0.1 is typical");
   }
 }
 
@@ -73,7 +74,8 @@ void check_weights(const std::string& where, const VocabCrossEntropyConfig& cfg,
     for (std::size_t i = 0; i < ws->size(); ++i) {
       if (!std::isfinite((*ws)[i])) {
         throw UsageError(where + (ws == &cfg.class_weight ? "class_weight[" : "token_weight[") +
-                         str(i) + "] = " + std::to_string((*ws)[i]) + " is not finite");
+                         str(i) + "] = " + std::to_string((*ws)[i]) +
+                         " is not finite; pass finite weights (0 drops a class or token)");
       }
     }
   }
@@ -108,7 +110,8 @@ Piece my_piece(const std::string& where, const Communicator& tp, const VocabCros
                const Tensor<T>& z) {
   if (z.ndim() != 2) {
     throw UsageError(where + "logits_shard must be 2-D [tokens, V_r] but is " +
-                     format_shape(z.shape()));
+                     format_shape(z.shape()) +
+                     "; pass this rank's columns of the [tokens, V] logits");
   }
   const auto ps = pieces(where, "the V = " + str(cfg.vocab) + " columns of the logits",
                          cfg.vocab_split, cfg.vocab, tp.size());
@@ -116,7 +119,9 @@ Piece my_piece(const std::string& where, const Communicator& tp, const VocabCros
   if (z.dim(1) != mine.size) {
     throw UsageError(where + "logits_shard is " + format_shape(z.shape()) + " but rank " +
                      std::to_string(tp.rank()) + " owns " + str(mine.size) +
-                     " columns of V = " + str(cfg.vocab) + " under " + cfg.vocab_split.to_string());
+                     " columns of V = " + str(cfg.vocab) + " under " + cfg.vocab_split.to_string() +
+                     "; pass this rank's columns of the logits under cfg.vocab_split and set "
+                     "cfg.vocab to the global vocabulary size");
   }
   return mine;
 }
@@ -134,7 +139,8 @@ VocabCrossEntropyOutput<T> vocab_parallel_cross_entropy(Communicator& tp,
   const std::size_t tokens = logits_shard.dim(0), vr = mine.size;
   if (targets.size() != tokens) {
     throw UsageError(where + "there are " + str(targets.size()) + " targets but logits_shard is " +
-                     format_shape(logits_shard.shape()) + "; one target per token");
+                     format_shape(logits_shard.shape()) +
+                     "; pass one target per token (every rank holds all the targets)");
   }
   check_targets(where, cfg, targets);
   check_weights(where, cfg, tokens);
@@ -233,7 +239,9 @@ Tensor<T> vocab_parallel_cross_entropy_backward(Communicator& tp,
     throw UsageError(where + "logits_shard " + format_shape(logits_shard.shape()) + ", " +
                      str(targets.size()) + " targets, saved state of " + str(saved.max.size()) +
                      " tokens and dloss " + format_shape(dloss.shape()) +
-                     " disagree; dloss must be [" + str(want) + "]");
+                     " disagree; pass the forward's logits_shard, targets and saved state, and "
+                     "dloss [" +
+                     str(want) + "] ([tokens] for reduction none, [1] otherwise)");
   }
   check_weights(where, cfg, tokens);
   const Weights<A> wt(cfg);

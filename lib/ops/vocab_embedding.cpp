@@ -35,7 +35,8 @@ void check_ids(const std::string& where, std::span<const std::int64_t> ids, std:
 void check_padding(const std::string& where, std::optional<std::int64_t> pad, std::size_t vocab) {
   if (pad && (*pad < 0 || static_cast<std::uint64_t>(*pad) >= vocab)) {
     throw UsageError(where + "padding_idx " + std::to_string(*pad) +
-                     " is outside the vocabulary [0, V = " + str(vocab) + ")");
+                     " is outside the vocabulary [0, V = " + str(vocab) +
+                     "); pass a global row id in [0, V), or no padding_idx");
   }
 }
 
@@ -64,7 +65,8 @@ Tensor<T> vocab_parallel_embedding(Communicator& tp, const VocabEmbeddingConfig&
   const int p = tp.size(), r = tp.rank();
   if (w_shard.ndim() != 2) {
     throw UsageError(where + "w_shard must be 2-D [V_r, h] but is " +
-                     format_shape(w_shard.shape()));
+                     format_shape(w_shard.shape()) +
+                     "; pass this rank's rows of the [V, h] embedding table");
   }
   const auto ps = pieces(where, "the V = " + str(cfg.vocab) + " rows of the embedding table",
                          cfg.vocab_split, cfg.vocab, p);
@@ -72,7 +74,9 @@ Tensor<T> vocab_parallel_embedding(Communicator& tp, const VocabEmbeddingConfig&
   if (w_shard.dim(0) != mine.size) {
     throw UsageError(where + "w_shard is " + format_shape(w_shard.shape()) + " but rank " +
                      rank_of(tp) + " owns " + str(mine.size) + " rows of V = " + str(cfg.vocab) +
-                     " under " + cfg.vocab_split.to_string());
+                     " under " + cfg.vocab_split.to_string() +
+                     "; pass this rank's rows of the table under cfg.vocab_split and set "
+                     "cfg.vocab to the global vocabulary size");
   }
   check_ids(where, ids, cfg.vocab);
   check_padding(where, cfg.padding_idx, cfg.vocab);
@@ -105,7 +109,8 @@ Tensor<T> vocab_parallel_embedding_backward(Communicator& tp, const VocabEmbeddi
   const std::string where = on_rank("vocab_parallel_embedding_backward", tp);
   const int p = tp.size(), r = tp.rank();
   if (dy.ndim() != 2) {
-    throw UsageError(where + "dy must be 2-D [tokens, h] but is " + format_shape(dy.shape()));
+    throw UsageError(where + "dy must be 2-D [tokens, h] but is " + format_shape(dy.shape()) +
+                     "; pass the gradient of the forward's y");
   }
   const auto ps = pieces(where, "the V = " + str(cfg.vocab) + " rows of the embedding table",
                          cfg.vocab_split, cfg.vocab, p);
@@ -120,7 +125,9 @@ Tensor<T> vocab_parallel_embedding_backward(Communicator& tp, const VocabEmbeddi
     if (dy.dim(0) != tps[static_cast<std::size_t>(r)].size) {
       throw UsageError(where + "dy is " + format_shape(dy.shape()) + " but rank " + rank_of(tp) +
                        " holds " + str(tps[static_cast<std::size_t>(r)].size) + " of the " +
-                       str(tokens) + " tokens under " + cfg.token_split.to_string());
+                       str(tokens) + " tokens under " + cfg.token_split.to_string() +
+                       "; with sequence_parallel_output dy is the gradient of this rank's token "
+                       "rows of y");
     }
     std::vector<std::size_t> counts;
     for (const auto& q : tps) counts.push_back(q.size * h);
@@ -142,7 +149,8 @@ template <class T>
 Tensor<T> embedding(std::span<const std::int64_t> ids, const Tensor<T>& w) {
   const std::string where = "embedding: ";
   if (w.ndim() != 2) {
-    throw UsageError(where + "w must be 2-D [V, h] but is " + format_shape(w.shape()));
+    throw UsageError(where + "w must be 2-D [V, h] but is " + format_shape(w.shape()) +
+                     "; pass the whole embedding table");
   }
   check_ids(where, ids, w.dim(0));
   const std::size_t h = w.dim(1);
@@ -159,7 +167,8 @@ Tensor<T> embedding_backward(std::span<const std::int64_t> ids, const Tensor<T>&
   const std::string where = "embedding_backward: ";
   if (dy.ndim() != 2 || dy.dim(0) != ids.size()) {
     throw UsageError(where + "dy must be [tokens, h] with tokens = " + str(ids.size()) +
-                     " but is " + format_shape(dy.shape()));
+                     " but is " + format_shape(dy.shape()) +
+                     "; pass one gradient row per id (the gradient of embedding's y)");
   }
   check_ids(where, ids, vocab);
   check_padding(where, padding_idx, vocab);

@@ -41,7 +41,8 @@ class Tensor {
     if (data_.size() != numel(shape_)) {
       throw UsageError("Tensor: shape " + format_shape(shape_) + " needs " +
                        std::to_string(numel(shape_)) + " elements but " +
-                       std::to_string(data_.size()) + " were given");
+                       std::to_string(data_.size()) +
+                       " were given; pass numel(shape) values in row-major order");
     }
   }
 

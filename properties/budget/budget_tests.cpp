@@ -1,5 +1,6 @@
 // The budget calculator (lib/budget/): Korthikanti et al. 2022's published check values,
 // the ring factors against the runtime's ledger, and parameter accounting on meshes.
+#include "../ops/ops_test_util.hpp"
 #include "budget/activation_memory.hpp"
 #include "budget/parameter_memory.hpp"
 #include "budget/traffic.hpp"
@@ -128,15 +129,37 @@ RC_GTEST_PROP(parameters, per_rank_bytes_sum_to_bytes_times_replicas, ()) {
   RC_ASSERT(got == want);
 }
 
-TEST(parameters, a_stage_outside_the_mesh_is_a_usage_error) {
-  try {
-    (void)account_parameters({{"w", 4, true, 2}}, DeviceMesh({{"pp", 2}, {"tp", 2}}), 2);
-    ADD_FAILURE() << "no error";
-  } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("stage 2 but mesh (pp=2, tp=2) has 2 stage(s)"),
-              std::string::npos)
-        << e.what();
-  }
+// Every UsageError of the calculator names the value at fault and what to pass.
+TEST(budget, usage_errors_name_the_value_and_what_to_pass) {
+  test::expect_usage_errors(std::vector<test::UsageCase>{
+      {"a stage outside the mesh",
+       [] {
+         (void)account_parameters({{"w", 4, true, 2}}, DeviceMesh({{"pp", 2}, {"tp", 2}}), 2);
+       },
+       {"parameter w is on pipeline stage 2 but mesh (pp=2, tp=2) has 2 stage(s)",
+        "pass a stage in [0, 2) or add a pp dimension of that size"}},
+      {"a model shape that is not positive",
+       [] {
+         (void)korthikanti_activation_bytes({0, 1, 1, 1}, {});
+       },
+       {"activation memory: s, b, h, a must be positive and tp at least 1 (got s=0.000000, "
+        "b=1.000000"}},
+      {"tp below 1",
+       [] {
+         (void)korthikanti_activation_bytes(gpt3, {0, false, Recompute::none});
+       },
+       {"tp at least 1", "tp=0)"}},
+      {"a group of no ranks",
+       [] { (void)collective_bytes(Collective::all_reduce, 0, 8); },
+       {"collective_bytes: n = 0 ranks; pass the group size n >= 1"}},
+      {"a call without a ring factor",
+       [] { (void)collective_bytes(Collective::send, 2, 8); },
+       {"collective_bytes: send has no ring factor; count its messages instead"}},
+      {"an integer element type",
+       [] { (void)element_bytes(DType::int32); },
+       {"element_bytes: int32 is not a floating-point type",
+        "pass float64, float32, bfloat16 or float16"}},
+  });
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // function on P ranks and collecting each rank's result, and the failure of a run.
 #pragma once
 
+#include "../runtime/exception_holds.hpp"
 #include "layout/split_policy.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/launcher.hpp"
@@ -124,13 +125,48 @@ inline Failure usage_error_of(int p, const std::function<void(Communicator&)>& f
 
 // The message of a call expected to throw UsageError.
 inline std::string usage_error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const UsageError& e) {
-    return e.what();
+  return test_support::message_of<UsageError>(fn);
+}
+
+// Each of `parts` occurs in `message` (find rather than HasSubstr: some programs that include
+// this header link Google Test without Google Mock).
+inline void expect_parts(const std::string& message, const std::vector<std::string>& parts) {
+  for (const auto& part : parts) {
+    EXPECT_NE(message.find(part), std::string::npos) << "lacks \"" << part << "\":\n" << message;
   }
-  ADD_FAILURE() << "no UsageError was thrown";
-  return {};
+}
+
+// Table-driven usage-error tests: a call expected to throw UsageError and the parts its
+// message must hold ...
+struct UsageCase {
+  const char* name;
+  std::function<void()> call;
+  std::vector<std::string> parts;
+};
+
+// ... and a function on p ranks, one of which (`rank`, the run's primary failure) throws it.
+struct RankUsageCase {
+  const char* name;
+  int p;
+  std::function<void(Communicator&)> call;
+  int rank;
+  std::vector<std::string> parts;
+};
+
+inline void expect_usage_errors(const std::vector<UsageCase>& cases) {
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    expect_parts(usage_error_of(c.call), c.parts);
+  }
+}
+
+inline void expect_usage_errors(const std::vector<RankUsageCase>& cases) {
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    const Failure f = usage_error_of(c.p, c.call);
+    EXPECT_EQ(f.rank, c.rank);
+    expect_parts(f.message, c.parts);
+  }
 }
 
 }  // namespace shardcheck::test

@@ -12,6 +12,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <functional>
 #include <numeric>
 #include <optional>
 #include <stdexcept>
@@ -25,6 +27,7 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using test_support::holds;
+using test_support::message_of;
 
 constexpr auto kTimeout = 300ms;
 // Recognised misuse (mismatch, deadlock, bad argument) is reported without waiting for the
@@ -69,15 +72,15 @@ std::vector<int> ranks_with(const RankFailure& f) {
   return r;
 }
 
-void expect_mentions(const std::string& text, std::initializer_list<const char*> parts) {
-  for (const char* part : parts) {
+void expect_mentions(const std::string& text, const std::vector<std::string>& parts) {
+  for (const auto& part : parts) {
     EXPECT_NE(text.find(part), std::string::npos) << "message lacks \"" << part << "\":\n" << text;
   }
 }
 
 // The run failed, its primary failure is an E on `rank`, and the message names `parts`.
 template <class E>
-void expect_primary(const Failure& f, int rank, std::initializer_list<const char*> parts) {
+void expect_primary(const Failure& f, int rank, const std::vector<std::string>& parts) {
   ASSERT_TRUE(f.error.has_value()) << "run() returned normally";
   EXPECT_EQ(f.error->rank(), rank) << f.error->what();
   EXPECT_TRUE(holds<E>(f.error->cause())) << f.error->what();
@@ -211,6 +214,8 @@ TEST(misuse, a_rank_that_throws_surfaces_with_its_rank_and_the_others_are_peer_a
   expect_mentions(f.error->what(), {"rank 1", "boom on rank 1"});
   EXPECT_EQ(ranks_with<PeerAborted>(*f.error), (std::vector<int>{0, 2}));
   ASSERT_EQ(f.error->all().size(), 3u);
+  expect_mentions(f.error->all()[0].what,
+                  {"rank 0 stopped waiting in", "barrier", "rank 1 failed first (see its error)"});
   EXPECT_LT(f.elapsed, kPrompt);
 }
 
@@ -343,7 +348,8 @@ TEST(misuse, every_bad_argument_is_a_usage_error_that_says_what_to_pass) {
     int p;
     std::function<void(Communicator&)> body;
     int rank;
-    std::initializer_list<const char*> parts;
+    // Owned strings: an initializer_list member would dangle once the Case is copied.
+    std::vector<std::string> parts;
   };
   using Counts = std::vector<std::size_t>;
   const std::vector<Case> cases = {
@@ -571,16 +577,42 @@ TEST(misuse, sending_to_oneself_is_a_usage_error) {
 }
 
 TEST(misuse, run_with_no_ranks_or_too_many_is_a_usage_error) {
-  EXPECT_THROW(run(0, [](Communicator&) {}), UsageError);
-  EXPECT_THROW(run(-1, [](Communicator&) {}), UsageError);
-  EXPECT_THROW(run(max_world_size + 1, [](Communicator&) {}), UsageError);
+  const std::string range = "; use 1 to " + std::to_string(max_world_size) + " ranks";
+  for (const int p : {0, -1, max_world_size + 1}) {
+    SCOPED_TRACE(p);
+    const std::string message = message_of<UsageError>([p] { run(p, [](Communicator&) {}); });
+    expect_mentions(message, {"run: world size ", "is out of range", range});
+    EXPECT_NE(message.find(std::to_string(p)), std::string::npos) << message;
+  }
+}
+
+// A malformed SHARDCHECK_TIMEOUT_MS is refused when the default timeout is read, naming it.
+TEST(misuse, a_timeout_variable_that_is_not_a_positive_number_is_a_usage_error) {
+  const char* saved = std::getenv("SHARDCHECK_TIMEOUT_MS");
+  const std::string restore = saved != nullptr ? saved : "";
+  for (const char* bad : {"abc", "0", "-5", "12ms"}) {
+    SCOPED_TRACE(bad);
+    ASSERT_EQ(setenv("SHARDCHECK_TIMEOUT_MS", bad, 1), 0);
+    const std::string message = message_of<UsageError>([] { (void)RunOptions::default_timeout(); });
+    expect_mentions(
+        message, {"is not a positive number of milliseconds", "set it to e.g. 60000 or unset it"});
+    EXPECT_NE(message.find("SHARDCHECK_TIMEOUT_MS='" + std::string(bad) + "'"), std::string::npos)
+        << message;
+  }
+  if (saved != nullptr) {
+    setenv("SHARDCHECK_TIMEOUT_MS", restore.c_str(), 1);
+  } else {
+    unsetenv("SHARDCHECK_TIMEOUT_MS");
+  }
 }
 
 TEST(misuse, run_inside_a_rank_is_a_usage_error) {
   for (const int outer : {2, 1}) {
     const auto f =
         run_expecting_failure(outer, [](Communicator&) { run(2, [](Communicator&) {}); });
-    expect_primary<UsageError>(f, 0, {"run", "inside"});
+    expect_primary<UsageError>(f, 0,
+                               {"run: called from inside a parallel region",
+                                "ranks cannot start ranks", "Call run() from the main thread"});
   }
 }
 
