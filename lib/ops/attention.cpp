@@ -26,6 +26,40 @@ struct Bshd {
   }
 };
 
+// One block's loop bounds, shared by its forward and backward: q [batch, lq, hl, d] against
+// k, v [batch, lk, gl, d], query head i reading kv head i / group, scores scaled by `scale`.
+template <class A>
+struct BlockGeometry {
+  std::size_t batch, lq, hl, d, lk, gl, group;
+  A scale;
+  Bshd qi, ki;  // element indices of q (and out, dout) and of k (and v)
+
+  template <class T>
+  BlockGeometry(const AttentionConfig& cfg, const Tensor<T>& q, const Tensor<T>& k)
+      : batch(q.dim(0)),
+        lq(q.dim(1)),
+        hl(q.dim(2)),
+        d(q.dim(3)),
+        lk(k.dim(1)),
+        gl(k.dim(2)),
+        group(cfg.q_heads / cfg.kv_heads),
+        scale(static_cast<A>(cfg.effective_scale())),
+        qi{lq, hl, d},
+        ki{lk, gl, d} {}
+};
+
+// Σ_e x[e]·y[e] over e = 0 … d−1 in that order, each product rounded to A and added in A (the
+// summation order the bounds in reference/attention.hpp allow for; docs/attention.md).
+template <class A, class T>
+A dot(const T* x, const T* y, std::size_t d) {
+  A sum = 0;
+  for (std::size_t e = 0; e < d; ++e) {
+    const A p = static_cast<A>(x[e]) * static_cast<A>(y[e]);
+    sum = sum + p;
+  }
+  return sum;
+}
+
 template <class T>
 void require_4d(const std::string& where, const char* name, const Tensor<T>& t,
                 const char* expected) {
@@ -165,10 +199,8 @@ AttentionPartial<T> block_forward(const AttentionConfig& cfg, const Tensor<T>& q
                                   std::span<const std::size_t> qpos,
                                   std::span<const std::size_t> kpos) {
   using A = acc_t<T>;
-  const std::size_t batch = q.dim(0), lq = q.dim(1), hl = q.dim(2), d = q.dim(3);
-  const std::size_t lk = k.dim(1), gl = k.dim(2), group = cfg.q_heads / cfg.kv_heads;
-  const A scale = static_cast<A>(cfg.effective_scale());
-  const Bshd qi{lq, hl, d}, ki{lk, gl, d};
+  const BlockGeometry<A> geo(cfg, q, k);
+  const auto [batch, lq, hl, d, lk, gl, group, scale, qi, ki] = geo;
   AttentionPartial<T> r{Tensor<A>(Shape{batch, lq, hl, d}), Tensor<A>(Shape{batch, hl, lq})};
   std::vector<A> s(lk), acc(d);
   std::vector<unsigned char> vis(lk);
@@ -182,12 +214,7 @@ AttentionPartial<T> block_forward(const AttentionConfig& cfg, const Tensor<T>& q
         for (std::size_t sk = 0; sk < lk; ++sk) {
           vis[sk] = cfg.mask.visible(b, qpos[t], kpos[sk]) ? 1 : 0;
           if (vis[sk] == 0) continue;
-          A dot = 0;
-          for (std::size_t e = 0; e < d; ++e) {
-            const A p = static_cast<A>(q[qi(b, t, i, e)]) * static_cast<A>(k[ki(b, sk, j, e)]);
-            dot = dot + p;
-          }
-          s[sk] = dot * scale;
+          s[sk] = dot<A>(q.data() + qi(b, t, i, 0), k.data() + ki(b, sk, j, 0), d) * scale;
           if (!any || s[sk] > m) m = s[sk];
           any = true;
         }
@@ -223,10 +250,8 @@ AttentionBlockGrads<T> block_backward(const AttentionConfig& cfg, const Tensor<T
                                       std::span<const std::size_t> qpos,
                                       std::span<const std::size_t> kpos) {
   using A = acc_t<T>;
-  const std::size_t batch = q.dim(0), lq = q.dim(1), hl = q.dim(2), d = q.dim(3);
-  const std::size_t lk = k.dim(1), gl = k.dim(2), group = cfg.q_heads / cfg.kv_heads;
-  const A scale = static_cast<A>(cfg.effective_scale());
-  const Bshd qi{lq, hl, d}, ki{lk, gl, d};
+  const BlockGeometry<A> geo(cfg, q, k);
+  const auto [batch, lq, hl, d, lk, gl, group, scale, qi, ki] = geo;
   AttentionBlockGrads<T> g{Tensor<A>(q.shape()), Tensor<A>(k.shape()), Tensor<A>(k.shape())};
   std::vector<A> dq_acc(d);
   for (std::size_t b = 0; b < batch; ++b) {
@@ -236,28 +261,15 @@ AttentionBlockGrads<T> block_backward(const AttentionConfig& cfg, const Tensor<T
         const A row_lse = lse[(b * hl + i) * lq + t];
         // Empty row (or a row this block's caller saw empty): P = 0, no contribution.
         if (row_lse == -std::numeric_limits<A>::infinity()) continue;
-        A dd = 0;
-        for (std::size_t e = 0; e < d; ++e) {
-          const A p = static_cast<A>(dout[qi(b, t, i, e)]) * static_cast<A>(out[qi(b, t, i, e)]);
-          dd = dd + p;
-        }
+        const A dd = dot<A>(dout.data() + qi(b, t, i, 0), out.data() + qi(b, t, i, 0), d);
         std::fill(dq_acc.begin(), dq_acc.end(), A(0));
         bool touched = false;
         for (std::size_t sk = 0; sk < lk; ++sk) {
           if (!cfg.mask.visible(b, qpos[t], kpos[sk])) continue;
           touched = true;
-          A dot = 0;
-          for (std::size_t e = 0; e < d; ++e) {
-            const A p = static_cast<A>(q[qi(b, t, i, e)]) * static_cast<A>(k[ki(b, sk, j, e)]);
-            dot = dot + p;
-          }
-          const A sc = dot * scale;
+          const A sc = dot<A>(q.data() + qi(b, t, i, 0), k.data() + ki(b, sk, j, 0), d) * scale;
           const A pr = std::exp(sc - row_lse);
-          A dp = 0;
-          for (std::size_t e = 0; e < d; ++e) {
-            const A p = static_cast<A>(dout[qi(b, t, i, e)]) * static_cast<A>(v[ki(b, sk, j, e)]);
-            dp = dp + p;
-          }
+          const A dp = dot<A>(dout.data() + qi(b, t, i, 0), v.data() + ki(b, sk, j, 0), d);
           const A diff = dp - dd;
           const A ds = pr * diff;
           for (std::size_t e = 0; e < d; ++e) {

@@ -267,11 +267,9 @@ AttentionLayerOutput<T> attention_layer(Communicator& tp, Communicator& cp,
 }
 
 template <class T>
-AttentionLayerGrads<T> attention_layer_backward(Communicator& tp, Communicator& cp,
-                                                const HeadParallelConfig& cfg, const Tensor<T>& x,
-                                                const AttentionLayerWeights<T>& w,
-                                                const AttentionLayerOutput<T>& fwd,
-                                                const Tensor<T>& dy) {
+AttentionLayerGrads<T> attention_layer_backward_partial(
+    Communicator& tp, Communicator& cp, const HeadParallelConfig& cfg, const Tensor<T>& x,
+    const AttentionLayerWeights<T>& w, const AttentionLayerOutput<T>& fwd, const Tensor<T>& dy) {
   const std::string where = on_rank("attention_layer_backward", tp, cp);
   const HeadAssignment a = assignment_on_rank(where, cfg, tp);
   const LocalShapes s = check_layer(where, cp, cfg, a, x, w);
@@ -320,31 +318,58 @@ AttentionLayerGrads<T> attention_layer_backward(Communicator& tp, Communicator& 
   }
   g.dwo = std::move(go.dw);
 
-  // Pack, reduce, unpack: one all_reduce per group for a list of gradients.
-  auto reduce = [&](Communicator& group, std::initializer_list<Tensor<T>*> grads) {
-    std::vector<T> buf;
-    for (auto* t : grads) buf.insert(buf.end(), t->values().begin(), t->values().end());
-    const auto buf_bytes = budget::HeldBytes::of(buf);  // the packed all_reduce buffer (budget/)
-    group.all_reduce(std::span<T>(buf), ReduceOp::sum, cfg.reduce_algorithm);
-    std::size_t off = 0;
-    for (auto* t : grads) {
-      std::copy_n(buf.begin() + static_cast<std::ptrdiff_t>(off), t->size(), t->values().begin());
-      off += t->size();
-    }
-  };
-  // A replicated kv head (g < tp): its projection's gradients are partial over the query heads
-  // of each sharing rank; sum them over exactly those ranks.
-  if (a.kv_replicas > 1) {
-    std::vector<int> sharing(static_cast<std::size_t>(a.kv_replicas));
-    for (int i = 0; i < a.kv_replicas; ++i)
-      sharing[static_cast<std::size_t>(i)] = a.kv_group_first + i;
-    auto kv_group = tp.group(sharing);
-    reduce(*kv_group, {&g.dwk, &g.dbk, &g.dwv, &g.dbv});
+  return g;
+}
+
+namespace {
+
+// Pack, all_reduce (sum), unpack: one all_reduce over `group` for a list of gradients.
+template <class T>
+void all_reduce_packed(Communicator& group, Algorithm algorithm,
+                       std::initializer_list<Tensor<T>*> grads) {
+  std::vector<T> buf;
+  for (auto* t : grads) buf.insert(buf.end(), t->values().begin(), t->values().end());
+  const auto buf_bytes = budget::HeldBytes::of(buf);  // the packed all_reduce buffer (budget/)
+  group.all_reduce(std::span<T>(buf), ReduceOp::sum, algorithm);
+  std::size_t off = 0;
+  for (auto* t : grads) {
+    std::copy_n(buf.begin() + static_cast<std::ptrdiff_t>(off), t->size(), t->values().begin());
+    off += t->size();
   }
-  // Context parallelism: every parameter gradient is partial over this rank's tokens.
-  if (cfg.context_parallel && cp.size() > 1) {
-    reduce(cp, {&g.dwq, &g.dbq, &g.dwk, &g.dbk, &g.dwv, &g.dbv, &g.dwo, &g.dbo});
-  }
+}
+
+}  // namespace
+
+template <class T>
+void all_reduce_replicated_kv_grads(Communicator& tp, const HeadParallelConfig& cfg,
+                                    AttentionLayerGrads<T>& g) {
+  const HeadAssignment a = assignment_on_rank(
+      "all_reduce_replicated_kv_grads on tp rank " + std::to_string(tp.rank()) + ": ", cfg, tp);
+  if (a.kv_replicas <= 1) return;
+  std::vector<int> sharing(static_cast<std::size_t>(a.kv_replicas));
+  for (int i = 0; i < a.kv_replicas; ++i)
+    sharing[static_cast<std::size_t>(i)] = a.kv_group_first + i;
+  auto kv_group = tp.group(sharing);
+  all_reduce_packed<T>(*kv_group, cfg.reduce_algorithm, {&g.dwk, &g.dbk, &g.dwv, &g.dbv});
+}
+
+template <class T>
+void all_reduce_layer_grads_over_cp(Communicator& cp, const HeadParallelConfig& cfg,
+                                    AttentionLayerGrads<T>& g) {
+  if (!cfg.context_parallel || cp.size() == 1) return;
+  all_reduce_packed<T>(cp, cfg.reduce_algorithm,
+                       {&g.dwq, &g.dbq, &g.dwk, &g.dbk, &g.dwv, &g.dbv, &g.dwo, &g.dbo});
+}
+
+template <class T>
+AttentionLayerGrads<T> attention_layer_backward(Communicator& tp, Communicator& cp,
+                                                const HeadParallelConfig& cfg, const Tensor<T>& x,
+                                                const AttentionLayerWeights<T>& w,
+                                                const AttentionLayerOutput<T>& fwd,
+                                                const Tensor<T>& dy) {
+  AttentionLayerGrads<T> g = attention_layer_backward_partial(tp, cp, cfg, x, w, fwd, dy);
+  all_reduce_replicated_kv_grads(tp, cfg, g);
+  all_reduce_layer_grads_over_cp(cp, cfg, g);
   return g;
 }
 
@@ -356,7 +381,14 @@ AttentionLayerGrads<T> attention_layer_backward(Communicator& tp, Communicator& 
                                                    const AttentionLayerWeights<T>&);            \
   template AttentionLayerGrads<T> attention_layer_backward(                                     \
       Communicator&, Communicator&, const HeadParallelConfig&, const Tensor<T>&,                \
-      const AttentionLayerWeights<T>&, const AttentionLayerOutput<T>&, const Tensor<T>&);
+      const AttentionLayerWeights<T>&, const AttentionLayerOutput<T>&, const Tensor<T>&);       \
+  template AttentionLayerGrads<T> attention_layer_backward_partial(                             \
+      Communicator&, Communicator&, const HeadParallelConfig&, const Tensor<T>&,                \
+      const AttentionLayerWeights<T>&, const AttentionLayerOutput<T>&, const Tensor<T>&);       \
+  template void all_reduce_replicated_kv_grads(Communicator&, const HeadParallelConfig&,        \
+                                               AttentionLayerGrads<T>&);                        \
+  template void all_reduce_layer_grads_over_cp(Communicator&, const HeadParallelConfig&,        \
+                                               AttentionLayerGrads<T>&);
 SHARDCHECK_HEAD_PARALLEL(double)
 SHARDCHECK_HEAD_PARALLEL(float)
 SHARDCHECK_HEAD_PARALLEL(bfloat16)

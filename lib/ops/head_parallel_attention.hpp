@@ -111,11 +111,40 @@ AttentionLayerOutput<T> attention_layer(Communicator& tp, Communicator& cp,
                                         const HeadParallelConfig& cfg, const Tensor<T>& x,
                                         const AttentionLayerWeights<T>& w);
 
+// The layer's backward on one rank: attention_layer_backward_partial, then
+// all_reduce_replicated_kv_grads over tp and all_reduce_layer_grads_over_cp. fwd is this rank's
+// attention_layer output for the same x and w; dy [batch, L_r, hidden]. Returns dx
+// [batch, L_r, hidden] (complete: summed over tp) and this rank's parameter-gradient shards,
+// complete (summed over every rank that holds a partial sum of them).
 template <class T>
 AttentionLayerGrads<T> attention_layer_backward(Communicator& tp, Communicator& cp,
                                                 const HeadParallelConfig& cfg, const Tensor<T>& x,
                                                 const AttentionLayerWeights<T>& w,
                                                 const AttentionLayerOutput<T>& fwd,
                                                 const Tensor<T>& dy);
+
+// The backward up to the parameter gradients' reductions: the output projection's
+// row-parallel backward, the attention core's (context-parallel when configured) and the
+// fused QKV projection's, with dx all_reduced over tp (Megatron's f). The parameter gradients
+// are this rank's partial sums: over its query heads for a replicated kv head (g < tp) and
+// over its tokens under CP. The two functions below finish them, as Megatron leaves the
+// data- and context-parallel gradient sums to finalize_model_grads.
+template <class T>
+AttentionLayerGrads<T> attention_layer_backward_partial(
+    Communicator& tp, Communicator& cp, const HeadParallelConfig& cfg, const Tensor<T>& x,
+    const AttentionLayerWeights<T>& w, const AttentionLayerOutput<T>& fwd, const Tensor<T>& dy);
+
+// A replicated kv head (g < tp, HeadAssignment::kv_replicas > 1): sums dWk, dbk, dWv, dbv over
+// exactly the tp ranks that share it (one all_reduce on their sub-group, packed). No-op when
+// every rank owns its kv heads.
+template <class T>
+void all_reduce_replicated_kv_grads(Communicator& tp, const HeadParallelConfig& cfg,
+                                    AttentionLayerGrads<T>& g);
+
+// Context parallelism: sums every parameter gradient over cp (one packed all_reduce), since
+// each cp rank saw only its tokens. No-op without cfg.context_parallel or with cp of one rank.
+template <class T>
+void all_reduce_layer_grads_over_cp(Communicator& cp, const HeadParallelConfig& cfg,
+                                    AttentionLayerGrads<T>& g);
 
 }  // namespace shardcheck

@@ -302,87 +302,14 @@ struct FaultyAttention {
                            static_cast<A<T>>(tp.size() - 1) * static_cast<A<T>>(w.bo[i % hidden]));
       }
     }
-    auto g = fault == Fault::kv_grad_not_summed && a.kv_replicas > 1
-                 ? own_kv_partial(tp, cp, cfg, in, w, fwd, a)
-                 : attention_layer_backward(tp, cp, cfg, in.x, w, fwd, in.dy);
+    if (fault == Fault::kv_grad_not_summed && a.kv_replicas > 1) {
+      // The library's backward without the sum of the replicated kv head's gradients.
+      auto g = attention_layer_backward_partial(tp, cp, cfg, in.x, w, fwd, in.dy);
+      all_reduce_layer_grads_over_cp(cp, cfg, g);
+      return {std::move(fwd.y), std::move(g)};
+    }
+    auto g = attention_layer_backward(tp, cp, cfg, in.x, w, fwd, in.dy);
     return {std::move(fwd.y), std::move(g)};
-  }
-
-  // The layer's gradients with the kv projection's gradients left partial (not summed over the
-  // ranks that share the kv head): the library's backward with the kv-group all_reduce skipped,
-  // rebuilt from its public pieces.
-  template <class T>
-  AttentionLayerGrads<T> own_kv_partial(Communicator& tp, Communicator& cp,
-                                        const HeadParallelConfig& cfg, const LayerRankInputs<T>& in,
-                                        const AttentionLayerWeights<T>& w,
-                                        const AttentionLayerOutput<T>& fwd,
-                                        const HeadAssignment& a) const {
-    const std::size_t d = cfg.attention.head_dim, hq = a.q_count * d, hkv = a.kv_count * d;
-    const std::size_t batch = in.x.dim(0), len = in.x.dim(1), tokens = batch * len;
-    RowParallelConfig rc;
-    rc.input_is_parallel = true;
-    rc.reduce_algorithm = cfg.reduce_algorithm;
-    const Tensor<T> o2(Shape{tokens, hq}, fwd.attn.out.values());
-    const Tensor<T> dy2(Shape{tokens, cfg.hidden}, in.dy.values());
-    auto go = row_parallel_linear_backward(tp, rc, o2, w.wo, cfg.has_bias, dy2);
-    AttentionConfig lc = cfg.attention;
-    lc.q_heads = a.q_count;
-    lc.kv_heads = a.kv_count;
-    const Tensor<T> dout(Shape{batch, len, a.q_count, d}, std::move(go.dx.values()));
-    const auto ga = cfg.context_parallel
-                        ? context_parallel_attention_backward(cp, lc, *cfg.context_parallel, fwd.q,
-                                                              fwd.k, fwd.v, fwd.attn, dout)
-                        : attention_backward(lc, fwd.q, fwd.k, fwd.v, fwd.attn, dout);
-    // [dq | dk | dv] per token, against [Wq; Wk; Wv].
-    Tensor<T> dqkv(Shape{tokens, hq + 2 * hkv});
-    for (std::size_t t = 0; t < tokens; ++t) {
-      std::copy_n(ga.dq.values().begin() + static_cast<std::ptrdiff_t>(t * hq), hq,
-                  dqkv.values().begin() + static_cast<std::ptrdiff_t>(t * (hq + 2 * hkv)));
-      std::copy_n(ga.dk.values().begin() + static_cast<std::ptrdiff_t>(t * hkv), hkv,
-                  dqkv.values().begin() + static_cast<std::ptrdiff_t>(t * (hq + 2 * hkv) + hq));
-      std::copy_n(
-          ga.dv.values().begin() + static_cast<std::ptrdiff_t>(t * hkv), hkv,
-          dqkv.values().begin() + static_cast<std::ptrdiff_t>(t * (hq + 2 * hkv) + hq + hkv));
-    }
-    std::vector<T> wdata(w.wq.values());
-    wdata.insert(wdata.end(), w.wk.values().begin(), w.wk.values().end());
-    wdata.insert(wdata.end(), w.wv.values().begin(), w.wv.values().end());
-    const Tensor<T> wqkv(Shape{hq + 2 * hkv, cfg.hidden}, std::move(wdata));
-    const Tensor<T> x2(Shape{tokens, cfg.hidden}, in.x.values());
-    auto gq = linear_backward(x2, wqkv, cfg.has_bias, dqkv);
-    tp.all_reduce(gq.dx.span(), ReduceOp::sum, cfg.reduce_algorithm);
-    auto rows = [](const Tensor<T>& t, std::size_t first, std::size_t n) {
-      const std::size_t width = t.ndim() == 2 ? t.dim(1) : 1;
-      Shape s = t.shape();
-      s[0] = n;
-      const auto b = t.values().begin() + static_cast<std::ptrdiff_t>(first * width);
-      return Tensor<T>(s, std::vector<T>(b, b + static_cast<std::ptrdiff_t>(n * width)));
-    };
-    AttentionLayerGrads<T> g;
-    g.dx = Tensor<T>(in.x.shape(), std::move(gq.dx.values()));
-    g.dwq = rows(gq.dw, 0, hq);
-    g.dwk = rows(gq.dw, hq, hkv);
-    g.dwv = rows(gq.dw, hq + hkv, hkv);
-    if (cfg.has_bias) {
-      g.dbq = rows(gq.db, 0, hq);
-      g.dbk = rows(gq.db, hq, hkv);
-      g.dbv = rows(gq.db, hq + hkv, hkv);
-      g.dbo = std::move(go.db);
-    }
-    g.dwo = std::move(go.dw);
-    if (cfg.context_parallel && cp.size() > 1) {
-      std::vector<T> buf;
-      for (auto* t : {&g.dwq, &g.dbq, &g.dwk, &g.dbk, &g.dwv, &g.dbv, &g.dwo, &g.dbo}) {
-        buf.insert(buf.end(), t->values().begin(), t->values().end());
-      }
-      cp.all_reduce(std::span<T>(buf), ReduceOp::sum, cfg.reduce_algorithm);
-      std::size_t off = 0;
-      for (auto* t : {&g.dwq, &g.dbq, &g.dwk, &g.dbk, &g.dwv, &g.dbv, &g.dwo, &g.dbo}) {
-        std::copy_n(buf.begin() + static_cast<std::ptrdiff_t>(off), t->size(), t->values().begin());
-        off += t->size();
-      }
-    }
-    return g;
   }
 };
 
