@@ -73,6 +73,8 @@ class LiveBytesScope {
   ~LiveBytesScope() { live_bytes_detail::current = prev_; }
   LiveBytesScope(const LiveBytesScope&) = delete;
   LiveBytesScope& operator=(const LiveBytesScope&) = delete;
+  LiveBytesScope(LiveBytesScope&&) = delete;
+  LiveBytesScope& operator=(LiveBytesScope&&) = delete;
 
  private:
   LiveBytes* prev_;
