@@ -163,6 +163,7 @@ Tensor<T> gather_sequence(Communicator& cp, const Tensor<T>& x,
                           const std::vector<std::size_t>& lens, budget::HeldBytes& held) {
   const std::size_t batch = x.dim(0), row = row_elems(x.shape());
   std::vector<std::size_t> counts;
+  counts.reserve(lens.size());
   for (auto l : lens) counts.push_back(batch * l * row);
   std::size_t total = 0;
   for (auto c : counts) total += c;
@@ -332,6 +333,7 @@ AttentionGrads<T> context_parallel_attention_backward(Communicator& cp, const At
     auto g =
         attention_block_backward(cfg, q, k_all, v_all, fwd.out, fwd.lse, dout, mine, concat(s));
     std::vector<std::size_t> counts;
+    counts.reserve(lens.size());
     for (auto l : lens) counts.push_back(batch * l * row_kv);
     const Tensor<A> dk_flat(Shape{batch, g.dk.dim(1), row_kv}, std::move(g.dk.values()));
     const Tensor<A> dv_flat(Shape{batch, g.dv.dim(1), row_kv}, std::move(g.dv.values()));

@@ -95,6 +95,7 @@ Tensor<T> vocab_parallel_embedding(Communicator& tp, const VocabEmbeddingConfig&
   const auto partial_bytes = budget::HeldBytes::of(partial);  // reduce_scatter's input (budget/)
   const auto tps = pieces(where, "the " + str(tokens) + " tokens", cfg.token_split, tokens, p);
   std::vector<std::size_t> counts;
+  counts.reserve(tps.size());
   for (const auto& q : tps) counts.push_back(q.size * h);
   Tensor<T> y(Shape{tps[static_cast<std::size_t>(r)].size, h});
   tp.reduce_scatter(std::span<const T>(partial.span()), y.span(), counts, ReduceOp::sum,
@@ -130,6 +131,7 @@ Tensor<T> vocab_parallel_embedding_backward(Communicator& tp, const VocabEmbeddi
                        "rows of y");
     }
     std::vector<std::size_t> counts;
+    counts.reserve(tps.size());
     for (const auto& q : tps) counts.push_back(q.size * h);
     full = Tensor<T>(Shape{tokens, h});
     full_bytes = budget::HeldBytes::of(full);

@@ -72,7 +72,7 @@ std::string what_of(const std::exception_ptr& e) {
   if (!stopped.empty()) message += "\n(ranks " + stopped + " stopped waiting because of it)";
   const int rank = primary->rank;
   std::exception_ptr cause = primary->error;
-  throw RankFailure(std::move(message), rank, std::move(cause), std::move(all));
+  throw RankFailure(message, rank, std::move(cause), std::move(all));
 }
 
 }  // namespace
