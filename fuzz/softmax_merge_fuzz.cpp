@@ -1,10 +1,10 @@
-// libFuzzer harness for the softmax merge (lib/ops/softmax_merge.hpp).
+// libFuzzer harness for the softmax merge (lib/ops/softmax_merge/softmax_merge.hpp).
 //
 // Each input decodes (softmax_merge_input.hpp) into float32 or float64 partials whose values
 // are RAW BITS (NaN payloads, ±inf, subnormals, ±max, gaps far beyond exp's range), small
 // integers or comparable lse, 0–6 partials of 1–4 rows and width 0–4, a grouping and a ring
 // start. The harness merges them five ways and checks each against the high-precision merge
-// (reference/softmax_merge.hpp, 113 bits) and its a-priori bound:
+// (reference/softmax_merge/softmax_merge.hpp, 113 bits) and its a-priori bound:
 //   n-way          softmax_merge(parts)
 //   reversed       softmax_merge(parts in reverse order)
 //   ring chain     merge_into around the ring from the start rank (start, start−1, ...), the
@@ -23,8 +23,8 @@
 // then aborts, so libFuzzer keeps the input. SHARDCHECK_FUZZ_VERBOSE=1 prints every input.
 #include "softmax_merge_input.hpp"
 
-#include "ops/softmax_merge.hpp"
-#include "reference/softmax_merge.hpp"
+#include "ops/softmax_merge/softmax_merge.hpp"
+#include "reference/softmax_merge/softmax_merge.hpp"
 
 #include <cmath>
 #include <cstdio>

@@ -1,8 +1,8 @@
-// A-priori elementwise error bounds for contractions computed under lib/ops/linear.hpp's
+// A-priori elementwise error bounds for contractions computed under lib/ops/linear/linear.hpp's
 // arithmetic contract, and the verdict that applies them. The derivation is written out in
 // docs/tolerances.md ("Linear layers"); each term below names the step it covers.
 //
-// The contract (lib/ops/linear.hpp), for storage type T with accumulator A = acc_t<T>
+// The contract (lib/ops/linear/linear.hpp), for storage type T with accumulator A = acc_t<T>
 // (float64 for float64, float32 for float32, bfloat16 and float16):
 //   1. each part r of the contracted axis (one per rank holding a shard of it; one part when
 //      the axis is not split) is a dot of k_r products accumulated in A, in ANY order (any
@@ -58,7 +58,7 @@ struct Arithmetic {
   friend constexpr bool operator==(const Arithmetic&, const Arithmetic&) = default;
 };
 
-// Mirrors acc_t<T> in lib/ops/linear.hpp (reference/ does not include lib/ops): float64
+// Mirrors acc_t<T> in lib/ops/linear/linear.hpp (reference/ does not include lib/ops): float64
 // accumulates in float64, every other type in float32. properties/ checks the two agree.
 template <StorageFloat T>
 constexpr Arithmetic arithmetic_of() {

@@ -6,7 +6,7 @@
 //
 // This one computes its local products with its own loops (accumulating in float, or double
 // for double) and communicates through shardcheck's Communicator.
-#include "linear/linear_impl.hpp"
+#include "suites/linear/linear_impl.hpp"
 #include "ops/tp_transitions.hpp"
 
 #include <memory>

@@ -1,11 +1,11 @@
 #include "budget/traffic.hpp"
 
-#include "ops/context_parallel_attention.hpp"
-#include "ops/head_parallel_attention.hpp"
-#include "ops/linear.hpp"
-#include "ops/norm.hpp"
-#include "ops/vocab_cross_entropy.hpp"
-#include "ops/vocab_embedding.hpp"
+#include "ops/attention/context_parallel_attention.hpp"
+#include "ops/attention/head_parallel_attention.hpp"
+#include "ops/linear/linear.hpp"
+#include "ops/norm/norm.hpp"
+#include "ops/vocab/vocab_cross_entropy.hpp"
+#include "ops/vocab/vocab_embedding.hpp"
 #include "runtime/errors.hpp"
 
 #include <numeric>

@@ -83,7 +83,7 @@ Bytes vocab_cross_entropy_bytes(double tokens, int tp);
 
 // ================================================================ per op, per rank, exact
 
-// Bytes of one element of T and of its accumulator acc_t<T> (ops/linear.hpp): float64 8/8,
+// Bytes of one element of T and of its accumulator acc_t<T> (ops/linear/linear.hpp): float64 8/8,
 // float32 4/4, bfloat16 and float16 2/4.
 struct ElementBytes {
   std::uint64_t value = 4;
@@ -136,7 +136,7 @@ OpTraffic row_parallel_traffic(const RowParallelConfig& cfg, std::size_t tokens,
 // sequence_parallel_norm over cfg.tokens tokens of `hidden` features.
 OpTraffic sp_norm_traffic(const SequenceParallelNormConfig& cfg, std::size_t hidden, int p, int r,
                           ElementBytes e);
-// Megatron's sequence-parallel block (properties/norm/norm_impl.hpp): SP norm, column-parallel
+// Megatron's sequence-parallel block (properties/suites/norm/norm_impl.hpp): SP norm, column-parallel
 // [ffn, hidden] with sequence-parallel input, row-parallel [hidden, ffn] with sequence-parallel
 // output, no biases, every collective with norm.reduce_algorithm. Forward: norm, column, row;
 // backward: row, column, norm.

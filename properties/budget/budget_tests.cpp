@@ -1,6 +1,6 @@
 // The budget calculator (lib/budget/): Korthikanti et al. 2022's published check values,
 // the ring factors against the runtime's ledger, and parameter accounting on meshes.
-#include "../ops/ops_test_util.hpp"
+#include "testing/ops_test_util.hpp"
 #include "budget/activation_memory.hpp"
 #include "budget/parameter_memory.hpp"
 #include "budget/traffic.hpp"

@@ -10,12 +10,12 @@
 #include "budget/library_activations.hpp"
 #include "budget/live_bytes.hpp"
 #include "budget/traffic.hpp"
-#include "ops/context_parallel_attention.hpp"
-#include "ops/head_parallel_attention.hpp"
-#include "ops/linear.hpp"
-#include "ops/norm.hpp"
-#include "ops/vocab_cross_entropy.hpp"
-#include "ops/vocab_embedding.hpp"
+#include "ops/attention/context_parallel_attention.hpp"
+#include "ops/attention/head_parallel_attention.hpp"
+#include "ops/linear/linear.hpp"
+#include "ops/norm/norm.hpp"
+#include "ops/vocab/vocab_cross_entropy.hpp"
+#include "ops/vocab/vocab_embedding.hpp"
 #include "runtime/launcher.hpp"
 
 #include <gtest/gtest.h>
@@ -348,7 +348,7 @@ Predict predict_norm(const NormCase& k, ElementBytes e) {
   };
 }
 
-// Megatron's sequence-parallel block as properties/norm/norm_impl.hpp's LibraryNorm runs it.
+// Megatron's sequence-parallel block as properties/suites/norm/norm_impl.hpp's LibraryNorm runs it.
 template <class T>
 std::vector<Measured> run_block(const NormCase& k) {
   std::vector<Measured> ms(static_cast<std::size_t>(k.p));

@@ -2,7 +2,7 @@
 // whose message holds given words, and a test of an exception's type.
 #pragma once
 
-#include "../runtime/exception_holds.hpp"
+#include "runtime/exception_holds.hpp"
 #include "runtime/errors.hpp"
 
 #include <gtest/gtest.h>

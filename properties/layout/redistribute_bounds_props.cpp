@@ -50,7 +50,7 @@
 //
 // Teeth: redistribute_bounds_mutants.every_reduction_mutant_is_killed runs the reduction
 // property against layout_test::reduction_mutants<T>() (redistribute_mutants.cpp) in each type.
-#include "../generators/values.hpp"
+#include "generators/values.hpp"
 #include "layout/materialize_mesh.hpp"
 #include "layout/redistribute.hpp"
 #include "layout_test_support.hpp"

@@ -10,9 +10,9 @@
 // Tightness: constructed cases where each term of the bound is (nearly) attained, so a bound
 // loosened by more than a few percent fails here. Random data stays far below the worst case
 // (errors grow like sqrt(k)·u, the bound like k·u), so these are where tightness shows.
-#include "contract_emulation.hpp"
+#include "testing/contract_emulation.hpp"
 
-#include "ops/linear.hpp"  // acc_t only: the mirror in reference/bounds.hpp must match it
+#include "ops/linear/linear.hpp"  // acc_t only: the mirror in reference/bounds.hpp must match it
 #include "reference/bounds.hpp"
 
 #include <gtest/gtest.h>

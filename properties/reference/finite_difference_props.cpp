@@ -11,10 +11,10 @@
 //
 // The smooth path (for later, nonlinear ops) is checked on f(θ) = Σ θ_i³, whose central difference
 // is exactly 3θ_i² + h²: the truncation term h²/6·max|f'''| = h² is attained.
-#include "reference_gen.hpp"
+#include "testing/reference_gen.hpp"
 
 #include "reference/finite_difference.hpp"
-#include "reference/linear.hpp"
+#include "reference/linear/linear.hpp"
 
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>

@@ -7,7 +7,7 @@
 //
 // Every property runs for both 113-bit scalars: hp (float128 under GCC) and portable_hp
 // (cpp_bin_float_quad, what clang builds use), and for every storage type.
-#include "reference_gen.hpp"
+#include "testing/reference_gen.hpp"
 
 #include "reference/portable_hp.hpp"
 #include "reference/precision.hpp"

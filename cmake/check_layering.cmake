@@ -1,0 +1,77 @@
+# The layering rule, checked on every project #include (ctest: layering.includes):
+#
+#   lib/         includes only lib/ headers: never reference/ or properties/ (engine/, suites/,
+#                generators/, testing/), reports/ or tools/;
+#     lib/runtime/  only runtime/ and tensor/ (the bottom layer: no layout, ops or budget)
+#     lib/layout/   no ops/ or budget/
+#   reference/   includes only reference/, tensor/ and runtime/dtype.hpp (the value types the
+#                dense ops need): never op code (ops/), layout/, budget/ or another runtime
+#                header, so the oracle cannot share a bug with the library it judges.
+#
+# CMake targets keep the link graph in order; this catches the header includes the link graph
+# cannot see (a header-only reach upward compiles and links fine).
+#
+#   cmake -DSOURCE_DIR=<tree> -P cmake/check_layering.cmake
+# Fails (FATAL_ERROR) with every violating file:line and the rule it breaks.
+# -DSELF_TEST=ON writes a small tree with one violation of each rule to BINARY_DIR and checks that
+# each one is reported (layering.self_test: the check can fail).
+cmake_minimum_required(VERSION 3.25)
+
+# check_tree(<root> <out-var>): the violations in <root>, one "file:line: rule" per entry.
+function(check_tree root out)
+  set(violations "")
+  file(GLOB_RECURSE files RELATIVE ${root} ${root}/lib/*.hpp ${root}/lib/*.cpp
+       ${root}/reference/*.hpp ${root}/reference/*.cpp)
+  foreach(f IN LISTS files)
+    file(STRINGS ${root}/${f} lines REGEX "^[ \t]*#[ \t]*include[ \t]*\"")
+    foreach(line IN LISTS lines)
+      string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*\"([^\"]+)\".*" "\\1" inc "${line}")
+      set(rule "")
+      if(f MATCHES "^lib/")
+        if(inc MATCHES "^(reference|engine|suites|generators|testing|reports|tools|properties)/")
+          set(rule "lib/ must not include reference/, properties/, reports/ or tools/")
+        elseif(f MATCHES "^lib/runtime/" AND NOT inc MATCHES "^(runtime|tensor)/")
+          set(rule "lib/runtime/ may include only runtime/ and tensor/")
+        elseif(f MATCHES "^lib/layout/" AND inc MATCHES "^(ops|budget)/")
+          set(rule "lib/layout/ must not include ops/ or budget/")
+        endif()
+      elseif(f MATCHES "^reference/")
+        if(NOT inc MATCHES "^(reference/|tensor/|runtime/dtype\\.hpp$)")
+          set(rule "reference/ may include only reference/, tensor/ and runtime/dtype.hpp")
+        endif()
+      endif()
+      if(rule)
+        list(APPEND violations "${f}: #include \"${inc}\": ${rule}")
+      endif()
+    endforeach()
+  endforeach()
+  set(${out} "${violations}" PARENT_SCOPE)
+endfunction()
+
+if(SELF_TEST)
+  set(root ${BINARY_DIR}/layering_self_test)
+  file(REMOVE_RECURSE ${root})
+  file(WRITE ${root}/lib/ops/a.cpp "#include \"reference/linear/linear.hpp\"\n")
+  file(WRITE ${root}/lib/ops/b.cpp "#include \"engine/suite.hpp\"\n")
+  file(WRITE ${root}/lib/runtime/c.hpp "#include \"layout/placement.hpp\"\n")
+  file(WRITE ${root}/lib/layout/d.hpp "#include \"ops/linear/linear.hpp\"\n")
+  file(WRITE ${root}/reference/e.hpp "#include \"ops/linear/linear.hpp\"\n")
+  file(WRITE ${root}/reference/f.hpp "#include \"runtime/communicator.hpp\"\n")
+  file(WRITE ${root}/reference/ok.hpp "#include \"runtime/dtype.hpp\"\n#include \"tensor/tensor.hpp\"\n")
+  file(WRITE ${root}/lib/ops/ok.cpp "#include \"layout/placement.hpp\"\n")
+  check_tree(${root} found)
+  list(LENGTH found n)
+  if(NOT n EQUAL 6)
+    message(FATAL_ERROR "layering self-test: expected 6 violations, found ${n}:\n${found}")
+  endif()
+  message(STATUS "layering self-test: all 6 planted violations reported")
+  return()
+endif()
+
+check_tree(${SOURCE_DIR} found)
+if(found)
+  list(JOIN found "\n  " text)
+  message(FATAL_ERROR "layering: includes that reach across layers:\n  ${text}\n"
+                      "Move the shared declaration down to the lower layer, or the code up.")
+endif()
+message(STATUS "layering: every #include of lib/ and reference/ respects the layers")

@@ -1,0 +1,414 @@
+// Context-parallel attention (ops/attention/context_parallel_attention.hpp): the layouts' positions, the
+// ring and all-gather algorithms, forward and backward, on one rank each.
+#include "ops/attention/context_parallel_attention.hpp"
+
+#include "budget/live_bytes.hpp"
+#include "ops/softmax_merge/softmax_merge.hpp"
+#include "runtime/errors.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace shardcheck {
+
+std::string to_string(CpLayout l) { return l == CpLayout::contiguous ? "contiguous" : "zigzag"; }
+std::string to_string(CpAlgorithm a) { return a == CpAlgorithm::ring ? "ring" : "all_gather"; }
+
+namespace {
+
+std::string on_rank(const char* op, const Communicator& cp) {
+  return std::string(op) + " on cp rank " + std::to_string(cp.rank()) + " of " +
+         std::to_string(cp.size()) + ": ";
+}
+
+std::size_t row_elems(const Shape& s) {
+  std::size_t n = 1;
+  for (std::size_t i = 2; i < s.size(); ++i) n *= s[i];
+  return n;
+}
+
+// The local piece's shape with `len` positions: [batch, len, heads, d].
+Shape with_len(const Shape& s, std::size_t len) {
+  Shape out = s;
+  out[1] = len;
+  return out;
+}
+
+// Causal self-attention: a key chunk wholly after every query is invisible (the step is
+// skipped; its K/V still travel). Padding and explicit masks are left to the kernel.
+bool skip_block(const AttentionConfig& cfg, const std::vector<std::size_t>& q_pos,
+                const std::vector<std::size_t>& k_pos) {
+  if (q_pos.empty() || k_pos.empty()) return true;
+  if (cfg.mask.kind != MaskKind::causal) return false;
+  const std::size_t q_max = *std::max_element(q_pos.begin(), q_pos.end());
+  const std::size_t k_min = *std::min_element(k_pos.begin(), k_pos.end());
+  return k_min + cfg.mask.q_len > q_max + cfg.mask.k_len;
+}
+
+template <class T>
+void require_local(const std::string& where, const char* name, const Tensor<T>& t, std::size_t len,
+                   const char* layout) {
+  if (t.ndim() != 4 || t.dim(1) != len) {
+    throw UsageError(where + name + " is " + format_shape(t.shape()) + " but this rank holds " +
+                     std::to_string(len) + " positions of the sequence: pass " + layout +
+                     " with dim 1 = " + std::to_string(len) +
+                     " (take_positions(full, cp_positions(cfg, cp, rank)))");
+  }
+}
+
+struct Setup {
+  std::vector<std::vector<std::size_t>> positions;  // by cp rank
+  const std::vector<std::size_t>& mine(int r) const {
+    return positions[static_cast<std::size_t>(r)];
+  }
+};
+
+template <class T>
+Setup setup(const char* op, Communicator& cp, const AttentionConfig& cfg,
+            const ContextParallelConfig& cc, const Tensor<T>& q, const Tensor<T>& k,
+            const Tensor<T>& v) {
+  const std::string where = on_rank(op, cp);
+  if (cfg.mask.q_len != cc.seq_len || cfg.mask.k_len != cc.seq_len) {
+    throw UsageError(where + "context parallelism is self-attention over seq_len = " +
+                     std::to_string(cc.seq_len) +
+                     " positions but the mask has q_len = " + std::to_string(cfg.mask.q_len) +
+                     ", k_len = " + std::to_string(cfg.mask.k_len) + ": set both to seq_len");
+  }
+  Setup s;
+  for (int j = 0; j < cp.size(); ++j) {
+    try {
+      s.positions.push_back(cp_positions(cc, cp.size(), j));
+    } catch (const UsageError& e) {
+      throw UsageError(where + e.what());
+    }
+  }
+  const std::size_t len = s.mine(cp.rank()).size();
+  require_local(where, "q", q, len, "q [batch, L_r, h, d]");
+  require_local(where, "k", k, len, "k [batch, L_r, g, d]");
+  require_local(where, "v", v, len, "v [batch, L_r, g, d]");
+  return s;
+}
+
+// k and v packed into one buffer (the ring's message): k's elements then v's.
+template <class E>
+std::vector<E> pack(const Tensor<E>& a, const Tensor<E>& b) {
+  std::vector<E> out(a.size() + b.size());
+  std::copy(a.values().begin(), a.values().end(), out.begin());
+  std::copy(b.values().begin(), b.values().end(),
+            out.begin() + static_cast<std::ptrdiff_t>(a.size()));
+  return out;
+}
+
+template <class E>
+Tensor<E> unpack(const std::vector<E>& buf, std::size_t first, const Shape& shape) {
+  const auto begin = buf.begin() + static_cast<std::ptrdiff_t>(first);
+  return Tensor<E>(shape, std::vector<E>(begin, begin + static_cast<std::ptrdiff_t>(numel(shape))));
+}
+
+template <class T, class A>
+Tensor<T> round_tensor(const Tensor<A>& a) {
+  Tensor<T> out(a.shape());
+  for (std::size_t i = 0; i < a.size(); ++i) out[i] = static_cast<T>(a[i]);
+  return out;
+}
+
+template <class A>
+void add_into(std::vector<A>& acc, std::span<const A> x) {
+  for (std::size_t i = 0; i < acc.size(); ++i) acc[i] += x[i];
+}
+
+// The all-gather layout: per cp rank j, its [batch, L_j, heads, d] block, rank after rank.
+// to_sequence reorders it to [batch, Σ L_j, heads, d] (rank j's rows after rank j−1's), and
+// to_ranks does the converse.
+template <class E>
+Tensor<E> to_sequence(const std::vector<E>& gathered, const std::vector<std::size_t>& lens,
+                      std::size_t batch, std::size_t row) {
+  std::size_t total = 0;
+  for (auto l : lens) total += l;
+  Tensor<E> out(Shape{batch, total, row});
+  std::size_t src = 0, seq_off = 0;
+  for (auto len : lens) {
+    for (std::size_t b = 0; b < batch; ++b) {
+      std::copy_n(gathered.begin() + static_cast<std::ptrdiff_t>(src), len * row,
+                  out.values().begin() + static_cast<std::ptrdiff_t>((b * total + seq_off) * row));
+      src += len * row;
+    }
+    seq_off += len;
+  }
+  return out;
+}
+
+template <class E>
+std::vector<E> to_ranks(const Tensor<E>& seq, const std::vector<std::size_t>& lens,
+                        std::size_t batch, std::size_t row) {
+  const std::size_t total = seq.dim(1);
+  std::vector<E> out(seq.size());
+  std::size_t dst = 0, seq_off = 0;
+  for (auto len : lens) {
+    for (std::size_t b = 0; b < batch; ++b) {
+      std::copy_n(seq.values().begin() + static_cast<std::ptrdiff_t>((b * total + seq_off) * row),
+                  len * row, out.begin() + static_cast<std::ptrdiff_t>(dst));
+      dst += len * row;
+    }
+    seq_off += len;
+  }
+  return out;
+}
+
+// `held` takes the bytes of the returned (reordered) tensor for the tracker (budget/).
+template <class T>
+Tensor<T> gather_sequence(Communicator& cp, const Tensor<T>& x,
+                          const std::vector<std::size_t>& lens, budget::HeldBytes& held) {
+  const std::size_t batch = x.dim(0), row = row_elems(x.shape());
+  std::vector<std::size_t> counts;
+  counts.reserve(lens.size());
+  for (auto l : lens) counts.push_back(batch * l * row);
+  std::size_t total = 0;
+  for (auto c : counts) total += c;
+  std::vector<T> gathered(total);
+  const auto gathered_bytes = budget::HeldBytes::of(gathered);
+  cp.all_gather(std::span<const T>(x.values()), std::span<T>(gathered), counts);
+  auto seq = to_sequence(gathered, lens, batch, row);
+  held = budget::HeldBytes::of(seq);
+  std::size_t len = 0;
+  for (auto l : lens) len += l;
+  return Tensor<T>(Shape{batch, len, x.dim(2), x.dim(3)}, std::move(seq.values()));
+}
+
+std::vector<std::size_t> lengths(const Setup& s) {
+  std::vector<std::size_t> lens;
+  for (const auto& p : s.positions) lens.push_back(p.size());
+  return lens;
+}
+
+std::vector<std::size_t> concat(const Setup& s) {
+  std::vector<std::size_t> all;
+  for (const auto& p : s.positions) all.insert(all.end(), p.begin(), p.end());
+  return all;
+}
+
+}  // namespace
+
+std::vector<std::size_t> cp_positions(const ContextParallelConfig& cfg, int cp_size, int rank) {
+  if (cp_size < 1 || rank < 0 || rank >= cp_size) {
+    throw UsageError("cp_positions: rank " + std::to_string(rank) + " is not in a cp group of " +
+                     std::to_string(cp_size) + " ranks");
+  }
+  const int parts = cfg.layout == CpLayout::zigzag ? 2 * cp_size : cp_size;
+  std::vector<Piece> pieces;
+  try {
+    pieces = split(cfg.split, cfg.seq_len, parts);
+  } catch (const UsageError& e) {
+    throw UsageError("cp_positions (" + to_string(cfg.layout) +
+                     " layout, cp = " + std::to_string(cp_size) + ", " + std::to_string(parts) +
+                     " pieces of seq_len = " + std::to_string(cfg.seq_len) + "): " + e.what());
+  }
+  std::vector<std::size_t> pos;
+  auto append = [&](const Piece& p) {
+    for (std::size_t i = 0; i < p.size; ++i) pos.push_back(p.offset + i);
+  };
+  const auto r = static_cast<std::size_t>(rank);
+  append(pieces[r]);
+  if (cfg.layout == CpLayout::zigzag) append(pieces[static_cast<std::size_t>(parts) - 1 - r]);
+  return pos;
+}
+
+template <class T>
+Tensor<T> take_positions(const Tensor<T>& x, const std::vector<std::size_t>& positions) {
+  if (x.ndim() < 2) {
+    throw UsageError("take_positions: x is " + format_shape(x.shape()) +
+                     "; pass [batch, L, ...] (dim 1 the sequence)");
+  }
+  const std::size_t batch = x.dim(0), len = x.dim(1), row = row_elems(x.shape());
+  Tensor<T> out(with_len(x.shape(), positions.size()));
+  for (std::size_t b = 0; b < batch; ++b) {
+    for (std::size_t t = 0; t < positions.size(); ++t) {
+      if (positions[t] >= len) {
+        throw UsageError("take_positions: position " + std::to_string(positions[t]) +
+                         " is outside x " + format_shape(x.shape()) +
+                         "; pass positions below x.dim(1) = " + std::to_string(len) +
+                         " (cp_positions of a config whose seq_len is x's sequence length)");
+      }
+      std::copy_n(
+          x.values().begin() + static_cast<std::ptrdiff_t>((b * len + positions[t]) * row), row,
+          out.values().begin() + static_cast<std::ptrdiff_t>((b * positions.size() + t) * row));
+    }
+  }
+  return out;
+}
+
+template <class T>
+Tensor<T> take_lse_positions(const Tensor<T>& lse, const std::vector<std::size_t>& positions) {
+  if (lse.ndim() != 3) {
+    throw UsageError("take_lse_positions: lse is " + format_shape(lse.shape()) +
+                     "; pass [batch, h, L]");
+  }
+  const std::size_t rows = lse.dim(0) * lse.dim(1), len = lse.dim(2);
+  Tensor<T> out(Shape{lse.dim(0), lse.dim(1), positions.size()});
+  for (std::size_t i = 0; i < rows; ++i) {
+    for (std::size_t t = 0; t < positions.size(); ++t) {
+      if (positions[t] >= len) {
+        throw UsageError("take_lse_positions: position " + std::to_string(positions[t]) +
+                         " is outside lse " + format_shape(lse.shape()) +
+                         "; pass positions below lse.dim(2) = " + std::to_string(len) +
+                         " (cp_positions of a config whose seq_len is lse's sequence length)");
+      }
+      out[i * positions.size() + t] = lse[i * len + positions[t]];
+    }
+  }
+  return out;
+}
+
+template <class T>
+AttentionOutput<T> context_parallel_attention(Communicator& cp, const AttentionConfig& cfg,
+                                              const ContextParallelConfig& cc, const Tensor<T>& q,
+                                              const Tensor<T>& k, const Tensor<T>& v) {
+  using A = acc_t<T>;
+  const Setup s = setup("context_parallel_attention", cp, cfg, cc, q, k, v);
+  const int p = cp.size(), r = cp.rank();
+  const auto& mine = s.mine(r);
+  const std::size_t batch = q.dim(0), h = q.dim(2), d = q.dim(3);
+
+  if (cc.algorithm == CpAlgorithm::all_gather) {
+    const auto lens = lengths(s);
+    budget::HeldBytes k_bytes, v_bytes;
+    const Tensor<T> k_all = gather_sequence(cp, k, lens, k_bytes);
+    const Tensor<T> v_all = gather_sequence(cp, v, lens, v_bytes);
+    auto part = attention_block_forward(cfg, q, k_all, v_all, mine, concat(s));
+    return {round_tensor<T>(part.out), std::move(part.lse)};
+  }
+
+  Tensor<A> out(Shape{batch, mine.size(), h, d});
+  Tensor<A> lse(Shape{batch, h, mine.size()});
+  std::fill(lse.values().begin(), lse.values().end(), -std::numeric_limits<A>::infinity());
+  std::vector<T> kv = pack(k, v);
+  auto kv_bytes = budget::HeldBytes::of(kv);  // the chunk held, then each received one
+  for (int step = 0; step < p; ++step) {
+    const int src = (r - step + p) % p;
+    const auto& pos = s.mine(src);
+    if (!skip_block(cfg, mine, pos)) {
+      const Tensor<T> kc = unpack(kv, 0, with_len(k.shape(), pos.size()));
+      const Tensor<T> vc = unpack(kv, kc.size(), with_len(v.shape(), pos.size()));
+      const auto part = attention_block_forward(cfg, q, kc, vc, mine, pos);
+      merge_attention_into(out, lse, part.out, part.lse);
+    }
+    if (step + 1 < p) {
+      const auto& next_pos = s.mine((r - step - 1 + p) % p);
+      std::vector<T> next(2 * batch * next_pos.size() * row_elems(k.shape()));
+      auto next_bytes = budget::HeldBytes::of(next);
+      cp.ring_shift(std::span<const T>(kv), std::span<T>(next));
+      kv = std::move(next);
+      kv_bytes = std::move(next_bytes);
+    }
+  }
+  return {round_tensor<T>(out), std::move(lse)};
+}
+
+template <class T>
+AttentionGrads<T> context_parallel_attention_backward(Communicator& cp, const AttentionConfig& cfg,
+                                                      const ContextParallelConfig& cc,
+                                                      const Tensor<T>& q, const Tensor<T>& k,
+                                                      const Tensor<T>& v,
+                                                      const AttentionOutput<T>& fwd,
+                                                      const Tensor<T>& dout) {
+  using A = acc_t<T>;
+  const Setup s = setup("context_parallel_attention_backward", cp, cfg, cc, q, k, v);
+  const std::string where = on_rank("context_parallel_attention_backward", cp);
+  const int p = cp.size(), r = cp.rank();
+  const auto& mine = s.mine(r);
+  if (dout.shape() != q.shape() || fwd.out.shape() != q.shape()) {
+    throw UsageError(where + "dout is " + format_shape(dout.shape()) + " and out is " +
+                     format_shape(fwd.out.shape()) + "; both must have q's shape " +
+                     format_shape(q.shape()) + " (the forward's out for this rank's positions)");
+  }
+  const std::size_t batch = q.dim(0), row_kv = row_elems(k.shape());
+
+  if (cc.algorithm == CpAlgorithm::all_gather) {
+    const auto lens = lengths(s);
+    budget::HeldBytes k_bytes, v_bytes;
+    const Tensor<T> k_all = gather_sequence(cp, k, lens, k_bytes);
+    const Tensor<T> v_all = gather_sequence(cp, v, lens, v_bytes);
+    auto g =
+        attention_block_backward(cfg, q, k_all, v_all, fwd.out, fwd.lse, dout, mine, concat(s));
+    std::vector<std::size_t> counts;
+    counts.reserve(lens.size());
+    for (auto l : lens) counts.push_back(batch * l * row_kv);
+    const Tensor<A> dk_flat(Shape{batch, g.dk.dim(1), row_kv}, std::move(g.dk.values()));
+    const Tensor<A> dv_flat(Shape{batch, g.dv.dim(1), row_kv}, std::move(g.dv.values()));
+    // The full dK/dV partials and their per-rank reordering, reduce_scatter's inputs (budget/).
+    const auto dk_flat_bytes = budget::HeldBytes::of(dk_flat);
+    const auto dv_flat_bytes = budget::HeldBytes::of(dv_flat);
+    const std::vector<A> dk_ranks = to_ranks(dk_flat, lens, batch, row_kv);
+    const auto dk_ranks_bytes = budget::HeldBytes::of(dk_ranks);
+    const std::vector<A> dv_ranks = to_ranks(dv_flat, lens, batch, row_kv);
+    const auto dv_ranks_bytes = budget::HeldBytes::of(dv_ranks);
+    Tensor<A> dk(k.shape()), dv(v.shape());
+    cp.reduce_scatter(std::span<const A>(dk_ranks), dk.span(), counts, ReduceOp::sum);
+    cp.reduce_scatter(std::span<const A>(dv_ranks), dv.span(), counts, ReduceOp::sum);
+    return {round_tensor<T>(g.dq), round_tensor<T>(dk), round_tensor<T>(dv)};
+  }
+
+  Tensor<A> dq(q.shape());
+  std::vector<T> kv = pack(k, v);
+  auto kv_bytes = budget::HeldBytes::of(kv);
+  std::vector<A> dkv;  // dk | dv of the chunk this rank holds at this step, in A
+  budget::HeldBytes dkv_bytes;
+  for (int step = 0; step < p; ++step) {
+    const int src = (r - step + p) % p;
+    const auto& pos = s.mine(src);
+    const Shape chunk = with_len(k.shape(), pos.size());
+    std::vector<A> block(2 * numel(chunk), A(0));
+    if (!skip_block(cfg, mine, pos)) {
+      const Tensor<T> kc = unpack(kv, 0, chunk);
+      const Tensor<T> vc = unpack(kv, kc.size(), chunk);
+      const auto g = attention_block_backward(cfg, q, kc, vc, fwd.out, fwd.lse, dout, mine, pos);
+      add_into(dq.values(), g.dq.span());
+      block = pack(g.dk, g.dv);
+    }
+    if (step == 0) {
+      dkv = std::move(block);
+      dkv_bytes = budget::HeldBytes::of(dkv);
+    } else {
+      add_into(dkv, std::span<const A>(block));
+    }
+    if (p == 1) break;
+    // K/V move on (cp − 1 times); dK/dV follow them (cp times: the last returns to the owner).
+    const auto& next_pos = s.mine((r - step - 1 + p) % p);
+    const std::size_t next_elems = 2 * batch * next_pos.size() * row_kv;
+    if (step + 1 < p) {
+      std::vector<T> next(next_elems);
+      auto next_bytes = budget::HeldBytes::of(next);
+      cp.ring_shift(std::span<const T>(kv), std::span<T>(next));
+      kv = std::move(next);
+      kv_bytes = std::move(next_bytes);
+    }
+    std::vector<A> next_dkv(next_elems);
+    auto next_dkv_bytes = budget::HeldBytes::of(next_dkv);
+    cp.ring_shift(std::span<const A>(dkv), std::span<A>(next_dkv));
+    dkv = std::move(next_dkv);
+    dkv_bytes = std::move(next_dkv_bytes);
+  }
+  // dkv now holds this rank's own chunk's dk | dv.
+  return {round_tensor<T>(dq), round_tensor<T>(unpack(dkv, 0, k.shape())),
+          round_tensor<T>(unpack(dkv, k.size(), v.shape()))};
+}
+
+#define SHARDCHECK_CP_ATTENTION(T)                                                           \
+  template Tensor<T> take_positions(const Tensor<T>&, const std::vector<std::size_t>&);      \
+  template AttentionOutput<T> context_parallel_attention(                                    \
+      Communicator&, const AttentionConfig&, const ContextParallelConfig&, const Tensor<T>&, \
+      const Tensor<T>&, const Tensor<T>&);                                                   \
+  template AttentionGrads<T> context_parallel_attention_backward(                            \
+      Communicator&, const AttentionConfig&, const ContextParallelConfig&, const Tensor<T>&, \
+      const Tensor<T>&, const Tensor<T>&, const AttentionOutput<T>&, const Tensor<T>&);
+SHARDCHECK_CP_ATTENTION(double)
+SHARDCHECK_CP_ATTENTION(float)
+SHARDCHECK_CP_ATTENTION(bfloat16)
+SHARDCHECK_CP_ATTENTION(float16)
+#undef SHARDCHECK_CP_ATTENTION
+template Tensor<double> take_lse_positions(const Tensor<double>&, const std::vector<std::size_t>&);
+template Tensor<float> take_lse_positions(const Tensor<float>&, const std::vector<std::size_t>&);
+
+}  // namespace shardcheck

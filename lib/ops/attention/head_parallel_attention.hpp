@@ -1,0 +1,150 @@
+// The attention layer with its projections, heads partitioned over the tensor-parallel ranks
+// (Megatron-LM's ParallelAttention / SelfAttention; Shoeybi et al. 2019 §3), optionally with
+// the sequence over context-parallel ranks (a 2-D mesh: heads over tp, sequence over cp).
+//
+// Dense layer (x [batch, L, hidden]; weights in PyTorch's [out, in] convention):
+//   q = x·Wqᵀ + bq  [batch, L, h·d] = [batch, L, h, d]     Wq [h·d, hidden], bq [h·d]
+//   k = x·Wkᵀ + bk, v = x·Wvᵀ + bv  [batch, L, g, d]       Wk, Wv [g·d, hidden], bk, bv [g·d]
+//   o = attention(q, k, v)          [batch, L, h, d]       (ops/attention/attention.hpp)
+//   y = o·Woᵀ + bo                  [batch, L, hidden]     Wo [hidden, h·d], bo [hidden]
+// (Q, K and V projections kept apart; Megatron fuses them into one interleaved QKV weight,
+// which is the same arithmetic on a permuted weight.)
+//
+// Head partition over tp = P ranks: heads are split BY HEAD, never by element count (an element
+// split lands mid-head), and each rank keeps every query head with the kv head it reads:
+//   g ≥ P   kv heads split over the ranks by `kv_head_split` (uneven and empty pieces allowed):
+//           rank r owns kv heads [g_off, g_off + g_r) and their query heads
+//           [g_off·(h/g), (g_off + g_r)·(h/g)).
+//   g < P   each kv head is replicated on P/g ranks (@pre g divides P, and P/g divides the group
+//           size h/g, so each rank gets h/P whole query heads of one group): rank r holds kv
+//           head r / (P/g) (NOT r mod g) and query heads (r / (P/g))·(h/g) + (r mod (P/g))·(h/P)
+//           + [0, h/P).
+// A configuration with no valid mapping is refused with a UsageError naming the constraint.
+//
+// Per rank: the Q/K/V projections are column-parallel by heads (the rows of Wq, Wk, Wv of its
+// heads, with their bias elements), attention runs on the local heads (or context-parallel over
+// cp), and the output projection is row-parallel: partial y_r = o_r·Wo_rᵀ rounded to T, reduced
+// over tp by all_reduce, and bo added ONCE, after the reduction (ops/linear/linear.hpp).
+// Backward: dy is the full gradient on every tp rank; do_r = dy·Wo_r; dWo_r = dyᵀ·o_r; dbo =
+// Σ dy (identical on every rank); the attention core's backward gives dq, dk, dv of the local
+// heads; the fused projection backward gives dx_r = [dq | dk | dv]·[Wq_r; Wk_r; Wv_r] (one dot
+// product of (h_r + 2·g_r)·d terms, rounded once), summed over tp by ONE all_reduce (Megatron's
+// f: identity forward, all_reduce backward). dWq_r, dbq_r are the rank's own rows. With g < P
+// the replicated kv projection's dWk, dbk, dWv, dbv are partial (each rank saw only its query
+// heads) and are summed by all_reduce over exactly the P/g ranks that share the kv head.
+// With cp > 1 every parameter gradient is a partial sum over the rank's tokens and is summed
+// over the cp group by all_reduce (what Megatron's DDP does over dp × cp).
+//
+// Ledger per rank, T the element type, n = batch·L_r tokens of this rank:
+//   forward   all_reduce of y (n·hidden elements) over tp; the CP core's traffic over cp
+//   backward  all_reduce of dx (n·hidden) over tp; g < P: one all_reduce over the kv group of
+//             (2·g_r·d·hidden [+ 2·g_r·d with biases]) elements; the CP core's traffic; cp > 1:
+//             one all_reduce over cp of every parameter gradient, packed in one buffer.
+#pragma once
+
+#include "layout/split_policy.hpp"
+#include "ops/attention/attention.hpp"
+#include "ops/attention/context_parallel_attention.hpp"
+#include "runtime/communicator.hpp"
+
+#include <optional>
+#include <string>
+
+namespace shardcheck {
+
+struct HeadParallelConfig {
+  AttentionConfig attention;  // global h, g, d, scale, mask (q_len = k_len = the global L)
+  std::size_t hidden = 1;
+  bool has_bias = true;                              // bq, bk, bv and bo
+  SplitPolicy kv_head_split = SplitPolicy::chunk();  // used when g ≥ tp
+  Algorithm reduce_algorithm = Algorithm::ring;
+  // Sequence over the cp group (attention_layer with a cp communicator); nullopt: no CP.
+  std::optional<ContextParallelConfig> context_parallel;
+};
+
+// Which heads a tp rank holds.
+struct HeadAssignment {
+  std::size_t q_offset = 0, q_count = 0;    // query heads [q_offset, q_offset + q_count)
+  std::size_t kv_offset = 0, kv_count = 0;  // kv heads [kv_offset, kv_offset + kv_count)
+  int kv_replicas = 1;     // ranks sharing this rank's kv head (P/g when g < P, else 1)
+  int kv_group_first = 0;  // the first tp rank of that sharing group
+  friend bool operator==(const HeadAssignment&, const HeadAssignment&) = default;
+};
+
+// @throws UsageError naming h, g, P and the violated constraint.
+HeadAssignment head_assignment(const HeadParallelConfig& cfg, int tp_size, int tp_rank);
+
+// The layer's parameters: dense, or one rank's shards (bo is never split).
+template <class T>
+struct AttentionLayerWeights {
+  Tensor<T> wq, bq;  // [h_r·d, hidden], [h_r·d]   (biases empty without has_bias)
+  Tensor<T> wk, bk;  // [g_r·d, hidden], [g_r·d]
+  Tensor<T> wv, bv;  // [g_r·d, hidden], [g_r·d]
+  Tensor<T> wo, bo;  // [hidden, h_r·d], [hidden]
+};
+
+template <class T>
+struct AttentionLayerGrads {
+  Tensor<T> dx;                                      // x's shape: [batch, L_r, hidden]
+  Tensor<T> dwq, dbq, dwk, dbk, dwv, dbv, dwo, dbo;  // the shapes of the rank's weights
+};
+
+// What the forward keeps for the backward.
+template <class T>
+struct AttentionLayerOutput {
+  Tensor<T> y;              // [batch, L_r, hidden]
+  Tensor<T> q, k, v;        // the local heads' projections [batch, L_r, heads_r, d]
+  AttentionOutput<T> attn;  // the core's out [batch, L_r, h_r, d] and lse [batch, h_r, L_r]
+};
+
+// One rank's shards of the dense weights under its assignment.
+template <class T>
+AttentionLayerWeights<T> shard_attention_weights(const AttentionLayerWeights<T>& dense,
+                                                 const HeadParallelConfig& cfg,
+                                                 const HeadAssignment& a);
+
+// The layer on one rank. tp: the tensor-parallel group; cp: the context-parallel group (a
+// group of one rank when cfg.context_parallel is nullopt). x [batch, L_r, hidden] (the full
+// sequence without CP, identical on every tp rank), w this rank's shards.
+template <class T>
+AttentionLayerOutput<T> attention_layer(Communicator& tp, Communicator& cp,
+                                        const HeadParallelConfig& cfg, const Tensor<T>& x,
+                                        const AttentionLayerWeights<T>& w);
+
+// The layer's backward on one rank: attention_layer_backward_partial, then
+// all_reduce_replicated_kv_grads over tp and all_reduce_layer_grads_over_cp. fwd is this rank's
+// attention_layer output for the same x and w; dy [batch, L_r, hidden]. Returns dx
+// [batch, L_r, hidden] (complete: summed over tp) and this rank's parameter-gradient shards,
+// complete (summed over every rank that holds a partial sum of them).
+template <class T>
+AttentionLayerGrads<T> attention_layer_backward(Communicator& tp, Communicator& cp,
+                                                const HeadParallelConfig& cfg, const Tensor<T>& x,
+                                                const AttentionLayerWeights<T>& w,
+                                                const AttentionLayerOutput<T>& fwd,
+                                                const Tensor<T>& dy);
+
+// The backward up to the parameter gradients' reductions: the output projection's
+// row-parallel backward, the attention core's (context-parallel when configured) and the
+// fused QKV projection's, with dx all_reduced over tp (Megatron's f). The parameter gradients
+// are this rank's partial sums: over its query heads for a replicated kv head (g < tp) and
+// over its tokens under CP. The two functions below finish them, as Megatron leaves the
+// data- and context-parallel gradient sums to finalize_model_grads.
+template <class T>
+AttentionLayerGrads<T> attention_layer_backward_partial(
+    Communicator& tp, Communicator& cp, const HeadParallelConfig& cfg, const Tensor<T>& x,
+    const AttentionLayerWeights<T>& w, const AttentionLayerOutput<T>& fwd, const Tensor<T>& dy);
+
+// A replicated kv head (g < tp, HeadAssignment::kv_replicas > 1): sums dWk, dbk, dWv, dbv over
+// exactly the tp ranks that share it (one all_reduce on their sub-group, packed). No-op when
+// every rank owns its kv heads.
+template <class T>
+void all_reduce_replicated_kv_grads(Communicator& tp, const HeadParallelConfig& cfg,
+                                    AttentionLayerGrads<T>& g);
+
+// Context parallelism: sums every parameter gradient over cp (one packed all_reduce), since
+// each cp rank saw only its tokens. No-op without cfg.context_parallel or with cp of one rank.
+template <class T>
+void all_reduce_layer_grads_over_cp(Communicator& cp, const HeadParallelConfig& cfg,
+                                    AttentionLayerGrads<T>& g);
+
+}  // namespace shardcheck

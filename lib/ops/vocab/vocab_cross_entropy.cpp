@@ -1,0 +1,296 @@
+// Vocabulary-parallel cross-entropy (ops/vocab/vocab_cross_entropy.hpp).
+//
+// Arithmetic decisions the header leaves to the implementation (all in A = acc_t<T>; the bound
+// in reference/vocab/vocab_cross_entropy.hpp follows these steps one by one):
+//   - local max over the shard (−inf on a rank with no columns), all_reduce(max): exact;
+//   - d_v = z_v − m (one rounding), e_v = exp(d_v) (the C library's exp in A), S_r = Σ e_v in
+//     column order, then all_reduce(sum) (any order);
+//   - Z_r = Σ z_v in column order (ε > 0 only), summed by the same all_reduce; with class
+//     weights Z_r = Σ fl(c_v·z_v) in column order instead;
+//   - lse = log(S) + m;
+//   - without class weights: w = (1 − ε)·z_y [+ fl(ε/V)·Z]; l = lse − w (each op one rounding);
+//   - with class weights: C = Σ_v c_v in index order (every rank, the same order); a = lse − z_y;
+//     k = fl((1 − ε)·c_y); l = k·a [+ fl(ε/V)·(C·lse − Z)] (each op one rounding);
+//   - token weights: loss_t = ω_t·l (one rounding), else loss_t = l;
+//   - sum: Σ_t loss_t in token order; mean: that sum / D, D = Σ_t fl(ω_t·c_{y_t}) in token order
+//     over non-ignored tokens (D = N, exact, without weights); rounded once to T;
+//   - backward: p = exp(z_v − m) / S; without class weights c = ε/V (+ (1 − ε) at the target),
+//     d = p − c; with class weights K = k [+ fl(ε/V)·C], c = fl(ε/V)·c_v (+ k at the target),
+//     d = K·p − c; s_t = base [· ω_t] (base = dloss[t], dloss[0] or dloss[0]/D); g = d·s_t.
+#include "ops/vocab/vocab_cross_entropy.hpp"
+
+#include "budget/live_bytes.hpp"
+#include "ops/linear/linear_internal.hpp"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace shardcheck {
+namespace {
+
+using linear_detail::on_rank;
+using linear_detail::pieces;
+using linear_detail::str;
+
+bool ignored(const VocabCrossEntropyConfig& cfg, std::int64_t y) {
+  return cfg.ignore_index && y == *cfg.ignore_index;
+}
+
+void check_targets(const std::string& where, const VocabCrossEntropyConfig& cfg,
+                   std::span<const std::int64_t> targets) {
+  for (std::size_t t = 0; t < targets.size(); ++t) {
+    const std::int64_t y = targets[t];
+    if (ignored(cfg, y)) continue;
+    if (y < 0 || static_cast<std::uint64_t>(y) >= cfg.vocab) {
+      throw UsageError(where + "target " + std::to_string(y) + " of token " + str(t) +
+                       " is out of range for a vocabulary of V = " + str(cfg.vocab) +
+                       " (and is not ignore_index" +
+                       (cfg.ignore_index ? " = " + std::to_string(*cfg.ignore_index) : "") +
+                       "); pass targets in [0, V), or ignore_index for tokens without a target");
+    }
+  }
+  if (!(cfg.label_smoothing >= 0 && cfg.label_smoothing <= 1)) {
+    throw UsageError(where + "label_smoothing must be in [0, 1] but is " +
+                     std::to_string(cfg.label_smoothing) + "; pass 0 for none, 0.1 is typical");
+  }
+}
+
+void check_weights(const std::string& where, const VocabCrossEntropyConfig& cfg,
+                   std::size_t tokens) {
+  if (!cfg.class_weight.empty() && cfg.class_weight.size() != cfg.vocab) {
+    throw UsageError(where + "class_weight has " + str(cfg.class_weight.size()) +
+                     " values but the vocabulary has V = " + str(cfg.vocab) +
+                     " classes; pass the full vector of V class weights on every rank (indexed "
+                     "by the global column, not the rank's shard), or an empty vector for none");
+  }
+  if (!cfg.token_weight.empty() && cfg.token_weight.size() != tokens) {
+    throw UsageError(where + "token_weight has " + str(cfg.token_weight.size()) +
+                     " values but there are " + str(tokens) +
+                     " tokens; pass one weight per token (every rank holds all, like the "
+                     "targets), or an empty vector for none");
+  }
+  for (const auto* ws : {&cfg.class_weight, &cfg.token_weight}) {
+    for (std::size_t i = 0; i < ws->size(); ++i) {
+      if (!std::isfinite((*ws)[i])) {
+        throw UsageError(where + (ws == &cfg.class_weight ? "class_weight[" : "token_weight[") +
+                         str(i) + "] = " + std::to_string((*ws)[i]) +
+                         " is not finite; pass finite weights (0 drops a class or token)");
+      }
+    }
+  }
+}
+
+// The weights in A: c_v (class, by global column) and ω_t (token), 1 when not given; C = Σ c_v
+// in index order (the same on every rank and in the backward).
+template <class A>
+struct Weights {
+  explicit Weights(const VocabCrossEntropyConfig& config)
+      : cfg(config),
+        by_class(!config.class_weight.empty()),
+        by_token(!config.token_weight.empty()),
+        total_class(class_total()) {}
+  const VocabCrossEntropyConfig& cfg;
+  bool by_class, by_token;
+  A total_class;
+
+  A c(std::size_t v) const { return by_class ? static_cast<A>(cfg.class_weight[v]) : A(1); }
+  A omega(std::size_t t) const { return by_token ? static_cast<A>(cfg.token_weight[t]) : A(1); }
+  A class_total() const {
+    A s(0);
+    for (double w : cfg.class_weight) s += static_cast<A>(w);
+    return s;
+  }
+  // D's term for a non-ignored token: fl(ω_t·c_y).
+  A denominator_term(std::size_t t, std::size_t y) const { return omega(t) * c(y); }
+};
+
+template <class T>
+Piece my_piece(const std::string& where, const Communicator& tp, const VocabCrossEntropyConfig& cfg,
+               const Tensor<T>& z) {
+  if (z.ndim() != 2) {
+    throw UsageError(where + "logits_shard must be 2-D [tokens, V_r] but is " +
+                     format_shape(z.shape()) +
+                     "; pass this rank's columns of the [tokens, V] logits");
+  }
+  const auto ps = pieces(where, "the V = " + str(cfg.vocab) + " columns of the logits",
+                         cfg.vocab_split, cfg.vocab, tp.size());
+  const Piece mine = ps[static_cast<std::size_t>(tp.rank())];
+  if (z.dim(1) != mine.size) {
+    throw UsageError(where + "logits_shard is " + format_shape(z.shape()) + " but rank " +
+                     std::to_string(tp.rank()) + " owns " + str(mine.size) +
+                     " columns of V = " + str(cfg.vocab) + " under " + cfg.vocab_split.to_string() +
+                     "; pass this rank's columns of the logits under cfg.vocab_split and set "
+                     "cfg.vocab to the global vocabulary size");
+  }
+  return mine;
+}
+
+}  // namespace
+
+template <class T>
+VocabCrossEntropyOutput<T> vocab_parallel_cross_entropy(Communicator& tp,
+                                                        const VocabCrossEntropyConfig& cfg,
+                                                        const Tensor<T>& logits_shard,
+                                                        std::span<const std::int64_t> targets) {
+  using A = acc_t<T>;
+  const std::string where = on_rank("vocab_parallel_cross_entropy", tp);
+  const Piece mine = my_piece(where, tp, cfg, logits_shard);
+  const std::size_t tokens = logits_shard.dim(0), vr = mine.size;
+  if (targets.size() != tokens) {
+    throw UsageError(where + "there are " + str(targets.size()) + " targets but logits_shard is " +
+                     format_shape(logits_shard.shape()) +
+                     "; pass one target per token (every rank holds all the targets)");
+  }
+  check_targets(where, cfg, targets);
+  check_weights(where, cfg, tokens);
+  const Weights<A> wt(cfg);
+  const bool smooth = cfg.label_smoothing > 0;
+  const std::size_t k = smooth ? 3 : 2;
+
+  VocabCrossEntropyOutput<T> out;
+  auto& m = out.saved.max;
+  m.assign(tokens, -std::numeric_limits<A>::infinity());
+  for (std::size_t t = 0; t < tokens; ++t) {
+    for (std::size_t v = 0; v < vr; ++v) m[t] = std::max(m[t], static_cast<A>(logits_shard(t, v)));
+  }
+  tp.all_reduce(std::span<A>(m), ReduceOp::max, cfg.reduce_algorithm);
+
+  std::vector<A> sums(k * tokens, A(0));  // [S_r | z_y on its owner | Z_r]
+  // The all_reduce buffer, noted for the tracker (budget/).
+  const auto sums_bytes = budget::HeldBytes::of(sums);
+  for (std::size_t t = 0; t < tokens; ++t) {
+    A s(0), zs(0);
+    for (std::size_t v = 0; v < vr; ++v) {
+      const A z = static_cast<A>(logits_shard(t, v));
+      s += std::exp(z - m[t]);
+      zs += wt.by_class ? A(wt.c(mine.offset + v) * z) : z;
+    }
+    sums[t] = s;
+    const std::int64_t y = targets[t];
+    if (!ignored(cfg, y)) {
+      const auto yu = static_cast<std::size_t>(y);
+      if (yu >= mine.offset && yu < mine.offset + vr) {
+        sums[tokens + t] = static_cast<A>(logits_shard(t, yu - mine.offset));
+      }
+    }
+    if (smooth) sums[2 * tokens + t] = zs;
+  }
+  tp.all_reduce(std::span<A>(sums), ReduceOp::sum, cfg.reduce_algorithm);
+
+  const A eps = static_cast<A>(cfg.label_smoothing);
+  const A one = A(1) - eps;
+  const A q = eps / static_cast<A>(cfg.vocab);
+  std::vector<A> loss(tokens, A(0));
+  std::size_t count = 0;
+  A denominator(0);
+  for (std::size_t t = 0; t < tokens; ++t) {
+    if (ignored(cfg, targets[t])) continue;
+    const auto y = static_cast<std::size_t>(targets[t]);
+    ++count;
+    if (wt.by_class || wt.by_token) denominator += wt.denominator_term(t, y);
+    const A lse = std::log(sums[t]) + m[t];
+    A l;
+    if (wt.by_class) {
+      l = A(one * wt.c(y)) * A(lse - sums[tokens + t]);
+      if (smooth) l += q * A(A(wt.total_class * lse) - sums[2 * tokens + t]);
+    } else {
+      A w = one * sums[tokens + t];
+      if (smooth) w += q * sums[2 * tokens + t];
+      l = lse - w;
+    }
+    loss[t] = wt.by_token ? A(wt.omega(t) * l) : l;
+  }
+  if (!wt.by_class && !wt.by_token) denominator = static_cast<A>(count);
+  out.saved.sum_exp.assign(sums.begin(), sums.begin() + static_cast<std::ptrdiff_t>(tokens));
+  out.saved.count = count;
+  out.saved.weight_sum = denominator;
+
+  if (cfg.reduction == LossReduction::none) {
+    out.loss = Tensor<T>(Shape{tokens});
+    for (std::size_t t = 0; t < tokens; ++t) out.loss[t] = static_cast<T>(loss[t]);
+    return out;
+  }
+  A total(0);
+  for (std::size_t t = 0; t < tokens; ++t) total += loss[t];
+  if (cfg.reduction == LossReduction::mean) {
+    total = denominator == A(0) ? A(0) : total / denominator;
+  }
+  out.loss = Tensor<T>(Shape{1});
+  out.loss[0] = static_cast<T>(total);
+  return out;
+}
+
+template <class T>
+Tensor<T> vocab_parallel_cross_entropy_backward(Communicator& tp,
+                                                const VocabCrossEntropyConfig& cfg,
+                                                const Tensor<T>& logits_shard,
+                                                std::span<const std::int64_t> targets,
+                                                const VocabCrossEntropySaved<T>& saved,
+                                                const Tensor<T>& dloss) {
+  using A = acc_t<T>;
+  const std::string where = on_rank("vocab_parallel_cross_entropy_backward", tp);
+  const Piece mine = my_piece(where, tp, cfg, logits_shard);
+  const std::size_t tokens = logits_shard.dim(0), vr = mine.size;
+  check_targets(where, cfg, targets);
+  const std::size_t want = cfg.reduction == LossReduction::none ? tokens : 1;
+  if (targets.size() != tokens || saved.max.size() != tokens || saved.sum_exp.size() != tokens ||
+      dloss.shape() != Shape{want}) {
+    throw UsageError(where + "logits_shard " + format_shape(logits_shard.shape()) + ", " +
+                     str(targets.size()) + " targets, saved state of " + str(saved.max.size()) +
+                     " tokens and dloss " + format_shape(dloss.shape()) +
+                     " disagree; pass the forward's logits_shard, targets and saved state, and "
+                     "dloss [" +
+                     str(want) + "] ([tokens] for reduction none, [1] otherwise)");
+  }
+  check_weights(where, cfg, tokens);
+  const Weights<A> wt(cfg);
+  const A eps = static_cast<A>(cfg.label_smoothing);
+  const A one = A(1) - eps;
+  const A q = eps / static_cast<A>(cfg.vocab);
+  A common(0);
+  if (cfg.reduction != LossReduction::none) {
+    common = static_cast<A>(dloss[0]);
+    if (cfg.reduction == LossReduction::mean) {
+      common = saved.weight_sum == A(0) ? A(0) : common / saved.weight_sum;
+    }
+  }
+  Tensor<T> g(Shape{tokens, vr});
+  for (std::size_t t = 0; t < tokens; ++t) {
+    const std::int64_t y = targets[t];
+    if (ignored(cfg, y)) continue;  // stays 0
+    const A base = cfg.reduction == LossReduction::none ? static_cast<A>(dloss[t]) : common;
+    const A s = wt.by_token ? A(base * wt.omega(t)) : base;
+    const A ky = wt.by_class ? A(one * wt.c(static_cast<std::size_t>(y))) : one;
+    const A kk = wt.by_class && q > 0 ? A(ky + A(q * wt.total_class)) : ky;
+    for (std::size_t v = 0; v < vr; ++v) {
+      const A p = std::exp(static_cast<A>(logits_shard(t, v)) - saved.max[t]) / saved.sum_exp[t];
+      const bool is_target = static_cast<std::int64_t>(mine.offset + v) == y;
+      A d;
+      if (wt.by_class) {
+        A c = q * wt.c(mine.offset + v);
+        if (is_target) c += ky;
+        d = kk * p - c;
+      } else {
+        d = p - (is_target ? one + q : q);
+      }
+      g(t, v) = static_cast<T>(d * s);
+    }
+  }
+  return g;
+}
+
+#define SHARDCHECK_INSTANTIATE(T)                                      \
+  template VocabCrossEntropyOutput<T> vocab_parallel_cross_entropy<T>( \
+      Communicator&, const VocabCrossEntropyConfig&, const Tensor<T>&, \
+      std::span<const std::int64_t>);                                  \
+  template Tensor<T> vocab_parallel_cross_entropy_backward<T>(         \
+      Communicator&, const VocabCrossEntropyConfig&, const Tensor<T>&, \
+      std::span<const std::int64_t>, const VocabCrossEntropySaved<T>&, const Tensor<T>&);
+SHARDCHECK_INSTANTIATE(double)
+SHARDCHECK_INSTANTIATE(float)
+SHARDCHECK_INSTANTIATE(bfloat16)
+SHARDCHECK_INSTANTIATE(float16)
+#undef SHARDCHECK_INSTANTIATE
+
+}  // namespace shardcheck

@@ -1,0 +1,141 @@
+// Vocabulary-parallel cross-entropy (Megatron-LM's vocab_parallel_cross_entropy, with PyTorch's
+// F.cross_entropy semantics), forward and backward, never gathering the logits.
+//
+// Shapes: logits [tokens, V] split by columns (the vocabulary) over the ranks under any
+// SplitPolicy, unevenly, ranks with no columns included: rank r holds z_r = columns
+// [offset_r, offset_r + V_r) as [tokens, V_r]. targets [tokens] (int64, every rank holds all).
+//
+// Per token t with target y (ε = label_smoothing, V the GLOBAL vocabulary size; c_v the class
+// weights, ω_t the token weights, both 1 when not given):
+//   m = max_v z_v                      all_reduce(max) of the local maxima
+//   S = Σ_v exp(z_v − m)               all_reduce(sum) of the local sums
+//   z_y                                all_reduce(sum): the owner contributes z_y, others 0
+//   Z = Σ_v c_v·z_v (only when ε > 0)  all_reduce(sum) of the local sums over the rank's columns
+//                                      (Σ_v z_v without class weights)
+//   C = Σ_v c_v                        every rank, from the full class_weight (no collective)
+//   lse = log S + m
+//   without class weights:  loss_t = ω_t·(lse − (1 − ε)·z_y − (ε/V)·Z)
+//   with class weights:     loss_t = ω_t·((1 − ε)·c_y·(lse − z_y) + (ε/V)·(C·lse − Z))
+// i.e. PyTorch's (1 − ε)·c_y·(−log p_y) + (ε/V)·Σ_v c_v·(−log p_v), times ω_t.
+// The three sums travel in ONE all_reduce of 2·tokens (3·tokens with ε > 0) elements, with or
+// without weights (Z is the class-weighted sum when class weights are given, never a fourth
+// slot); so the collectives are all_reduce(max) of tokens and all_reduce(sum) of 2 or 3·tokens
+// elements of acc_t<T>, whatever V is. Megatron's smoothing uses the local V_r and the local
+// mean of the log-probabilities (Megatron-LM issues #737, #7464): wrong under uneven or any
+// P > 1 split; here both are global, as PyTorch's on the dense logits.
+//
+// Options (PyTorch F.cross_entropy semantics):
+//   ignore_index  a token whose target equals it has loss 0 and gradient 0, and does not count
+//                 for the mean. Default −100, as PyTorch; std::nullopt: none ignored.
+//   reduction     none (loss [tokens]), sum (loss [1]), mean (loss [1] = sum / D with
+//                 D = Σ_{t non-ignored} ω_t·c_{y_t}; without weights D = N, the number of
+//                 non-ignored tokens; every rank holds every token's target and both weight
+//                 vectors, so D is global without a collective).
+//   Every token ignored, or D = 0 (all weights of the non-ignored tokens zero), with mean:
+//   PyTorch returns NaN (0/0). We return loss 0 and gradient 0: the loss of an empty (or
+//   all-zero-weight) set of tokens is 0 (as Megatron-style loss_mask sums with a clamped
+//   denominator do), so a micro-batch of only padding does not turn a training step's loss and
+//   every gradient into NaN. Documented in docs/vocab.md, tested by the suite. (D = 0 is
+//   tested on the computed D in A; with non-negative weights it is 0 exactly when D is.)
+//   label_smoothing  ε in [0, 1], converted to acc_t<T> (exact for the dyadic values the suite
+//                 draws; the bound assumes ε is exact in acc_t<T>).
+//   class_weight  PyTorch's per-class `weight` [V] (empty: none). Every rank holds the FULL
+//                 vector, indexed by the global column v = offset_r + v_local. Semantics exactly
+//                 PyTorch's (F.cross_entropy docs: "a manual rescaling weight given to each
+//                 class"; aten/src/ATen/native/LossNLL.cpp, cross_entropy_loss_label_smoothing:
+//                 nll_loss(log_softmax, target, weight) with the mean over Σ weight[target], plus
+//                 smooth_loss = −Σ_v weight_v·log p_v, its mean divided by the same
+//                 Σ weight[target] over non-ignored targets, combined as
+//                 (1 − ε)·nll + (ε/V)·smooth): loss_t = (1 − ε)·c_y·(−log p_y) +
+//                 (ε/V)·Σ_v c_v·(−log p_v); mean divides by Σ_t c_{y_t} over non-ignored tokens.
+//   token_weight  per-token weights ω_t [tokens] (empty: none), every rank holds all (like the
+//                 targets): Megatron's loss_mask generalized, loss_t·ω_t. Combined with class
+//                 weights by multiplication: loss_t = ω_t·(class-weighted loss_t) and
+//                 D = Σ_t ω_t·c_{y_t}; so mean = Σ_t ω_t·loss_t / Σ_{t non-ignored} ω_t without
+//                 class weights, and PyTorch's weighted mean with all ω_t = 1.
+//   Weights are given as double and converted to acc_t<T> once: exact for values of T (every
+//   value of T is one of acc_t<T>); the bound assumes the converted weights are the weights.
+//   Any finite value is accepted (negative too); non-finite weights are a UsageError.
+//
+// Arithmetic, for T in float64, float32, bfloat16, float16: logits are converted exactly to
+// A = acc_t<T>; every step runs in A (exp/log of the C library in A); the collectives carry A;
+// the loss and the gradient are rounded once to T at the end.
+//
+// Backward (no collective): with the forward's saved m and S per token, p_v = exp(z_v − m)/S,
+//   g[t, v] = s_t·(K_t·p_v − c'_v),  K_t = (1 − ε)·c_y + (ε/V)·C,
+//   c'_v = (ε/V)·c_v + (v = y ? (1 − ε)·c_y : 0)   (without class weights K_t = 1, c_v = 1)
+// s_t = ω_t·dloss[t] (none), ω_t·dloss[0] (sum), ω_t·dloss[0]/D (mean; 0 when D = 0); 0 for
+// ignored tokens. Each rank computes its columns only.
+//
+// Out-of-range targets (not in [0, V) and not ignore_index) are a UsageError naming the rank,
+// the token, the target and V; so is a class_weight not of length V or a token_weight not of
+// length tokens (naming the rank, the length given and what to pass).
+//
+// Out-of-range targets (not in [0, V) and not ignore_index) are a UsageError naming the rank,
+// the token, the target and V.
+//
+// Sources: Megatron-LM core/tensor_parallel/cross_entropy.py; PyTorch F.cross_entropy docs;
+// Blanchard, Higham & Higham, "Accurate computation of the log-sum-exp and softmax functions",
+// IMA J. Numer. Anal. 41(4), 2021 (the max shift).
+#pragma once
+
+#include "layout/split_policy.hpp"
+#include "ops/linear/linear.hpp"
+#include "runtime/communicator.hpp"
+#include "tensor/tensor.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+namespace shardcheck {
+
+enum class LossReduction { none, sum, mean };
+
+struct VocabCrossEntropyConfig {
+  std::size_t vocab = 0;                           // V, known to every rank (required)
+  SplitPolicy vocab_split = SplitPolicy::chunk();  // columns of the logits over the ranks
+  std::optional<std::int64_t> ignore_index = -100;
+  double label_smoothing = 0;
+  LossReduction reduction = LossReduction::mean;
+  Algorithm reduce_algorithm = Algorithm::ring;
+  std::vector<double> class_weight;  // PyTorch's `weight`: empty, or [V] (the full vector)
+  std::vector<double> token_weight;  // per-token weights ω_t: empty, or [tokens]
+};
+
+// What the backward needs from the forward (per token, in acc_t<T>): no collective then.
+template <class T>
+struct VocabCrossEntropySaved {
+  std::vector<acc_t<T>> max;      // m per token
+  std::vector<acc_t<T>> sum_exp;  // S per token
+  std::size_t count = 0;          // N, the non-ignored tokens
+  acc_t<T> weight_sum{0};         // D = Σ_{t non-ignored} ω_t·c_{y_t} in A (= N without weights)
+};
+
+template <class T>
+struct VocabCrossEntropyOutput {
+  Tensor<T> loss;  // [tokens] (none) or [1] (sum, mean); bit-identical on every rank
+  VocabCrossEntropySaved<T> saved;
+};
+
+// Forward on one rank. logits_shard [tokens, V_r], targets [tokens].
+// Collectives: all_reduce(max) of tokens and all_reduce(sum) of 2·tokens (3·tokens when
+// label_smoothing > 0) elements of acc_t<T>, with or without class and token weights.
+template <class T>
+VocabCrossEntropyOutput<T> vocab_parallel_cross_entropy(Communicator& tp,
+                                                        const VocabCrossEntropyConfig& cfg,
+                                                        const Tensor<T>& logits_shard,
+                                                        std::span<const std::int64_t> targets);
+
+// Backward on one rank: the gradient of the loss with respect to logits_shard [tokens, V_r],
+// given dloss ([tokens] for none, [1] for sum and mean). No collective.
+template <class T>
+Tensor<T> vocab_parallel_cross_entropy_backward(Communicator& tp,
+                                                const VocabCrossEntropyConfig& cfg,
+                                                const Tensor<T>& logits_shard,
+                                                std::span<const std::int64_t> targets,
+                                                const VocabCrossEntropySaved<T>& saved,
+                                                const Tensor<T>& dloss);
+
+}  // namespace shardcheck

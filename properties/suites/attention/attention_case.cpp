@@ -1,0 +1,197 @@
+#include "suites/attention/attention_case.hpp"
+
+#include "generators/layout_gen.hpp"
+
+#include <algorithm>
+
+namespace shardcheck::check {
+namespace {
+
+// Sizes: the reference and its bound cost O(batch·h·L²·d) in high precision per case.
+constexpr std::size_t max_len = 12;
+constexpr std::size_t max_layer_len = 8;
+constexpr std::size_t max_head_dim = 4;
+constexpr std::size_t max_hidden = 8;
+
+std::string list(const std::vector<std::size_t>& v) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+bool row_is_empty(const AttentionMask& m, std::size_t b, std::size_t t) {
+  for (std::size_t s = 0; s < m.k_len; ++s) {
+    if (m.visible(b, t, s)) return false;
+  }
+  return true;
+}
+
+std::string AttentionCase::describe() const {
+  const auto& a = attention();
+  std::string s = to_string(op) + " " + std::string(name(dtype)) +
+                  " h=" + std::to_string(a.q_heads) + " g=" + std::to_string(a.kv_heads) +
+                  " d=" + std::to_string(a.head_dim) + " batch=" + std::to_string(batch) +
+                  " L=" + std::to_string(len()) + " mask=" + to_string(a.mask.kind);
+  if (!a.mask.key_lengths.empty()) s += "+padding" + list(a.mask.key_lengths);
+  if (op == AttentionOp::layer) {
+    s += " tp=" + std::to_string(tp) + " hidden=" + std::to_string(layer.hidden) +
+         (layer.has_bias ? " bias" : " no-bias") +
+         " kv_head_split=" + layer.kv_head_split.to_string();
+  }
+  s += " cp=" + std::to_string(cp);
+  if (layer.context_parallel) {
+    const auto& c = context();
+    s += " layout=" + to_string(c.layout) + " split=" + c.split.to_string() +
+         " algorithm=" + to_string(c.algorithm);
+  }
+  return s + " profile=" + gen::to_string(profile);
+}
+
+rc::Gen<AttentionCase> genAttentionCase(const RunConfig& config,
+                                        const AttentionCaseOptions& options) {
+  return rc::gen::exec([config, options] {
+    AttentionCase c;
+    c.op = options.op ? *options.op
+                      : *rc::gen::weightedElement<AttentionOp>(
+                            {{3, AttentionOp::context_parallel}, {2, AttentionOp::layer}});
+    c.dtype = *gen::genFloatDType(config.dtypes);
+    const bool layer = c.op == AttentionOp::layer;
+    const int lo = options.min_two_ranks && config.max_world >= 2 ? 2 : 1;
+
+    auto& a = c.layer.attention;
+    if (layer) {
+      // A (cp, tp) mesh with a valid head mapping: g ≥ tp any split of the kv heads; g < tp
+      // needs g | tp and (tp/g) | (h/g).
+      // No retry loops in a generator (a shrink would replay them forever): draw tp, then a cp
+      // range that makes tp·cp ≥ lo and ≤ max_world.
+      c.tp = *rc::gen::inRange(1, std::min(4, config.max_world) + 1);
+      const int cp_max = std::max(1, std::min(3, config.max_world / c.tp));
+      const int cp_min = std::min(cp_max, (lo + c.tp - 1) / c.tp);
+      c.cp = *rc::gen::inRange(cp_min, cp_max + 1);
+      std::size_t g = *rc::gen::inRange<std::size_t>(1, 5);
+      const auto tp = static_cast<std::size_t>(c.tp);
+      std::size_t group = 0;
+      if (g < tp && tp % g != 0) g = tp;
+      if (g < tp) {
+        group = (tp / g) * *rc::gen::inRange<std::size_t>(1, 3);
+      } else {
+        group = *rc::gen::inRange<std::size_t>(1, 4);
+        c.layer.kv_head_split = *gen::genSplit(g, c.tp);
+      }
+      a.kv_heads = g;
+      a.q_heads = g * group;
+      a.head_dim = *rc::gen::inRange<std::size_t>(1, max_head_dim + 1);
+      c.layer.hidden = *gen::genDim(max_hidden);
+      c.layer.has_bias = *rc::gen::arbitrary<bool>();
+      c.layer.reduce_algorithm = *rc::gen::element(Algorithm::ring, Algorithm::sequential);
+    } else {
+      c.tp = 1;
+      c.cp = *rc::gen::inRange(lo, std::max(lo, config.max_world) + 1);
+      a.kv_heads = *rc::gen::inRange<std::size_t>(1, 4);
+      a.q_heads = a.kv_heads * *rc::gen::inRange<std::size_t>(1, 4);
+      a.head_dim = *rc::gen::inRange<std::size_t>(1, max_head_dim + 1);
+    }
+    c.batch = *rc::gen::inRange<std::size_t>(1, 3);
+    const std::size_t len =
+        *rc::gen::inRange<std::size_t>(1, (layer ? max_layer_len : max_len) + 1);
+    a.mask.q_len = a.mask.k_len = len;
+    a.mask.kind = *rc::gen::weightedElement<MaskKind>(
+        {{2, MaskKind::none}, {4, MaskKind::causal}, {2, MaskKind::explicit_mask}});
+    if (*rc::gen::weightedElement<bool>({{2, false}, {1, true}}) || options.fully_masked_rows) {
+      for (std::size_t b = 0; b < c.batch; ++b) {
+        a.mask.key_lengths.push_back(*rc::gen::inRange<std::size_t>(0, len + 1));
+      }
+      if (options.fully_masked_rows) a.mask.key_lengths[0] = 0;  // every row of sequence 0
+    }
+    if (a.mask.kind == MaskKind::explicit_mask) {
+      const int density = *rc::gen::inRange(1, 4);  // 1/4, 2/4, 3/4 of the pairs visible
+      a.mask.allowed = Tensor<std::uint8_t>(Shape{c.batch, len, len});
+      for (auto& m : a.mask.allowed.values()) {
+        m = *rc::gen::inRange(0, 4) < density ? 1 : 0;
+      }
+    }
+
+    const bool with_cp = !layer || c.cp > 1 || *rc::gen::arbitrary<bool>();
+    if (with_cp) {
+      ContextParallelConfig cc;
+      cc.seq_len = len;
+      cc.layout = *rc::gen::element(CpLayout::contiguous, CpLayout::zigzag);
+      cc.split = *gen::genSplit(len, cc.layout == CpLayout::zigzag ? 2 * c.cp : c.cp);
+      cc.algorithm = options.algorithm
+                         ? *options.algorithm
+                         : *rc::gen::weightedElement<CpAlgorithm>(
+                               {{3, CpAlgorithm::ring}, {1, CpAlgorithm::all_gather}});
+      c.layer.context_parallel = cc;
+    }
+    c.profile = *rc::gen::weightedElement<gen::Profile>(
+        {{4, gen::Profile::unit}, {1, gen::Profile::wide}, {1, gen::Profile::cancellation}});
+    bool empty_row = false;
+    for (std::size_t b = 0; b < c.batch; ++b) {
+      for (std::size_t t = 0; t < len; ++t) empty_row = empty_row || row_is_empty(a.mask, b, t);
+    }
+    RC_CLASSIFY(empty_row, "fully masked rows");
+    RC_CLASSIFY(a.kv_heads < a.q_heads, a.kv_heads == 1 ? "MQA" : "GQA");
+    RC_CLASSIFY(layer && static_cast<std::size_t>(c.tp) > a.kv_heads, "tp > g");
+    RC_TAG(to_string(c.op));
+    if (c.layer.context_parallel) RC_TAG(to_string(c.context().algorithm));
+    return c;
+  });
+}
+
+namespace {
+
+// Exponents: scores are σ·q·k with |q|, |k| < 2^(e+1), d ≤ 4, so |s| < 2^(2e+3); exp's shift
+// keeps every correct computation finite. float16 outputs: |out| ≤ max|v| and the gradients
+// grow with |s|·|v|·|dout|, so float16 draws unit-like values (e = 0).
+template <class T>
+int attention_max_exp() {
+  if constexpr (std::is_same_v<T, float16>) return 0;
+  else if constexpr (std::is_same_v<T, bfloat16>) return 2;
+  else return 3;
+}
+
+}  // namespace
+
+template <class T>
+rc::Gen<AttentionData<T>> genAttentionData(const AttentionCase& c) {
+  return rc::gen::exec([c] {
+    const int e = attention_max_exp<T>();
+    const auto& a = c.attention();
+    const std::size_t b = c.batch, L = c.len(), h = a.q_heads, g = a.kv_heads, d = a.head_dim;
+    AttentionData<T> x;
+    if (c.op == AttentionOp::context_parallel) {
+      x.q = *gen::genTensor<T>({b, L, h, d}, c.profile, e);
+      x.k = *gen::genTensor<T>({b, L, g, d}, c.profile, e);
+      x.v = *gen::genTensor<T>({b, L, g, d}, c.profile, e);
+      x.dout = *gen::genTensor<T>({b, L, h, d}, c.profile, e);
+      return x;
+    }
+    const std::size_t hid = c.layer.hidden;
+    const int we = std::min(e, 0) - 1;  // weights ≤ 1: projections stay unit-like
+    x.x = *gen::genTensor<T>({b, L, hid}, c.profile, std::min(e, 1));
+    x.dy = *gen::genTensor<T>({b, L, hid}, c.profile, std::min(e, 1));
+    x.w.wq = *gen::genTensor<T>({h * d, hid}, gen::Profile::unit, we);
+    x.w.wk = *gen::genTensor<T>({g * d, hid}, gen::Profile::unit, we);
+    x.w.wv = *gen::genTensor<T>({g * d, hid}, gen::Profile::unit, we);
+    x.w.wo = *gen::genTensor<T>({hid, h * d}, gen::Profile::unit, we);
+    if (c.layer.has_bias) {
+      x.w.bq = *gen::genTensor<T>({h * d}, gen::Profile::unit, we);
+      x.w.bk = *gen::genTensor<T>({g * d}, gen::Profile::unit, we);
+      x.w.bv = *gen::genTensor<T>({g * d}, gen::Profile::unit, we);
+      x.w.bo = *gen::genTensor<T>({hid}, gen::Profile::unit, we);
+    }
+    return x;
+  });
+}
+
+#define SHARDCHECK_INSTANTIATE(T) \
+  template rc::Gen<AttentionData<T>> genAttentionData<T>(const AttentionCase&);
+SHARDCHECK_INSTANTIATE(double)
+SHARDCHECK_INSTANTIATE(float)
+SHARDCHECK_INSTANTIATE(bfloat16)
+SHARDCHECK_INSTANTIATE(float16)
+#undef SHARDCHECK_INSTANTIATE
+
+}  // namespace shardcheck::check

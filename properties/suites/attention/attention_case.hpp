@@ -1,0 +1,69 @@
+// One generated case of the attention suite: the op (the context-parallel core alone, or the
+// whole layer with its projections on a (cp, tp) mesh), heads, head dim, batch, sequence
+// length, the mask (none, causal, explicit; key padding), the partition (tp head split, cp
+// layout, split and algorithm), the element type and the global tensors. Everything is drawn on
+// the main thread before any rank runs.
+#pragma once
+
+#include "engine/suite.hpp"
+#include "generators/values.hpp"
+#include "ops/attention/head_parallel_attention.hpp"
+
+#include <rapidcheck.h>
+
+#include <optional>
+#include <string>
+
+namespace shardcheck::check {
+
+enum class AttentionOp { context_parallel, layer };
+
+inline std::string to_string(AttentionOp o) {
+  return o == AttentionOp::context_parallel ? "context_parallel_attention" : "attention_layer";
+}
+
+struct AttentionCase {
+  AttentionOp op = AttentionOp::context_parallel;
+  DType dtype = DType::float32;
+  int tp = 1;  // mesh (cp, tp), tp fastest: world rank = c_cp·tp + c_tp
+  int cp = 1;
+  std::size_t batch = 1;
+  HeadParallelConfig layer;  // layer.attention is the attention config of either op;
+                             // layer.context_parallel the cp config (always set for the core)
+  gen::Profile profile = gen::Profile::unit;
+
+  int world() const { return tp * cp; }
+  std::size_t len() const { return layer.attention.mask.q_len; }
+  const AttentionConfig& attention() const { return layer.attention; }
+  const ContextParallelConfig& context() const { return *layer.context_parallel; }
+  // "context_parallel_attention h=4 g=2 d=3 batch=2 L=9 mask=causal+padding[3,9] cp=3
+  //  layout=zigzag split=chunk algorithm=ring ..."
+  std::string describe() const;
+};
+
+struct AttentionCaseOptions {
+  std::optional<AttentionOp> op;
+  std::optional<CpAlgorithm> algorithm;
+  bool min_two_ranks = false;      // world ≥ 2 (bit-identity and traffic of collectives)
+  bool fully_masked_rows = false;  // force at least one query row with no visible key
+};
+
+rc::Gen<AttentionCase> genAttentionCase(const RunConfig& config,
+                                        const AttentionCaseOptions& options);
+
+// The global tensors. Core: q [batch, L, h, d], k, v [batch, L, g, d], dout like q.
+// Layer: x, dy [batch, L, hidden] and the dense weights.
+template <class T>
+struct AttentionData {
+  Tensor<T> q, k, v, dout;
+  Tensor<T> x, dy;
+  AttentionLayerWeights<T> w;
+};
+
+template <class T>
+rc::Gen<AttentionData<T>> genAttentionData(const AttentionCase& c);
+
+// Whether query t of sequence b sees no key at all (its row is empty).
+bool row_is_empty(const AttentionMask& m, std::size_t b, std::size_t t);
+
+}  // namespace shardcheck::check

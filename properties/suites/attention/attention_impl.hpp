@@ -1,0 +1,120 @@
+// The attention suite's implementation interface: what one rank is given and what it returns,
+// for the context-parallel core (q, k, v of the rank's positions) and for the whole attention
+// layer with its projections on a (tp, cp) mesh.
+//
+// A user checks their own partitioned attention by writing a type with two member templates and
+// registering it (as examples/custom_linear/ does for the linear suite):
+//
+//   struct MyAttention {
+//     template <class T> CoreRankOutputs<T> core(Communicator& cp, const AttentionConfig&,
+//         const ContextParallelConfig&, const CoreRankInputs<T>&) const;
+//     template <class T> LayerRankOutputs<T> layer(Communicator& tp, Communicator& cp,
+//         const HeadParallelConfig&, const LayerRankInputs<T>&) const;
+//   };
+//   static Registration<AttentionImplementation> reg({.name = "mine"},
+//       std::make_shared<AttentionAdapter<MyAttention>>());
+//
+// The layer is given the DENSE weights on every rank and takes its own heads' shards (so a
+// wrong head mapping is the implementation's bug, and shows); it returns its gradients' shards
+// in the shapes of its shards (the suite checks them against the dense gradient's rows or
+// columns of the rank's heads, lib/ops/attention/head_parallel_attention.hpp's assignment).
+#pragma once
+
+#include "engine/registry.hpp"
+#include "ops/attention/attention.hpp"
+#include "ops/attention/context_parallel_attention.hpp"
+#include "ops/attention/head_parallel_attention.hpp"
+#include "runtime/communicator.hpp"
+
+#include <memory>
+
+namespace shardcheck::check {
+
+template <class T>
+struct CoreRankInputs {
+  Tensor<T> q, k, v, dout;  // the rank's positions: [batch, L_r, h|g, d]
+};
+
+template <class T>
+struct CoreRankOutputs {
+  Tensor<T> out;         // [batch, L_r, h, d]
+  Tensor<acc_t<T>> lse;  // [batch, h, L_r]
+  Tensor<T> dq, dk, dv;  // the shapes of q, k, v
+};
+
+template <class T>
+struct LayerRankInputs {
+  Tensor<T> x, dy;                 // [batch, L_r, hidden]: the rank's positions (cp)
+  AttentionLayerWeights<T> dense;  // the dense parameters, on every rank
+};
+
+template <class T>
+struct LayerRankOutputs {
+  Tensor<T> y;                   // [batch, L_r, hidden]
+  AttentionLayerGrads<T> grads;  // dx [batch, L_r, hidden], the rank's weight-gradient shards
+};
+
+class AttentionImplementation {
+ public:
+  virtual ~AttentionImplementation() = default;
+#define SHARDCHECK_ATTENTION_IMPL_METHODS(T)                                                       \
+  virtual CoreRankOutputs<T> core(Communicator& cp, const AttentionConfig&,                        \
+                                  const ContextParallelConfig&, const CoreRankInputs<T>&)          \
+      const = 0;                                                                                   \
+  virtual LayerRankOutputs<T> layer(Communicator& tp, Communicator& cp, const HeadParallelConfig&, \
+                                    const LayerRankInputs<T>&) const = 0;
+  SHARDCHECK_ATTENTION_IMPL_METHODS(double)
+  SHARDCHECK_ATTENTION_IMPL_METHODS(float)
+  SHARDCHECK_ATTENTION_IMPL_METHODS(bfloat16)
+  SHARDCHECK_ATTENTION_IMPL_METHODS(float16)
+#undef SHARDCHECK_ATTENTION_IMPL_METHODS
+};
+
+template <class Impl>
+class AttentionAdapter final : public AttentionImplementation {
+ public:
+  explicit AttentionAdapter(Impl impl = {}) : impl_(std::move(impl)) {}
+#define SHARDCHECK_ATTENTION_ADAPT(T)                                                          \
+  CoreRankOutputs<T> core(Communicator& cp, const AttentionConfig& cfg,                        \
+                          const ContextParallelConfig& cc, const CoreRankInputs<T>& in)        \
+      const override {                                                                         \
+    return impl_.template core<T>(cp, cfg, cc, in);                                            \
+  }                                                                                            \
+  LayerRankOutputs<T> layer(Communicator& tp, Communicator& cp, const HeadParallelConfig& cfg, \
+                            const LayerRankInputs<T>& in) const override {                     \
+    return impl_.template layer<T>(tp, cp, cfg, in);                                           \
+  }
+  SHARDCHECK_ATTENTION_ADAPT(double)
+  SHARDCHECK_ATTENTION_ADAPT(float)
+  SHARDCHECK_ATTENTION_ADAPT(bfloat16)
+  SHARDCHECK_ATTENTION_ADAPT(float16)
+#undef SHARDCHECK_ATTENTION_ADAPT
+
+ private:
+  Impl impl_;
+};
+
+using AttentionRegistry = ImplementationRegistry<AttentionImplementation>;
+
+// The library's own ops: "shardcheck".
+struct LibraryAttention {
+  template <class T>
+  CoreRankOutputs<T> core(Communicator& cp, const AttentionConfig& cfg,
+                          const ContextParallelConfig& cc, const CoreRankInputs<T>& in) const {
+    auto fwd = context_parallel_attention(cp, cfg, cc, in.q, in.k, in.v);
+    auto g = context_parallel_attention_backward(cp, cfg, cc, in.q, in.k, in.v, fwd, in.dout);
+    return {std::move(fwd.out), std::move(fwd.lse), std::move(g.dq), std::move(g.dk),
+            std::move(g.dv)};
+  }
+  template <class T>
+  LayerRankOutputs<T> layer(Communicator& tp, Communicator& cp, const HeadParallelConfig& cfg,
+                            const LayerRankInputs<T>& in) const {
+    const auto w =
+        shard_attention_weights(in.dense, cfg, head_assignment(cfg, tp.size(), tp.rank()));
+    auto fwd = attention_layer(tp, cp, cfg, in.x, w);
+    auto g = attention_layer_backward(tp, cp, cfg, in.x, w, fwd, in.dy);
+    return {std::move(fwd.y), std::move(g)};
+  }
+};
+
+}  // namespace shardcheck::check

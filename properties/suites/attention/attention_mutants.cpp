@@ -1,0 +1,366 @@
+// The attention mutant catalog (attention_mutants.hpp). One faulty implementation, FaultyAttention,
+// takes the bug to plant; everything else is the library's arithmetic (block kernel, merge,
+// projections), so the planted bug is the only difference.
+#include "suites/attention/attention_mutants.hpp"
+
+#include "suites/attention/attention_impl.hpp"
+#include "ops/softmax_merge/softmax_merge.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace shardcheck::check {
+namespace {
+
+enum class Fault {
+  average_outputs,     // out = mean of the independently normalized step outputs
+  local_lse_merge,     // merge weights exp(lse_j − lse_own): the local lse, not the global
+  top_left_offdiag,    // off-diagonal steps evaluate the causal mask on chunk-local positions
+  zigzag_off_by_one,   // zigzag: rank r takes chunk 2·cp − r instead of 2·cp − 1 − r
+  nan_empty_rows,      // a fully masked row gives 0/0 = NaN instead of 0
+  local_kv_backward,   // the ring backward uses the local K/V at every step
+  step_lse_backward,   // the ring backward uses each step's own out/lse, not the global ones
+  dkv_not_returned,    // dK/dV never make the last hop back to their owner
+  gather_no_reduce,    // all-gather backward keeps its own dk/dv slice without reduce_scatter
+                       // (the only fault of the all-gather path; the others are the ring's)
+  kv_head_r_mod_g,     // g < tp: rank r reads kv head r mod g instead of r / (tp/g)
+  kv_grad_not_summed,  // g < tp: the replicated kv projection's gradient is not summed
+  bias_every_rank,     // the output projection's bias added on every tp rank
+};
+
+template <class T>
+using A = acc_t<T>;
+
+std::vector<std::size_t> iota_n(std::size_t n) {
+  std::vector<std::size_t> v(n);
+  std::iota(v.begin(), v.end(), std::size_t{0});
+  return v;
+}
+
+// The zigzag bug: the rank evaluates the mask for its second chunk at the offset of chunk
+// 2·cp − r (mod 2·cp) instead of 2·cp − 1 − r, with the right number of positions (clamped to
+// the sequence), so shapes agree and only the mask is wrong.
+std::vector<std::size_t> positions_of(Fault f, const ContextParallelConfig& cc, int p, int r) {
+  if (f != Fault::zigzag_off_by_one || cc.layout != CpLayout::zigzag) {
+    return cp_positions(cc, p, r);
+  }
+  const auto pieces = split(cc.split, cc.seq_len, 2 * p);
+  const auto first = pieces[static_cast<std::size_t>(r)];
+  const auto second = pieces[static_cast<std::size_t>(2 * p - 1 - r)];
+  const auto wrong = pieces[static_cast<std::size_t>((2 * p - r) % (2 * p))];
+  std::vector<std::size_t> pos;
+  for (std::size_t i = 0; i < first.size; ++i) pos.push_back(first.offset + i);
+  for (std::size_t i = 0; i < second.size; ++i) {
+    pos.push_back(std::min(wrong.offset + i, cc.seq_len - 1));
+  }
+  return pos;
+}
+
+template <class E>
+Tensor<E> slice_elems(const std::vector<E>& buf, std::size_t first, const Shape& s) {
+  Tensor<E> t(s);
+  const std::size_t n = std::min(t.size(), buf.size() > first ? buf.size() - first : 0);
+  std::copy_n(buf.begin() + static_cast<std::ptrdiff_t>(first), n, t.values().begin());
+  return t;
+}
+
+template <class E>
+std::vector<E> concat2(const Tensor<E>& a, const Tensor<E>& b) {
+  std::vector<E> out(a.values());
+  out.insert(out.end(), b.values().begin(), b.values().end());
+  return out;
+}
+
+template <class T, class S>
+Tensor<T> round_all(const Tensor<S>& a) {
+  Tensor<T> out(a.shape());
+  for (std::size_t i = 0; i < a.size(); ++i) out[i] = static_cast<T>(a[i]);
+  return out;
+}
+
+Shape with_len(Shape s, std::size_t len) {
+  s[1] = len;
+  return s;
+}
+
+struct FaultyAttention {
+  Fault fault;
+
+  // ---------------------------------------------------------------- the context-parallel core
+  template <class T>
+  CoreRankOutputs<T> core(Communicator& cp, const AttentionConfig& cfg,
+                          const ContextParallelConfig& cc, const CoreRankInputs<T>& in) const {
+    if (cc.algorithm == CpAlgorithm::all_gather) {
+      if (fault != Fault::gather_no_reduce) {
+        return LibraryAttention{}.core(cp, cfg, cc, in);
+      }
+      return gather_core(cp, cfg, cc, in);
+    }
+    return ring_core(cp, cfg, cc, in);
+  }
+
+  template <class T>
+  CoreRankOutputs<T> gather_core(Communicator& cp, const AttentionConfig& cfg,
+                                 const ContextParallelConfig& cc,
+                                 const CoreRankInputs<T>& in) const {
+    const int p = cp.size(), r = cp.rank();
+    std::vector<std::size_t> all, counts;
+    std::vector<std::vector<std::size_t>> pos;
+    const std::size_t batch = in.q.dim(0), row = in.k.dim(2) * in.k.dim(3);
+    for (int j = 0; j < p; ++j) pos.push_back(positions_of(fault, cc, p, j));
+    for (const auto& ps : pos) {
+      all.insert(all.end(), ps.begin(), ps.end());
+      counts.push_back(batch * ps.size() * row);
+    }
+    // Gather K and V into [batch, Σ L_j, g, d] (rank after rank within each sequence).
+    auto gather = [&](const Tensor<T>& x) {
+      std::vector<T> g(std::accumulate(counts.begin(), counts.end(), std::size_t{0}));
+      cp.all_gather(std::span<const T>(x.values()), std::span<T>(g), counts);
+      Tensor<T> seq(with_len(x.shape(), all.size()));
+      std::size_t src = 0, off = 0;
+      for (const auto& ps : pos) {
+        for (std::size_t b = 0; b < batch; ++b) {
+          std::copy_n(
+              g.begin() + static_cast<std::ptrdiff_t>(src), ps.size() * row,
+              seq.values().begin() + static_cast<std::ptrdiff_t>((b * all.size() + off) * row));
+          src += ps.size() * row;
+        }
+        off += ps.size();
+      }
+      return seq;
+    };
+    const auto& mine = pos[static_cast<std::size_t>(r)];
+    const Tensor<T> k_all = gather(in.k), v_all = gather(in.v);
+    const auto part = attention_block_forward(cfg, in.q, k_all, v_all, mine, all);
+    AttentionOutput<T> fwd{round_all<T>(part.out), part.lse};
+    (void)gather(in.k);  // the backward's re-gathers, as the library's traffic
+    (void)gather(in.v);
+    auto g =
+        attention_block_backward(cfg, in.q, k_all, v_all, fwd.out, fwd.lse, in.dout, mine, all);
+    // Own slice of the locally computed dk/dv, never reduced over the ranks that saw the keys.
+    std::size_t off = 0;
+    for (int j = 0; j < r; ++j) off += pos[static_cast<std::size_t>(j)].size();
+    Tensor<T> dk(in.k.shape()), dv(in.v.shape());
+    for (std::size_t b = 0; b < batch; ++b) {
+      for (std::size_t i = 0; i < mine.size() * row; ++i) {
+        dk[b * mine.size() * row + i] = static_cast<T>(g.dk[(b * all.size() + off) * row + i]);
+        dv[b * mine.size() * row + i] = static_cast<T>(g.dv[(b * all.size() + off) * row + i]);
+      }
+    }
+    return {std::move(fwd.out), std::move(fwd.lse), round_all<T>(g.dq), std::move(dk),
+            std::move(dv)};
+  }
+
+  template <class T>
+  CoreRankOutputs<T> ring_core(Communicator& cp, const AttentionConfig& cfg,
+                               const ContextParallelConfig& cc, const CoreRankInputs<T>& in) const {
+    const int p = cp.size(), r = cp.rank();
+    std::vector<std::vector<std::size_t>> pos;
+    for (int j = 0; j < p; ++j) pos.push_back(positions_of(fault, cc, p, j));
+    const auto& mine = pos[static_cast<std::size_t>(r)];
+    const std::size_t batch = in.q.dim(0), h = in.q.dim(2), d = in.q.dim(3);
+    const auto kv_shape = [&](std::size_t len) { return with_len(in.k.shape(), len); };
+    auto src_of = [&](int step) { return static_cast<std::size_t>((r - step + p) % p); };
+
+    // Forward.
+    Tensor<A<T>> out(Shape{batch, mine.size(), h, d});
+    Tensor<A<T>> lse(Shape{batch, h, mine.size()});
+    std::fill(lse.values().begin(), lse.values().end(), -std::numeric_limits<A<T>>::infinity());
+    Tensor<A<T>> own_lse;
+    std::size_t steps_seen = 0;
+    std::vector<T> kv = concat2(in.k, in.v);
+    for (int step = 0; step < p; ++step) {
+      const auto& ps = pos[src_of(step)];
+      const Tensor<T> kc = slice_elems(kv, 0, kv_shape(ps.size()));
+      const Tensor<T> vc = slice_elems(kv, kc.size(), kv_shape(ps.size()));
+      const bool local = fault == Fault::top_left_offdiag && step > 0;
+      const auto qp = local ? iota_n(mine.size()) : mine;
+      const auto kp = local ? iota_n(ps.size()) : ps;
+      auto part = attention_block_forward(cfg, in.q, kc, vc, qp, kp);
+      if (fault == Fault::average_outputs) {
+        for (std::size_t i = 0; i < out.size(); ++i) out[i] += part.out[i];
+        ++steps_seen;
+        Tensor<A<T>> scratch(out.shape());
+        merge_attention_into(scratch, lse, part.out, part.lse);  // the lse itself stays right
+      } else if (fault == Fault::local_lse_merge) {
+        if (step == 0) own_lse = part.lse;
+        // out += exp(lse_j − lse_own)·out_j, lse = lse_own: never renormalized globally.
+        for (std::size_t b = 0; b < batch; ++b) {
+          for (std::size_t t = 0; t < mine.size(); ++t) {
+            for (std::size_t i = 0; i < h; ++i) {
+              const std::size_t li = (b * h + i) * mine.size() + t;
+              const A<T> w = std::isinf(part.lse[li]) && part.lse[li] < 0
+                                 ? A<T>(0)
+                                 : std::exp(part.lse[li] - own_lse[li]);
+              for (std::size_t e = 0; e < d; ++e) {
+                const std::size_t oi = ((b * mine.size() + t) * h + i) * d + e;
+                if (w != 0) out[oi] += w * part.out[oi];
+              }
+            }
+          }
+        }
+        lse = own_lse;
+      } else {
+        merge_attention_into(out, lse, part.out, part.lse);
+      }
+      if (step + 1 < p) {
+        std::vector<T> next(2 * numel(kv_shape(pos[src_of(step + 1)].size())));
+        cp.ring_shift(std::span<const T>(kv), std::span<T>(next));
+        kv = std::move(next);
+      }
+    }
+    if (fault == Fault::average_outputs && steps_seen > 0) {
+      for (auto& x : out.values()) x /= static_cast<A<T>>(steps_seen);
+    }
+    if (fault == Fault::nan_empty_rows) {
+      for (std::size_t b = 0; b < batch; ++b) {
+        for (std::size_t t = 0; t < mine.size(); ++t) {
+          for (std::size_t i = 0; i < h; ++i) {
+            if (!std::isinf(lse[(b * h + i) * mine.size() + t])) continue;
+            for (std::size_t e = 0; e < d; ++e) {
+              out[((b * mine.size() + t) * h + i) * d + e] = std::numeric_limits<A<T>>::quiet_NaN();
+            }
+          }
+        }
+      }
+    }
+    AttentionOutput<T> fwd{round_all<T>(out), std::move(lse)};
+
+    // Backward.
+    Tensor<A<T>> dq(in.q.shape());
+    Tensor<A<T>> dk_local(in.k.shape()), dv_local(in.v.shape());
+    kv = concat2(in.k, in.v);
+    std::vector<A<T>> dkv;
+    for (int step = 0; step < p; ++step) {
+      const auto& ps = fault == Fault::local_kv_backward ? mine : pos[src_of(step)];
+      const std::vector<T>& kv_used = kv;
+      const std::vector<T> own = concat2(in.k, in.v);
+      const Tensor<T> kc =
+          slice_elems(fault == Fault::local_kv_backward ? own : kv_used, 0, kv_shape(ps.size()));
+      const Tensor<T> vc = slice_elems(fault == Fault::local_kv_backward ? own : kv_used, kc.size(),
+                                       kv_shape(ps.size()));
+      AttentionBlockGrads<T> g;
+      if (fault == Fault::step_lse_backward) {
+        const auto part = attention_block_forward(cfg, in.q, kc, vc, mine, ps);
+        g = attention_block_backward(cfg, in.q, kc, vc, round_all<T>(part.out), part.lse, in.dout,
+                                     mine, ps);
+      } else {
+        g = attention_block_backward(cfg, in.q, kc, vc, fwd.out, fwd.lse, in.dout, mine, ps);
+      }
+      for (std::size_t i = 0; i < dq.size(); ++i) dq[i] += g.dq[i];
+      if (fault == Fault::local_kv_backward) {
+        for (std::size_t i = 0; i < dk_local.size(); ++i) dk_local[i] += g.dk[i];
+        for (std::size_t i = 0; i < dv_local.size(); ++i) dv_local[i] += g.dv[i];
+      }
+      std::vector<A<T>> block = concat2(g.dk, g.dv);
+      if (fault == Fault::local_kv_backward) std::fill(block.begin(), block.end(), A<T>(0));
+      if (step == 0) {
+        dkv = std::move(block);
+      } else {
+        for (std::size_t i = 0; i < std::min(dkv.size(), block.size()); ++i) dkv[i] += block[i];
+      }
+      if (p == 1) break;
+      const std::size_t next_elems = 2 * numel(kv_shape(pos[src_of(step + 1)].size()));
+      if (step + 1 < p) {
+        std::vector<T> next(next_elems);
+        cp.ring_shift(std::span<const T>(kv), std::span<T>(next));
+        kv = std::move(next);
+      }
+      if (fault == Fault::dkv_not_returned && step + 1 == p) break;
+      std::vector<A<T>> next_dkv(next_elems);
+      cp.ring_shift(std::span<const A<T>>(dkv), std::span<A<T>>(next_dkv));
+      dkv = std::move(next_dkv);
+    }
+    Tensor<A<T>> dk = slice_elems(dkv, 0, in.k.shape());
+    Tensor<A<T>> dv = slice_elems(dkv, in.k.size(), in.v.shape());
+    if (fault == Fault::local_kv_backward) {
+      dk = std::move(dk_local);
+      dv = std::move(dv_local);
+    }
+    return {std::move(fwd.out), std::move(fwd.lse), round_all<T>(dq), round_all<T>(dk),
+            round_all<T>(dv)};
+  }
+
+  // ---------------------------------------------------------------- the layer
+  template <class T>
+  LayerRankOutputs<T> layer(Communicator& tp, Communicator& cp, const HeadParallelConfig& cfg,
+                            const LayerRankInputs<T>& in) const {
+    HeadAssignment a = head_assignment(cfg, tp.size(), tp.rank());
+    if (fault == Fault::kv_head_r_mod_g && a.kv_replicas > 1) {
+      a.kv_offset = static_cast<std::size_t>(tp.rank()) % cfg.attention.kv_heads;
+    }
+    const auto w = shard_attention_weights(in.dense, cfg, a);
+    auto fwd = attention_layer(tp, cp, cfg, in.x, w);
+    if (fault == Fault::bias_every_rank && cfg.has_bias) {
+      // Adding bo before the all_reduce adds it tp times: tp − 1 extra copies.
+      const std::size_t hidden = cfg.hidden;
+      for (std::size_t i = 0; i < fwd.y.size(); ++i) {
+        fwd.y[i] =
+            static_cast<T>(static_cast<A<T>>(fwd.y[i]) +
+                           static_cast<A<T>>(tp.size() - 1) * static_cast<A<T>>(w.bo[i % hidden]));
+      }
+    }
+    if (fault == Fault::kv_grad_not_summed && a.kv_replicas > 1) {
+      // The library's backward without the sum of the replicated kv head's gradients.
+      auto g = attention_layer_backward_partial(tp, cp, cfg, in.x, w, fwd, in.dy);
+      all_reduce_layer_grads_over_cp(cp, cfg, g);
+      return {std::move(fwd.y), std::move(g)};
+    }
+    auto g = attention_layer_backward(tp, cp, cfg, in.x, w, fwd, in.dy);
+    return {std::move(fwd.y), std::move(g)};
+  }
+};
+
+}  // namespace
+
+void register_attention_mutants() {
+  auto& reg = AttentionRegistry::instance();
+  auto add = [&](const char* name, const char* what, Fault f) {
+    reg.add_once({std::string("mutant:") + name, what, true, false},
+                 std::make_shared<AttentionAdapter<FaultyAttention>>(FaultyAttention{f}));
+  };
+  add("cp-average-outputs",
+      "averages the ring steps' independently normalized outputs instead of merging them by "
+      "lse (the textbook context-parallel bug)",
+      Fault::average_outputs);
+  add("cp-local-lse-merge",
+      "weights each step's output by exp(lse_j − lse_own), the local lse, and never "
+      "renormalizes by the global one",
+      Fault::local_lse_merge);
+  add("cp-top-left-mask",
+      "evaluates the causal mask on chunk-local positions on off-diagonal ring steps "
+      "(top-left aligned)",
+      Fault::top_left_offdiag);
+  add("cp-zigzag-off-by-one",
+      "zigzag layout: rank r believes it holds chunk 2·cp − r instead of 2·cp − 1 − r",
+      Fault::zigzag_off_by_one);
+  add("empty-row-nan", "a fully masked query row gives 0/0 = NaN instead of out 0, lse −inf",
+      Fault::nan_empty_rows);
+  add("ring-backward-local-kv",
+      "the ring backward computes every step against the local K/V instead of the rotated "
+      "chunk",
+      Fault::local_kv_backward);
+  add("ring-backward-step-lse",
+      "the ring backward uses each step's own out and lse instead of the global merged ones",
+      Fault::step_lse_backward);
+  add("dkdv-not-returned",
+      "dK/dV never make their last hop: each rank keeps its neighbour's accumulated gradient",
+      Fault::dkv_not_returned);
+  add("all-gather-no-reduce-scatter",
+      "the all-gather backward keeps its own slice of dK/dV instead of reduce_scattering the "
+      "contributions of every rank's queries",
+      Fault::gather_no_reduce);
+  add("kv-head-r-mod-g", "g < tp: rank r reads kv head r mod g instead of r / (tp/g)",
+      Fault::kv_head_r_mod_g);
+  add("kv-grad-not-summed",
+      "g < tp: the replicated kv projection's weight and bias gradients are not summed over "
+      "the ranks that share the kv head",
+      Fault::kv_grad_not_summed);
+  add("out-bias-every-rank",
+      "the output projection's bias is added on every tp rank before the all_reduce (tp times)",
+      Fault::bias_every_rank);
+}
+
+}  // namespace shardcheck::check

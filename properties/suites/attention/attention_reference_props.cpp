@@ -1,0 +1,308 @@
+// The attention reference's gradients (reference/attention/attention.hpp: dq, dk, dv) against central
+// finite differences of L(q, k, v) = Σ dout ⊙ attention(q, k, v).out in the high precision, for
+// small shapes, every mask kind, key padding (fully padded sequences included: empty rows),
+// MHA, GQA and MQA. The reference's forward on empty rows: out 0, lse −inf, zero gradients.
+//
+// L is affine along every v axis (no truncation term there) but not along q or k. Along one
+// coordinate τ the affected rows' scores move as s_s(τ) = s_s + τ·a_s, and a row's part of L is
+// f(τ) = Σ_s softmax(s + τa)_s·c_s with c_s = dout_row·v_s. Its derivatives are the joint
+// cumulants of (c, a, a, ...) under the softmax distribution: f' = Cov(c, a),
+// f'' = E[c̃ã²], f''' = E[c̃ã³] − 3·E[c̃ã]·E[ã²] (c̃ = c − E c, ã = a − E a), so for EVERY τ
+//   |f'''| ≤ 4·range(c)·range(a)³
+// (|c̃| ≤ range(c), |ã| ≤ range(a)). Along q_(b,t,i,e) one row moves with a_s = σ·k_(s,j,e);
+// along k_(b,s,j,e) every row (b, i in group j, t seeing s) moves with a = σ·q_(t,i,e) at key s
+// and 0 elsewhere, so range(a) = σ|q_(t,i,e)| (0 when the row sees s alone). M3 is the sum over
+// the affected rows, raised by 2^-60 relative for its evaluation in R.
+// The evaluation bound E of L and the analytic gradient's own error come from
+// reference::attention_reference_error (the bound's analysis with u = u_R), so nothing assumes R
+// is exact (E is evaluated once at θ and doubled for the probes: see loss()).
+#include "testing/reference_gen.hpp"
+
+#include "reference/attention/attention.hpp"
+#include "reference/finite_difference.hpp"
+
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+namespace shardcheck::props::ref {
+namespace {
+
+using reference::AttentionConfig;
+using reference::central_difference_gradient;
+using reference::compare_gradient;
+using reference::Evaluation;
+using reference::gamma;
+using reference::hp;
+using reference::MaskKind;
+using reference::to_hp;
+
+const hp u_hp = reference::unit_roundoff_of<hp>();
+
+struct AttnCase {
+  AttentionConfig cfg;
+  std::size_t batch = 1, lq = 1, lk = 1, h = 1, g = 1, d = 1;
+  Tensor<hp> q, k, v, dout;
+};
+
+const char* kind_name(MaskKind k) {
+  return k == MaskKind::none ? "none" : k == MaskKind::causal ? "causal" : "explicit";
+}
+
+template <class T>
+Tensor<hp> genTensor(Shape shape) {
+  const auto v = *rc::gen::container<std::vector<T>>(numel(shape), genLogUniform<T>(-3, 1));
+  return to_hp(Tensor<T>(shape, v));
+}
+
+template <class T>
+AttnCase genCase() {
+  AttnCase c;
+  c.batch = *uniform<std::size_t>(1, 2);
+  c.lq = *uniform<std::size_t>(1, 3);
+  c.lk = *uniform<std::size_t>(1, 4);
+  c.g = *uniform<std::size_t>(1, 2);
+  c.h = c.g * *uniform<std::size_t>(1, 2);  // MHA, GQA; g = 1 with h = 2 is MQA
+  c.d = *uniform<std::size_t>(1, 3);
+  auto& cfg = c.cfg;
+  cfg.q_heads = c.h;
+  cfg.kv_heads = c.g;
+  cfg.head_dim = c.d;
+  if (*uniform(0, 2) == 0) cfg.scale = 0.75;
+  cfg.mask.kind = static_cast<MaskKind>(*uniform(0, 2));
+  cfg.mask.q_len = c.lq;
+  cfg.mask.k_len = c.lk;
+  if (*uniform(0, 2) == 0) {
+    for (std::size_t b = 0; b < c.batch; ++b) {
+      cfg.mask.key_lengths.push_back(*uniform<std::size_t>(0, c.lk));
+    }
+  }
+  if (cfg.mask.kind == MaskKind::explicit_mask) {
+    cfg.mask.allowed = Tensor<std::uint8_t>(Shape{c.batch, c.lq, c.lk});
+    for (auto& a : cfg.mask.allowed.values()) a = static_cast<std::uint8_t>(*uniform(0, 1));
+  }
+  c.q = genTensor<T>({c.batch, c.lq, c.h, c.d});
+  c.k = genTensor<T>({c.batch, c.lk, c.g, c.d});
+  c.v = genTensor<T>({c.batch, c.lk, c.g, c.d});
+  c.dout = genTensor<T>({c.batch, c.lq, c.h, c.d});
+  return c;
+}
+
+std::string describe(const AttnCase& c) {
+  std::string s = std::string(kind_name(c.cfg.mask.kind)) + " batch " + std::to_string(c.batch) +
+                  " Lq " + std::to_string(c.lq) + " Lk " + std::to_string(c.lk) + " h " +
+                  std::to_string(c.h) + " g " + std::to_string(c.g) + " d " + std::to_string(c.d);
+  if (!c.cfg.mask.key_lengths.empty()) {
+    s += " key_lengths";
+    for (auto l : c.cfg.mask.key_lengths) s += " " + std::to_string(l);
+  }
+  return s;
+}
+
+// θ = (q, k, v) flattened.
+Tensor<hp> pack(const AttnCase& c) {
+  std::vector<hp> v = c.q.values();
+  v.insert(v.end(), c.k.values().begin(), c.k.values().end());
+  v.insert(v.end(), c.v.values().begin(), c.v.values().end());
+  const std::size_t n = v.size();
+  return Tensor<hp>({n}, std::move(v));
+}
+
+struct Unpacked {
+  Tensor<hp> q, k, v;
+};
+Unpacked unpack(const AttnCase& c, const Tensor<hp>& th) {
+  const std::size_t nq = c.q.size(), nk = c.k.size();
+  const auto* t = th.data();
+  return {Tensor<hp>(c.q.shape(), std::vector<hp>(t, t + nq)),
+          Tensor<hp>(c.k.shape(), std::vector<hp>(t + nq, t + nq + nk)),
+          Tensor<hp>(c.k.shape(), std::vector<hp>(t + nq + nk, t + nq + 2 * nk))};
+}
+
+// `out_error`: reference::attention_reference_error's bound on R's error in out, evaluated at
+// θ and doubled: a probe moves one coordinate by 2^-38 of its magnitude, which changes the
+// bound (a continuous function of θ made of magnitudes, exp and γ terms) by far less than a
+// factor 2. (Evaluating it at every probe is exact but triples the property's time.)
+Evaluation<hp> loss(const AttnCase& c, const Tensor<hp>& th, const Tensor<hp>& out_error) {
+  using std::abs;
+  const auto u = unpack(c, th);
+  const auto f = reference::attention_forward(c.cfg, u.q, u.k, u.v);
+  hp value(0), err(0), mag(0);
+  for (std::size_t x = 0; x < c.dout.size(); ++x) {
+    value += c.dout[x] * f.out[x];
+    err += 2 * abs(c.dout[x]) * out_error[x];
+    mag += abs(c.dout[x] * f.out[x]);
+  }
+  // Σ dout·out in R: products and a sum (Higham (3.4)), doubled for E itself.
+  return {value, err + gamma<hp>(2 * (c.dout.size() + 1), u_hp) * (mag + err)};
+}
+
+// M3 for coordinate i of θ (0 along v).
+hp third_derivative_bound(const AttnCase& c, std::size_t coord) {
+  using std::abs;
+  const std::size_t nq = c.q.size(), nk = c.k.size();
+  if (coord >= nq + nk) return hp(0);
+  const hp sigma = hp(c.cfg.effective_scale());
+  const std::size_t group = c.h / c.g;
+  auto qi = [&](std::size_t b, std::size_t t, std::size_t i, std::size_t e) {
+    return ((b * c.lq + t) * c.h + i) * c.d + e;
+  };
+  auto ki = [&](std::size_t b, std::size_t s, std::size_t j, std::size_t e) {
+    return ((b * c.lk + s) * c.g + j) * c.d + e;
+  };
+  // range over the visible keys of row (b, i, t) of c_s = dout_row·v_s, and of a_s = σ·k_se.
+  auto row_ranges = [&](std::size_t b, std::size_t i, std::size_t t, std::size_t e, hp& rc,
+                        hp& ra) {
+    const std::size_t j = i / group;
+    bool first = true;
+    hp cmin(0), cmax(0), amin(0), amax(0);
+    for (std::size_t s = 0; s < c.lk; ++s) {
+      if (!c.cfg.mask.visible(b, t, s)) continue;
+      hp cs(0);
+      for (std::size_t x = 0; x < c.d; ++x) cs += c.dout[qi(b, t, i, x)] * c.v[ki(b, s, j, x)];
+      const hp as = sigma * c.k[ki(b, s, j, e)];
+      if (first) {
+        cmin = cmax = cs;
+        amin = amax = as;
+        first = false;
+      }
+      cmin = cs < cmin ? cs : cmin;
+      cmax = cs > cmax ? cs : cmax;
+      amin = as < amin ? as : amin;
+      amax = as > amax ? as : amax;
+    }
+    rc = cmax - cmin;
+    ra = amax - amin;
+    return !first;
+  };
+  hp m3(0);
+  if (coord < nq) {
+    const std::size_t e = coord % c.d, i = (coord / c.d) % c.h, t = (coord / (c.d * c.h)) % c.lq,
+                      b = coord / (c.d * c.h * c.lq);
+    hp rc, ra;
+    if (row_ranges(b, i, t, e, rc, ra)) m3 = 4 * rc * ra * ra * ra;
+  } else {
+    const std::size_t x = coord - nq;
+    const std::size_t e = x % c.d, j = (x / c.d) % c.g, s = (x / (c.d * c.g)) % c.lk,
+                      b = x / (c.d * c.g * c.lk);
+    for (std::size_t i = j * group; i < (j + 1) * group; ++i) {
+      for (std::size_t t = 0; t < c.lq; ++t) {
+        if (!c.cfg.mask.visible(b, t, s)) continue;
+        hp rc, ra;
+        row_ranges(b, i, t, e, rc, ra);
+        const hp a = sigma * abs(c.q[qi(b, t, i, e)]);
+        m3 += 4 * rc * a * a * a;
+      }
+    }
+  }
+  return m3 * (1 + reference::pow2<hp>(-60));
+}
+
+struct Gradient {
+  std::vector<hp> value, error;
+};
+
+// The analytic gradient; `drop_d` evaluates it with D = 0 (dS = P·dP, the backward without
+// the softmax Jacobian's rank-one term: a wrong backward, for the check's teeth).
+Gradient analytic_gradient(const AttnCase& c, bool drop_d) {
+  auto fwd = reference::attention_forward(c.cfg, c.q, c.k, c.v);
+  const auto e = reference::attention_reference_error(c.cfg, c.q, c.k, c.v, c.dout);
+  if (drop_d) fwd.out = Tensor<hp>(fwd.out.shape());
+  const auto g = reference::attention_backward(c.cfg, c.q, c.k, c.v, fwd, c.dout);
+  Gradient out;
+  for (const auto* t : {&g.dq, &g.dk, &g.dv})
+    out.value.insert(out.value.end(), t->values().begin(), t->values().end());
+  for (const auto* t : {&e.dq, &e.dk, &e.dv})
+    out.error.insert(out.error.end(), t->values().begin(), t->values().end());
+  return out;
+}
+
+template <class T>
+void fd_case(bool wrong) {
+  const AttnCase c = genCase<T>();
+  RC_TAG(kind_name(c.cfg.mask.kind));
+  const Tensor<hp> theta = pack(c);
+  reference::FdOptions<hp> opt;
+  opt.smoothness = reference::Smoothness::smooth;
+  opt.third_derivative_bound = [&](std::size_t i, const hp&) {
+    return third_derivative_bound(c, i);
+  };
+  const auto out_error =
+      reference::attention_reference_error(c.cfg, c.q, c.k, c.v, Tensor<hp>()).out;
+  const auto fd = central_difference_gradient<hp>(
+      [&](const Tensor<hp>& th) { return loss(c, th, out_error); }, theta, opt);
+  const Gradient g = analytic_gradient(c, wrong);
+  RC_ASSERT(g.value.size() == fd.estimate.size());
+  const auto v = compare_gradient<hp>(fd, g.value, g.error);
+  if (!wrong) {
+    if (!v.pass) {
+      RC_FAIL(describe(c) + ": coordinate " + std::to_string(v.worst) +
+              " of (q, k, v): " + "central difference " + show_hp(fd.estimate[v.worst]) +
+              ", backward " + show_hp(g.value[v.worst]) + ", ratio " + show_hp(v.worst_ratio));
+    }
+    RC_TAG(v.worst_ratio < hp(1e-3) ? "worst ratio < 1e-3" : "worst ratio >= 1e-3");
+    return;
+  }
+  // Teeth: the backward with D = 0 must fail wherever the dropped term is visible.
+  const Gradient right = analytic_gradient(c, false);
+  bool visible = false;
+  for (std::size_t i = 0; i < g.value.size(); ++i) {
+    using std::abs;
+    if (abs(g.value[i] - right.value[i]) > 4 * (fd.tolerance[i] + right.error[i])) visible = true;
+  }
+  RC_PRE(visible);
+  RC_ASSERT(!v.pass);
+}
+
+RC_GTEST_PROP(attention_reference, backward_matches_central_differences_float64, ()) {
+  fd_case<double>(false);
+}
+RC_GTEST_PROP(attention_reference, backward_matches_central_differences_bfloat16, ()) {
+  fd_case<bfloat16>(false);
+}
+RC_GTEST_PROP(attention_reference, backward_without_the_D_term_is_caught, ()) {
+  fd_case<double>(true);
+}
+
+// Empty rows (every key padded or masked): out 0, lse −inf, and zero gradients from them.
+RC_GTEST_PROP(attention_reference, empty_rows_have_zero_out_minus_inf_lse_and_zero_gradients, ()) {
+  AttnCase c = genCase<double>();
+  c.cfg.mask.key_lengths.assign(c.batch, 0);
+  c.cfg.mask.key_lengths.back() = c.lk;  // the last sequence keeps its keys
+  const auto f = reference::attention_forward(c.cfg, c.q, c.k, c.v);
+  const auto g = reference::attention_backward(c.cfg, c.q, c.k, c.v, f, c.dout);
+  const std::size_t last = c.batch - 1;
+  for (std::size_t b = 0; b < c.batch; ++b) {
+    for (std::size_t i = 0; i < c.h; ++i) {
+      for (std::size_t t = 0; t < c.lq; ++t) {
+        bool any = false;
+        for (std::size_t s = 0; s < c.lk; ++s) any = any || c.cfg.mask.visible(b, t, s);
+        const hp lse = f.lse[(b * c.h + i) * c.lq + t];
+        if (any) {
+          RC_ASSERT(b == last);
+          RC_ASSERT(boost::multiprecision::isfinite(lse));
+          continue;
+        }
+        RC_ASSERT(lse == -std::numeric_limits<hp>::infinity());
+        for (std::size_t e = 0; e < c.d; ++e) {
+          const std::size_t x = ((b * c.lq + t) * c.h + i) * c.d + e;
+          RC_ASSERT(f.out[x] == 0);
+          RC_ASSERT(g.dq[x] == 0);
+        }
+      }
+    }
+  }
+  for (std::size_t x = 0; x < last * c.lk * c.g * c.d; ++x) {  // the padded sequences' keys
+    RC_ASSERT(g.dk[x] == 0);
+    RC_ASSERT(g.dv[x] == 0);
+  }
+  // And their bounds are 0 (an implementation must be exact there).
+  const auto bnd = reference::attention_bounds(c.cfg, c.q, c.k, c.v, c.dout,
+                                               reference::arithmetic_of<bfloat16>());
+  for (std::size_t x = 0; x < last * c.lk * c.g * c.d; ++x) RC_ASSERT(bnd.dk[x] == 0);
+}
+
+}  // namespace
+}  // namespace shardcheck::props::ref

@@ -1,0 +1,244 @@
+// The attention suite: context-parallel attention (ring and all-gather, contiguous and zigzag
+// layouts) and the head-partitioned attention layer on a (cp, tp) mesh, forward and backward,
+// against the dense high-precision reference; the declared traffic; the bit-identity of
+// replicated results.
+#include "suites/attention/attention_suite.hpp"
+
+#include "suites/attention/attention_expected.hpp"
+#include "suites/attention/attention_mutants.hpp"
+#include "suites/attention/attention_run.hpp"
+#include "engine/verdict.hpp"
+
+#include <rapidcheck.h>
+
+namespace shardcheck::check {
+namespace {
+
+const std::vector<PropertyInfo>& attention_properties() {
+  static const std::vector<PropertyInfo> props = {
+      {"context_parallel_matches_reference",
+       "context-parallel attention (ring and all-gather; contiguous and zigzag layouts; any "
+       "split of the sequence, empty chunks included), forward and backward (out, lse, dq, dk, "
+       "dv), equals the dense high-precision reference within the rounding-error bound on every "
+       "element, for MHA, GQA and MQA, causal, explicit and padding masks and every element type",
+       /*numeric=*/true},
+      {"fully_masked_rows",
+       "a query row with no visible key (a sequence that is all padding, or an explicit mask's "
+       "empty row) gives out 0, lse −inf and zero gradients on every rank, never NaN, and the "
+       "other rows are unaffected",
+       /*numeric=*/true},
+      {"layer_matches_reference",
+       "the attention layer with heads over tp (g ≥ tp: whole kv groups per rank; g < tp: kv "
+       "heads replicated on tp/g ranks) and, optionally, the sequence over cp, forward and "
+       "backward (y, dx and the gradient of every projection's weight and bias), equals the "
+       "dense high-precision reference within its bound",
+       /*numeric=*/true},
+      {"declared_traffic",
+       "every rank's ledger shows exactly the collectives its op declares: cp − 1 K/V "
+       "ring_shifts forward (the ring) or one all_gather of K and one of V (all-gather), the "
+       "backward's K/V and dK/dV (in float32 or wider) likewise; the layer's one all_reduce "
+       "forward and one backward over tp, the kv group's and the cp group's gradient sums"},
+      {"replicated_bit_identical",
+       "results the collectives replicate are bit-identical on the ranks that hold them: y and dx "
+       "on the tp ranks of a cp coordinate, every weight gradient on the cp ranks of a tp "
+       "coordinate, the kv projection's gradients on the ranks that share the kv head, and dbo "
+       "everywhere (world ≥ 2)"},
+  };
+  return props;
+}
+
+std::vector<std::size_t> sizes_along(const AttentionCase& c) {
+  std::vector<std::size_t> s;
+  for (int j = 0; j < c.cp; ++j) s.push_back(positions_of(c, j).size());
+  return s;
+}
+
+template <class T>
+void core_checks(CaseVerdict& v, const AttentionCase& c, const AttentionRun<T>& run,
+                 const AttentionExpected& e) {
+  const auto seq = SplitPolicy::explicit_sizes(sizes_along(c));
+  const auto s1 = Placement::shard(1, seq), s2 = Placement::shard(2, seq);
+  std::vector<Tensor<T>> out, dq, dk, dv;
+  std::vector<Tensor<acc_t<T>>> lse;
+  for (const auto& o : run.core) {
+    out.push_back(o.out);
+    lse.push_back(o.lse);
+    dq.push_back(o.dq);
+    dk.push_back(o.dk);
+    dv.push_back(o.dv);
+  }
+  v.tensors.push_back(check_pieces<T>("out", out, s1, e.out, c.world()));
+  v.tensors.push_back(check_pieces<acc_t<T>>("lse", lse, s2, e.lse, c.world()));
+  v.tensors.push_back(check_pieces<T>("dq", dq, s1, e.dq, c.world()));
+  v.tensors.push_back(check_pieces<T>("dk", dk, s1, e.dk, c.world()));
+  v.tensors.push_back(check_pieces<T>("dv", dv, s1, e.dv, c.world()));
+}
+
+// The world ranks of the layer whose pieces make one copy of each result.
+template <class T>
+void layer_checks(CaseVerdict& v, const AttentionCase& c, const AttentionRun<T>& run,
+                  const AttentionExpected& e) {
+  const auto& L = c.layer;
+  const std::size_t d = L.attention.head_dim;
+  auto at = [&](int cp_rank, int tp_rank) -> const LayerRankOutputs<T>& {
+    return run.layer[static_cast<std::size_t>(cp_rank * c.tp + tp_rank)];
+  };
+  // y and dx: the sequence over cp (tp coordinate 0's copy).
+  {
+    std::vector<Tensor<T>> y, dx;
+    for (int j = 0; j < c.cp; ++j) {
+      y.push_back(at(j, 0).y);
+      dx.push_back(at(j, 0).grads.dx);
+    }
+    const auto p = Placement::shard(1, SplitPolicy::explicit_sizes(sizes_along(c)));
+    v.tensors.push_back(check_pieces<T>("y", y, p, e.y, c.cp));
+    v.tensors.push_back(check_pieces<T>("dx", dx, p, e.dx, c.cp));
+  }
+  // Weight gradients: heads over tp (cp coordinate 0's copy).
+  std::vector<std::size_t> q_rows, kv_rows;
+  std::vector<int> kv_ranks;  // one rank per kv shard
+  for (int r = 0; r < c.tp; ++r) {
+    const auto a = head_assignment(L, c.tp, r);
+    q_rows.push_back(a.q_count * d);
+    if (a.kv_replicas == 1 || r == a.kv_group_first) {
+      kv_rows.push_back(a.kv_count * d);
+      kv_ranks.push_back(r);
+    }
+  }
+  auto grads = [&](auto member, const std::vector<int>& ranks) {
+    std::vector<Tensor<T>> pieces;
+    for (int r : ranks) pieces.push_back(at(0, r).grads.*member);
+    return pieces;
+  };
+  std::vector<int> all_tp(static_cast<std::size_t>(c.tp));
+  for (int r = 0; r < c.tp; ++r) all_tp[static_cast<std::size_t>(r)] = r;
+  using G = AttentionLayerGrads<T>;
+  const auto q0 = Placement::shard(0, SplitPolicy::explicit_sizes(q_rows));
+  const auto q1 = Placement::shard(1, SplitPolicy::explicit_sizes(q_rows));
+  const auto kv0 = Placement::shard(0, SplitPolicy::explicit_sizes(kv_rows));
+  const int kv_parts = static_cast<int>(kv_ranks.size());
+  v.tensors.push_back(check_pieces<T>("dwq", grads(&G::dwq, all_tp), q0, e.dwq, c.tp));
+  v.tensors.push_back(check_pieces<T>("dwo", grads(&G::dwo, all_tp), q1, e.dwo, c.tp));
+  v.tensors.push_back(check_pieces<T>("dwk", grads(&G::dwk, kv_ranks), kv0, e.dwk, kv_parts));
+  v.tensors.push_back(check_pieces<T>("dwv", grads(&G::dwv, kv_ranks), kv0, e.dwv, kv_parts));
+  if (L.has_bias) {
+    v.tensors.push_back(check_pieces<T>("dbq", grads(&G::dbq, all_tp), q0, e.dbq, c.tp));
+    v.tensors.push_back(check_pieces<T>("dbk", grads(&G::dbk, kv_ranks), kv0, e.dbk, kv_parts));
+    v.tensors.push_back(check_pieces<T>("dbv", grads(&G::dbv, kv_ranks), kv0, e.dbv, kv_parts));
+    std::vector<Tensor<T>> dbo;
+    for (const auto& o : run.layer) dbo.push_back(o.grads.dbo);
+    v.tensors.push_back(check_pieces<T>("dbo", dbo, Placement::replicate(), e.dbo, c.world()));
+  }
+}
+
+template <class T>
+std::string first_difference(const std::string& what, int rank, const Tensor<T>& got, int other,
+                             const Tensor<T>& want) {
+  if (bit_equal(got, want)) return {};
+  return what + " on world rank " + std::to_string(rank) + " differs in its bits from world rank " +
+         std::to_string(other) + "'s copy (" + format_shape(got.shape()) + " vs " +
+         format_shape(want.shape()) + "): a replicated result must be bit-identical";
+}
+
+template <class T>
+void replication_checks(CaseVerdict& v, const AttentionCase& c, const AttentionRun<T>& run) {
+  auto add = [&](const std::string& f) {
+    if (!f.empty()) v.failures.push_back(f);
+  };
+  if (c.op == AttentionOp::context_parallel) return;  // nothing is replicated in the core
+  using G = AttentionLayerGrads<T>;
+  for (int r = 0; r < c.world(); ++r) {
+    const auto& o = run.layer[static_cast<std::size_t>(r)];
+    const int j = r / c.tp, t = r % c.tp;
+    const int same_cp = j * c.tp;  // tp coordinate 0 of this cp coordinate
+    const auto& ref_tp = run.layer[static_cast<std::size_t>(same_cp)];
+    add(first_difference("y", r, o.y, same_cp, ref_tp.y));
+    add(first_difference("dx", r, o.grads.dx, same_cp, ref_tp.grads.dx));
+    const auto& ref_cp = run.layer[static_cast<std::size_t>(t)];  // cp coordinate 0
+    for (auto [name, m] : {std::pair{"dwq", &G::dwq},
+                           {"dbq", &G::dbq},
+                           {"dwk", &G::dwk},
+                           {"dbk", &G::dbk},
+                           {"dwv", &G::dwv},
+                           {"dbv", &G::dbv},
+                           {"dwo", &G::dwo},
+                           {"dbo", &G::dbo}}) {
+      add(first_difference(name, r, o.grads.*m, t, ref_cp.grads.*m));
+    }
+    const auto a = head_assignment(c.layer, c.tp, t);
+    const int first = j * c.tp + a.kv_group_first;
+    const auto& ref_kv = run.layer[static_cast<std::size_t>(first)];
+    for (auto [name, m] :
+         {std::pair{"dwk", &G::dwk}, {"dbk", &G::dbk}, {"dwv", &G::dwv}, {"dbv", &G::dbv}}) {
+      add(first_difference(name, r, o.grads.*m, first, ref_kv.grads.*m));
+    }
+    add(first_difference("dbo", r, o.grads.dbo, 0, run.layer[0].grads.dbo));
+  }
+}
+
+template <class T>
+void run_typed(const std::string& property, const AttentionImplementation& impl,
+               const AttentionCase& c) {
+  const AttentionData<T> d = *genAttentionData<T>(c);
+  const AttentionRun<T> run = run_attention(impl, c, d);
+  CaseVerdict v;
+  if (!begin_verdict(v, to_string(c.op), c.dtype, c.world(), c.describe(), run.error)) return;
+  if (property == "declared_traffic") {
+    std::vector<std::vector<DeclaredCall>> declared;
+    for (int r = 0; r < c.world(); ++r) declared.push_back(attention_declared_traffic(c, r));
+    if (auto f = check_traffic_per_rank(declared, run.ledgers); !f.empty()) {
+      v.failures.push_back(f);
+    }
+  } else if (property == "replicated_bit_identical") {
+    replication_checks(v, c, run);
+  } else {
+    const auto e = attention_expected(c, d);
+    if (c.op == AttentionOp::context_parallel) {
+      core_checks(v, c, run, e);
+    } else {
+      layer_checks(v, c, run, e);
+    }
+  }
+  conclude(v);
+}
+
+}  // namespace
+
+std::string AttentionSuite::name() const { return "attention"; }
+
+std::string AttentionSuite::description() const {
+  return "context-parallel attention (ring, all-gather; contiguous, zigzag) and the "
+         "head-partitioned attention layer with GQA on a (cp, tp) mesh, forward and backward";
+}
+
+std::vector<PropertyInfo> AttentionSuite::properties() const { return attention_properties(); }
+
+void AttentionSuite::run_case(const std::string& property, const std::string& impl,
+                              const RunConfig& config) const {
+  const AttentionImplementation& target = implementation(impl);
+  AttentionCaseOptions options;
+  if (property == "context_parallel_matches_reference") {
+    options.op = AttentionOp::context_parallel;
+  } else if (property == "fully_masked_rows") {
+    options.op = AttentionOp::context_parallel;
+    options.fully_masked_rows = true;
+  } else if (property == "layer_matches_reference") {
+    options.op = AttentionOp::layer;
+  } else if (property == "replicated_bit_identical") {
+    options.op = AttentionOp::layer;
+    options.min_two_ranks = true;
+  } else if (property == "declared_traffic") {
+    options.min_two_ranks = true;
+  }
+  const AttentionCase c = *genAttentionCase(config, options);
+  visit_float_dtype(c.dtype, [&]<class T>(T) { run_typed<T>(property, target, c); });
+}
+
+void register_attention_suite() {
+  register_builtin_suite<AttentionSuite>(
+      "the library's own ops (lib/ops/attention/context_parallel_attention.hpp, "
+      "lib/ops/attention/head_parallel_attention.hpp)",
+      std::make_shared<AttentionAdapter<LibraryAttention>>(), register_attention_mutants);
+}
+
+}  // namespace shardcheck::check

@@ -1,0 +1,112 @@
+#include "suites/linear/linear_case.hpp"
+
+#include "generators/layout_gen.hpp"
+
+namespace shardcheck::check {
+namespace {
+
+// Case sizes: small enough for the high-precision reference to stay cheap, large enough for
+// uneven splits, primes, empty shards and cancellation.
+constexpr std::size_t max_tokens = 13;
+constexpr std::size_t max_features = 24;
+
+}  // namespace
+
+std::string LinearCase::describe() const {
+  std::string s = "tokens=" + std::to_string(tokens) + " in=" + std::to_string(in) +
+                  " out=" + std::to_string(out) + " P=" + std::to_string(world);
+  if (layer == LinearLayer::column_parallel) {
+    s += " out_split=" + column.out_split.to_string();
+    if (column.gather_output) s += " gather_output";
+    if (column.sequence_parallel_input) {
+      s += " sequence_parallel_input token_split=" + column.token_split.to_string();
+    }
+    s += std::string(" all_reduce=") + std::string(name(column.all_reduce_algorithm));
+    s += column.kernel == Kernel::deterministic ? " kernel=deterministic" : " kernel=fast";
+  } else {
+    s += " in_split=" + row.in_split.to_string();
+    if (!row.input_is_parallel) s += " input_split_locally";
+    if (row.sequence_parallel_output) {
+      s += " sequence_parallel_output token_split=" + row.token_split.to_string();
+    }
+    s += std::string(" reduce=") + std::string(name(row.reduce_algorithm));
+    s += row.kernel == Kernel::deterministic ? " kernel=deterministic" : " kernel=fast";
+  }
+  s += has_bias ? " bias" : " no_bias";
+  s += " profile=" + gen::to_string(profile);
+  return s;
+}
+
+rc::Gen<LinearCase> genLinearCase(const RunConfig& config, const LinearCaseOptions& options) {
+  return rc::gen::exec([config, options] {
+    LinearCase c;
+    c.layer = options.layer
+                  ? *options.layer
+                  : *rc::gen::element(LinearLayer::column_parallel, LinearLayer::row_parallel);
+    c.dtype = *gen::genFloatDType(config.dtypes);
+    c.world = options.world ? *options.world : *gen::genWorld(config.max_world);
+    c.tokens = *gen::genDim(max_tokens);
+    c.in = *gen::genDim(max_features);
+    c.out = *gen::genDim(max_features);
+    c.has_bias = *rc::gen::weightedElement<bool>({{3, true}, {1, false}});
+    c.profile = options.profile ? *options.profile : *gen::genProfile();
+    const Kernel kernel =
+        options.kernel ? *options.kernel : *rc::gen::element(Kernel::deterministic, Kernel::fast);
+    const Algorithm algo = *rc::gen::element(Algorithm::ring, Algorithm::sequential);
+    const bool sp = *rc::gen::weightedElement<bool>({{2, false}, {1, true}});
+    if (c.layer == LinearLayer::column_parallel) {
+      c.column.out_features = c.out;
+      c.column.tokens = c.tokens;
+      c.column.out_split = *gen::genSplit(c.out, c.world);
+      c.column.gather_output = *rc::gen::arbitrary<bool>();
+      c.column.sequence_parallel_input = sp;
+      c.column.token_split = *gen::genSplit(c.tokens, c.world);
+      c.column.all_reduce_algorithm = algo;
+      c.column.kernel = kernel;
+    } else {
+      c.row.in_split = *gen::genSplit(c.in, c.world);
+      c.row.input_is_parallel = *rc::gen::weightedElement<bool>({{3, true}, {1, false}});
+      c.row.sequence_parallel_output = sp;
+      c.row.token_split = *gen::genSplit(c.tokens, c.world);
+      c.row.reduce_algorithm = algo;
+      c.row.kernel = kernel;
+    }
+    RC_CLASSIFY(gen::has_empty_piece(c.feature_split(), c.feature_dim(), c.world),
+                "empty feature shard");
+    RC_TAG(gen::policy_kind(c.feature_split()));
+    return c;
+  });
+}
+
+template <class T>
+int linear_max_exp() {
+  // k <= 24 terms (< 2^5) of products < 2^(2e), plus a bias < 2^e: |y| < 2^(2e+6) must stay
+  // below T's largest finite value (2^16 for float16, 2^128 for float32/bfloat16).
+  if constexpr (std::is_same_v<T, float16>) return 4;
+  else if constexpr (std::is_same_v<T, double>) return 200;
+  else return 40;
+}
+
+template <class T>
+rc::Gen<LinearData<T>> genLinearData(const LinearCase& c) {
+  return rc::gen::exec([c] {
+    const int e = linear_max_exp<T>();
+    LinearData<T> d;
+    d.x = *gen::genTensor<T>({c.tokens, c.in}, c.profile, e);
+    d.w = *gen::genTensor<T>({c.out, c.in}, c.profile, e);
+    if (c.has_bias) d.b = *gen::genTensor<T>({c.out}, c.profile, e);
+    d.dy = *gen::genTensor<T>({c.tokens, c.out}, c.profile, e);
+    return d;
+  });
+}
+
+#define SHARDCHECK_INSTANTIATE(T)   \
+  template int linear_max_exp<T>(); \
+  template rc::Gen<LinearData<T>> genLinearData<T>(const LinearCase&);
+SHARDCHECK_INSTANTIATE(double)
+SHARDCHECK_INSTANTIATE(float)
+SHARDCHECK_INSTANTIATE(bfloat16)
+SHARDCHECK_INSTANTIATE(float16)
+#undef SHARDCHECK_INSTANTIATE
+
+}  // namespace shardcheck::check

@@ -1,0 +1,72 @@
+// One generated case of the linear suite: the layer, its options, the shapes, the world and the
+// splits, and the global tensors. Everything is drawn on the main thread before any rank runs.
+#pragma once
+
+#include "engine/suite.hpp"
+#include "generators/values.hpp"
+#include "ops/linear/linear.hpp"
+#include "tensor/tensor.hpp"
+
+#include <rapidcheck.h>
+
+#include <string>
+
+namespace shardcheck::check {
+
+enum class LinearLayer { column_parallel, row_parallel };
+
+inline std::string to_string(LinearLayer l) {
+  return l == LinearLayer::column_parallel ? "column_parallel_linear" : "row_parallel_linear";
+}
+
+struct LinearCase {
+  LinearLayer layer = LinearLayer::column_parallel;
+  DType dtype = DType::float32;
+  int world = 1;
+  std::size_t tokens = 1, in = 1, out = 1;
+  bool has_bias = true;
+  ColumnParallelConfig column;  // used when layer == column_parallel
+  RowParallelConfig row;        // used when layer == row_parallel
+  gen::Profile profile = gen::Profile::unit;
+
+  // "tokens=5 in=7 out=4 P=3 out_split=explicit[2,0,2] bias gather_output profile=wide"
+  std::string describe() const;
+  // The split of the sharded feature dimension (out for column, in for row).
+  const SplitPolicy& feature_split() const {
+    return layer == LinearLayer::column_parallel ? column.out_split : row.in_split;
+  }
+  std::size_t feature_dim() const { return layer == LinearLayer::column_parallel ? out : in; }
+  bool sequence_parallel() const {
+    return layer == LinearLayer::column_parallel ? column.sequence_parallel_input
+                                                 : row.sequence_parallel_output;
+  }
+  const SplitPolicy& token_split() const {
+    return layer == LinearLayer::column_parallel ? column.token_split : row.token_split;
+  }
+};
+
+// Shape of the draw, for properties that pin some of it.
+struct LinearCaseOptions {
+  std::optional<LinearLayer> layer;
+  std::optional<int> world;             // e.g. 1 for "row-parallel with P = 1"
+  std::optional<gen::Profile> profile;  // e.g. special for the NaN/Inf property
+  std::optional<Kernel> kernel;         // deterministic for the exactness properties
+};
+
+rc::Gen<LinearCase> genLinearCase(const RunConfig& config, const LinearCaseOptions& options);
+
+// The global tensors of a case: x [tokens, in], w [out, in], b [out] (or empty), dy [tokens, out].
+template <class T>
+struct LinearData {
+  Tensor<T> x, w, b, dy;
+};
+
+// Largest exponent of generated values for T such that no correct computation of a case this
+// size overflows: |dot| <= k * 2^(2e) must stay below T's max with room for the bias.
+template <class T>
+int linear_max_exp();
+
+template <class T>
+rc::Gen<LinearData<T>> genLinearData(const LinearCase& c);
+
+}  // namespace shardcheck::check

@@ -1,0 +1,122 @@
+// The linear suite's implementation interface: what one rank is given and what it returns,
+// for column_parallel_linear and row_parallel_linear, forward and backward in one call.
+//
+// A user checks their own tensor-parallel linear by writing a type with two member templates
+// and registering it (see examples/custom_linear/):
+//
+//   struct MyLinear {
+//     template <class T> LinearRankOutputs<T> column_parallel(Communicator&,
+//         const ColumnParallelConfig&, const LinearRankInputs<T>&) const;
+//     template <class T> LinearRankOutputs<T> row_parallel(Communicator&,
+//         const RowParallelConfig&, const LinearRankInputs<T>&) const;
+//   };
+//   static Registration<LinearImplementation> reg({.name = "mine"},
+//                                                 std::make_shared<LinearAdapter<MyLinear>>());
+//
+// T is double, float, bfloat16 or float16. Inputs and outputs are this rank's pieces, laid out
+// as lib/ops/linear/linear.hpp documents; the suite materializes them by these placements:
+//
+//   column_parallel   y  S(1)[out_split], or R with gather_output
+//                     dx R, or S(0)[token_split] with sequence_parallel_input
+//                     dw S(0)[out_split]      db S(0)[out_split]
+//   row_parallel      y  R, or S(0)[token_split] with sequence_parallel_output
+//                     dx S(1)[in_split] with input_is_parallel, else R
+//                     dw S(1)[in_split]       db R
+#pragma once
+
+#include "engine/registry.hpp"
+#include "ops/linear/linear.hpp"
+#include "runtime/communicator.hpp"
+#include "tensor/tensor.hpp"
+
+namespace shardcheck::check {
+
+template <class T>
+struct LinearRankInputs {
+  // column_parallel: the full x [tokens, in] (identical on every rank), or this rank's token
+  //                  rows with sequence_parallel_input.
+  // row_parallel:    this rank's feature columns [tokens, in_r] with input_is_parallel, else
+  //                  the full x.
+  Tensor<T> x;
+  Tensor<T> w_shard;  // column: [out_r, in]; row: [out, in_r]
+  Tensor<T> b;        // column: this rank's slice [out_r]; row: the full bias [out]; or empty
+  bool has_bias = false;
+  // The gradient of the loss with respect to y, as this rank holds y: column: [tokens, out_r],
+  // or the full [tokens, out] with gather_output; row: the full [tokens, out], or this rank's
+  // token rows with sequence_parallel_output.
+  Tensor<T> dy;
+};
+
+template <class T>
+struct LinearRankOutputs {
+  Tensor<T> y, dx, dw, db;  // db empty without bias
+};
+
+class LinearImplementation {
+ public:
+  virtual ~LinearImplementation() = default;
+#define SHARDCHECK_LINEAR_IMPL_METHODS(T)                                                     \
+  virtual LinearRankOutputs<T> column_parallel(Communicator& tp, const ColumnParallelConfig&, \
+                                               const LinearRankInputs<T>&) const = 0;         \
+  virtual LinearRankOutputs<T> row_parallel(Communicator& tp, const RowParallelConfig&,       \
+                                            const LinearRankInputs<T>&) const = 0;
+  SHARDCHECK_LINEAR_IMPL_METHODS(double)
+  SHARDCHECK_LINEAR_IMPL_METHODS(float)
+  SHARDCHECK_LINEAR_IMPL_METHODS(bfloat16)
+  SHARDCHECK_LINEAR_IMPL_METHODS(float16)
+#undef SHARDCHECK_LINEAR_IMPL_METHODS
+};
+
+// Adapts a type with member templates column_parallel<T> and row_parallel<T>.
+template <class Impl>
+class LinearAdapter final : public LinearImplementation {
+ public:
+  explicit LinearAdapter(Impl impl = {}) : impl_(std::move(impl)) {}
+#define SHARDCHECK_LINEAR_ADAPT(T)                                                        \
+  LinearRankOutputs<T> column_parallel(Communicator& tp, const ColumnParallelConfig& cfg, \
+                                       const LinearRankInputs<T>& in) const override {    \
+    return impl_.template column_parallel<T>(tp, cfg, in);                                \
+  }                                                                                       \
+  LinearRankOutputs<T> row_parallel(Communicator& tp, const RowParallelConfig& cfg,       \
+                                    const LinearRankInputs<T>& in) const override {       \
+    return impl_.template row_parallel<T>(tp, cfg, in);                                   \
+  }
+  SHARDCHECK_LINEAR_ADAPT(double)
+  SHARDCHECK_LINEAR_ADAPT(float)
+  SHARDCHECK_LINEAR_ADAPT(bfloat16)
+  SHARDCHECK_LINEAR_ADAPT(float16)
+#undef SHARDCHECK_LINEAR_ADAPT
+
+ private:
+  Impl impl_;
+};
+
+using LinearRegistry = ImplementationRegistry<LinearImplementation>;
+
+// The library's own ops (lib/ops/linear/linear.hpp), as an implementation: "shardcheck".
+struct LibraryLinear {
+  template <class T>
+  LinearRankOutputs<T> column_parallel(Communicator& tp, const ColumnParallelConfig& cfg,
+                                       const LinearRankInputs<T>& in) const {
+    LinearRankOutputs<T> out;
+    out.y = column_parallel_linear(tp, cfg, in.x, in.w_shard, in.b).y;
+    auto g = column_parallel_linear_backward(tp, cfg, in.x, in.w_shard, in.has_bias, in.dy);
+    out.dx = std::move(g.dx);
+    out.dw = std::move(g.dw);
+    out.db = std::move(g.db);
+    return out;
+  }
+  template <class T>
+  LinearRankOutputs<T> row_parallel(Communicator& tp, const RowParallelConfig& cfg,
+                                    const LinearRankInputs<T>& in) const {
+    LinearRankOutputs<T> out;
+    out.y = row_parallel_linear(tp, cfg, in.x, in.w_shard, in.b).y;
+    auto g = row_parallel_linear_backward(tp, cfg, in.x, in.w_shard, in.has_bias, in.dy);
+    out.dx = std::move(g.dx);
+    out.dw = std::move(g.dw);
+    out.db = std::move(g.db);
+    return out;
+  }
+};
+
+}  // namespace shardcheck::check

@@ -1,0 +1,112 @@
+#include "suites/norm/norm_expected.hpp"
+
+#include "reference/norm/norm.hpp"
+
+namespace shardcheck::check {
+namespace {
+
+using reference::hp;
+using reference::Propagator;
+using reference::Tracked;
+using reference::TrackedTensor;
+
+reference::NormKind ref_kind(NormKind k) {
+  switch (k) {
+    case NormKind::layer_norm: return reference::NormKind::layer_norm;
+    case NormKind::layer_norm_no_bias: return reference::NormKind::layer_norm_no_bias;
+    case NormKind::rms_norm: return reference::NormKind::rms_norm;
+  }
+  return reference::NormKind::layer_norm;
+}
+
+ExpectedTensor expect(const TrackedTensor<hp>& t, const Propagator<hp>& P) {
+  return {t.values(), t.bounds(P)};
+}
+
+// out[i, j] = Σ_k a[i, k]·b[j, k] (a [m, k], b [n, k] given with strides), k cut into `parts`:
+// per part a sum in A rounded to T, parts summed in T. One part: a dot rounded once.
+struct Operand {
+  const TrackedTensor<hp>* t;
+  bool transposed;  // read t(k, i) instead of t(i, k)
+  const Tracked<hp>& at(std::size_t i, std::size_t k) const {
+    return transposed ? (*t)(k, i) : (*t)(i, k);
+  }
+};
+
+TrackedTensor<hp> contract(const Propagator<hp>& P, Operand a, Operand b, std::size_t m,
+                           std::size_t n, const std::vector<std::size_t>& parts) {
+  TrackedTensor<hp> out(Shape{m, n});
+  std::vector<Tracked<hp>> terms, partials;
+  for (std::size_t i = 0; i < m; ++i) {
+    for (std::size_t j = 0; j < n; ++j) {
+      partials.clear();
+      std::size_t k0 = 0;
+      for (const std::size_t len : parts) {
+        terms.clear();
+        for (std::size_t k = k0; k < k0 + len; ++k) terms.push_back(P.mul(a.at(i, k), b.at(j, k)));
+        partials.push_back(P.to_storage(P.sum(terms)));
+        k0 += len;
+      }
+      out(i, j) = parts.size() == 1 ? partials[0] : P.sum_in_storage(partials);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+template <class T>
+NormExpected norm_expected(const NormCase& c, const NormData<T>& d) {
+  using A = acc_t<T>;
+  const auto arith = reference::arithmetic_of<T>();
+  const Propagator<hp> P(arith);
+  const auto kind = ref_kind(c.kind());
+  const hp eps = reference::to_hp<hp>(static_cast<A>(c.norm().norm.eps));
+  const auto token_parts = split_sizes(c.norm().token_split, c.tokens(), c.world);
+  const auto x = TrackedTensor<hp>::exact(reference::to_hp<hp>(d.x));
+  const auto gamma = reference::to_hp<hp>(d.gamma);
+  const auto beta = reference::to_hp<hp>(d.beta);
+  const auto dy = TrackedTensor<hp>::exact(reference::to_hp<hp>(d.dy));
+  NormExpected e;
+  if (c.op == NormOp::norm) {
+    const auto f = reference::norm_forward_tracked<hp>(kind, x, gamma, beta, eps, P);
+    const auto b = reference::norm_backward_tracked<hp>(kind, x, gamma, dy, eps, P, token_parts);
+    e.y = expect(f.y, P);
+    e.dx = expect(b.dx, P);
+    e.dgamma = expect(b.dgamma, P);
+    if (!b.dbeta.empty()) e.dbeta = expect(b.dbeta, P);
+    return e;
+  }
+  const std::size_t tokens = c.tokens(), h = c.hidden, ffn = c.block.ffn;
+  const auto ffn_parts = split_sizes(c.block.ffn_split, ffn, c.world);
+  const std::vector<std::size_t> whole_h{h}, whole_t{tokens};
+  const auto w1 = TrackedTensor<hp>::exact(reference::to_hp<hp>(d.w1));  // [ffn, h]
+  const auto w2 = TrackedTensor<hp>::exact(reference::to_hp<hp>(d.w2));  // [h, ffn]
+  const auto z = reference::norm_forward_tracked<hp>(kind, x, gamma, beta, eps, P).y;
+  // a [tokens, ffn] = z·W1ᵀ: one dot over hidden.
+  const auto a = contract(P, {&z, false}, {&w1, false}, tokens, ffn, whole_h);
+  // y [tokens, h] = a·W2ᵀ over ffn, split by the ffn shards.
+  const auto y = contract(P, {&a, false}, {&w2, false}, tokens, h, ffn_parts);
+  // da [tokens, ffn] = dy·W2: one dot over hidden (W2 read transposed: W2ᵀ[f, j] = W2[j, f]).
+  const auto da = contract(P, {&dy, false}, {&w2, true}, tokens, ffn, whole_h);
+  // dW2 [h, ffn] = dyᵀ·a over tokens; dW1 [ffn, h] = daᵀ·z over tokens.
+  const auto dw2 = contract(P, {&dy, true}, {&a, true}, h, ffn, whole_t);
+  const auto dw1 = contract(P, {&da, true}, {&z, true}, ffn, h, whole_t);
+  // dz [tokens, h] = da·W1 over ffn, split by the ffn shards (reduce_scatter of partials).
+  const auto dz = contract(P, {&da, false}, {&w1, true}, tokens, h, ffn_parts);
+  const auto b = reference::norm_backward_tracked<hp>(kind, x, gamma, dz, eps, P, token_parts);
+  e.y = expect(y, P);
+  e.dx = expect(b.dx, P);
+  e.dgamma = expect(b.dgamma, P);
+  if (!b.dbeta.empty()) e.dbeta = expect(b.dbeta, P);
+  e.dw1 = expect(dw1, P);
+  e.dw2 = expect(dw2, P);
+  return e;
+}
+
+template NormExpected norm_expected<double>(const NormCase&, const NormData<double>&);
+template NormExpected norm_expected<float>(const NormCase&, const NormData<float>&);
+template NormExpected norm_expected<bfloat16>(const NormCase&, const NormData<bfloat16>&);
+template NormExpected norm_expected<float16>(const NormCase&, const NormData<float16>&);
+
+}  // namespace shardcheck::check

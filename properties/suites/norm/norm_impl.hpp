@@ -1,0 +1,155 @@
+// The norm suite's implementation interface: what one rank is given and what it returns, for
+// the sequence-parallel norm (forward and backward in one call) and for Megatron's
+// sequence-parallel block (SP norm → g → column-parallel linear → row-parallel linear → ḡ).
+//
+// A user checks their own sequence-parallel norm by writing a type with two member templates
+// and registering it (as examples/custom_linear/ does for the linear suite):
+//
+//   struct MyNorm {
+//     template <class T> NormRankOutputs<T> norm(Communicator&,
+//         const SequenceParallelNormConfig&, const NormRankInputs<T>&) const;
+//     template <class T> BlockRankOutputs<T> block(Communicator&, const BlockConfig&,
+//         const BlockRankInputs<T>&) const;
+//   };
+//   static Registration<NormImplementation> reg({.name = "mine"},
+//                                               std::make_shared<NormAdapter<MyNorm>>());
+//
+// T is double, float, bfloat16 or float16. Placements (what the suite materializes):
+//   norm    y, dx S(0)[token_split]        dgamma, dbeta R (bit-identical on every rank)
+//   block   y, dx S(0)[token_split]        dgamma, dbeta R
+//           dw1 S(0)[ffn_split] ([ffn_r, hidden])   dw2 S(1)[ffn_split] ([hidden, ffn_r])
+#pragma once
+
+#include "engine/registry.hpp"
+#include "ops/linear/linear.hpp"
+#include "ops/norm/norm.hpp"
+#include "runtime/communicator.hpp"
+#include "tensor/tensor.hpp"
+
+namespace shardcheck::check {
+
+template <class T>
+struct NormRankInputs {
+  Tensor<T> x;      // this rank's tokens [tokens_r, hidden] (tokens_r may be 0)
+  Tensor<T> gamma;  // [hidden], replicated
+  Tensor<T> beta;   // [hidden] for layer_norm, else empty
+  Tensor<T> dy;     // [tokens_r, hidden]
+};
+
+template <class T>
+struct NormRankOutputs {
+  Tensor<T> y, dx, dgamma, dbeta;  // dbeta empty without beta
+};
+
+// The Megatron-LM sequence-parallel block (Korthikanti et al. 2022, Fig. 5), no linear biases:
+//   z_r = norm(x_r)                                  local
+//   z   = g(z_r) = all_gather_tokens                 backward: reduce_scatter_tokens
+//   a_r = z·W1_rᵀ   W1 [ffn, hidden] split by rows   column-parallel
+//   y_r = ḡ(a_r·W2_rᵀ) = reduce_scatter_tokens       W2 [hidden, ffn] split by columns;
+//                                                    backward: all_gather_tokens of dy
+struct BlockConfig {
+  SequenceParallelNormConfig norm;  // tokens, token_split, eps, kind
+  std::size_t ffn = 1;
+  SplitPolicy ffn_split = SplitPolicy::chunk();
+  Kernel kernel = Kernel::deterministic;  // the linear layers' kernel (fast: another order)
+};
+
+template <class T>
+struct BlockRankInputs {
+  Tensor<T> x, gamma, beta;  // as NormRankInputs
+  Tensor<T> w1_shard;        // [ffn_r, hidden]
+  Tensor<T> w2_shard;        // [hidden, ffn_r]
+  Tensor<T> dy;              // [tokens_r, hidden]
+};
+
+template <class T>
+struct BlockRankOutputs {
+  Tensor<T> y, dx, dgamma, dbeta, dw1, dw2;
+};
+
+class NormImplementation {
+ public:
+  virtual ~NormImplementation() = default;
+#define SHARDCHECK_NORM_IMPL_METHODS(T)                                                \
+  virtual NormRankOutputs<T> norm(Communicator& sp, const SequenceParallelNormConfig&, \
+                                  const NormRankInputs<T>&) const = 0;                 \
+  virtual BlockRankOutputs<T> block(Communicator& tp, const BlockConfig&,              \
+                                    const BlockRankInputs<T>&) const = 0;
+  SHARDCHECK_NORM_IMPL_METHODS(double)
+  SHARDCHECK_NORM_IMPL_METHODS(float)
+  SHARDCHECK_NORM_IMPL_METHODS(bfloat16)
+  SHARDCHECK_NORM_IMPL_METHODS(float16)
+#undef SHARDCHECK_NORM_IMPL_METHODS
+};
+
+template <class Impl>
+class NormAdapter final : public NormImplementation {
+ public:
+  explicit NormAdapter(Impl impl = {}) : impl_(std::move(impl)) {}
+#define SHARDCHECK_NORM_ADAPT(T)                                                   \
+  NormRankOutputs<T> norm(Communicator& sp, const SequenceParallelNormConfig& cfg, \
+                          const NormRankInputs<T>& in) const override {            \
+    return impl_.template norm<T>(sp, cfg, in);                                    \
+  }                                                                                \
+  BlockRankOutputs<T> block(Communicator& tp, const BlockConfig& cfg,              \
+                            const BlockRankInputs<T>& in) const override {         \
+    return impl_.template block<T>(tp, cfg, in);                                   \
+  }
+  SHARDCHECK_NORM_ADAPT(double)
+  SHARDCHECK_NORM_ADAPT(float)
+  SHARDCHECK_NORM_ADAPT(bfloat16)
+  SHARDCHECK_NORM_ADAPT(float16)
+#undef SHARDCHECK_NORM_ADAPT
+
+ private:
+  Impl impl_;
+};
+
+using NormRegistry = ImplementationRegistry<NormImplementation>;
+
+// The block's linear configurations, derived from BlockConfig (no biases): the library's
+// (ops/norm/norm.hpp) with the block's kernel.
+inline ColumnParallelConfig block_column_config(const BlockConfig& cfg) {
+  return sp_block_column_config(cfg.norm, cfg.ffn, cfg.ffn_split, cfg.kernel);
+}
+
+inline RowParallelConfig block_row_config(const BlockConfig& cfg) {
+  return sp_block_row_config(cfg.norm, cfg.ffn_split, cfg.kernel);
+}
+
+// The library's own ops (lib/ops/norm/norm.hpp, lib/ops/linear/linear.hpp): "shardcheck".
+struct LibraryNorm {
+  template <class T>
+  NormRankOutputs<T> norm(Communicator& sp, const SequenceParallelNormConfig& cfg,
+                          const NormRankInputs<T>& in) const {
+    NormRankOutputs<T> out;
+    out.y = sequence_parallel_norm(sp, cfg, in.x, in.gamma, in.beta);
+    auto g = sequence_parallel_norm_backward(sp, cfg, in.x, in.gamma, in.dy);
+    out.dx = std::move(g.dx);
+    out.dgamma = std::move(g.dgamma);
+    out.dbeta = std::move(g.dbeta);
+    return out;
+  }
+  template <class T>
+  BlockRankOutputs<T> block(Communicator& tp, const BlockConfig& cfg,
+                            const BlockRankInputs<T>& in) const {
+    const auto col = block_column_config(cfg);
+    const auto row = block_row_config(cfg);
+    const Tensor<T> none;
+    BlockRankOutputs<T> out;
+    const Tensor<T> z = sequence_parallel_norm(tp, cfg.norm, in.x, in.gamma, in.beta);
+    const Tensor<T> a = column_parallel_linear(tp, col, z, in.w1_shard, none).y;
+    out.y = row_parallel_linear(tp, row, a, in.w2_shard, none).y;
+    auto gr = row_parallel_linear_backward(tp, row, a, in.w2_shard, false, in.dy);
+    auto gc = column_parallel_linear_backward(tp, col, z, in.w1_shard, false, gr.dx);
+    auto gn = sequence_parallel_norm_backward(tp, cfg.norm, in.x, in.gamma, gc.dx);
+    out.dx = std::move(gn.dx);
+    out.dgamma = std::move(gn.dgamma);
+    out.dbeta = std::move(gn.dbeta);
+    out.dw1 = std::move(gc.dw);
+    out.dw2 = std::move(gr.dw);
+    return out;
+  }
+};
+
+}  // namespace shardcheck::check

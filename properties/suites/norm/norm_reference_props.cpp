@@ -1,0 +1,301 @@
+// The norm reference's gradients (reference/norm/norm.hpp: dx, dgamma, dbeta) against central finite
+// differences of L(x, gamma, beta) = Σ dy ⊙ norm(x, gamma, beta) in the high precision, for
+// layer_norm (with and without bias) and rms_norm.
+//
+// L is affine along every gamma and beta axis (no truncation term there) but not along x: the
+// smooth path needs M3 ≥ |∂³L/∂x_ti³| on [x_ti − h, x_ti + h]. Along x_ti only token t's row
+// moves. With a_k the centred values d_k (layer_norm) or x_k (rms_norm), s = var + eps (or
+// ms + eps) and q = s^(-1/2): every a_k is affine in the coordinate with |a_k'| ≤ 1,
+// s is quadratic with |s'| ≤ 4·D (D = max_k |a_k|: (2/n)·Σ_k |a_k||a_k'| and Σ_k |a_k'| ≤ 2)
+// and 0 ≤ s'' ≤ 4, so
+//   q''  = ¾ s^(-5/2) s'² − ½ s^(-3/2) s''                ≤ 12 D² s^(-5/2) + 2 s^(-3/2)
+//   q''' = −(15/8) s^(-7/2) s'³ + (9/4) s^(-5/2) s' s''   ≤ 120 D³ s^(-7/2) + 36 D s^(-5/2)
+//   (a_j q)''' = a_j q''' + 3 a_j' q''                     ≤ D |q'''| + 3 |q''|
+//   M3 = Σ_j |dy_tj gamma_j| · (D |q'''| + 3 |q''|)
+// evaluated with D raised to D + 2h (each a_k moves by at most h) and s lowered to
+// max(eps, s(θ) − 4·D·h) (s is convex along the line, so s ≥ s(θ) + s'(θ)·τ).
+// The evaluation bound E of L and the analytic gradient's own error are the reference's r
+// bounds (reference/norm/norm.hpp's Tracked::r), so nothing assumes R is exact.
+#include "testing/reference_gen.hpp"
+
+#include "reference/finite_difference.hpp"
+#include "reference/norm/norm.hpp"
+
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+namespace shardcheck::props::ref {
+namespace {
+
+using reference::central_difference_gradient;
+using reference::compare_gradient;
+using reference::Evaluation;
+using reference::gamma;
+using reference::hp;
+using reference::NormKind;
+using reference::Propagator;
+using reference::to_hp;
+using reference::TrackedTensor;
+
+const hp u_hp = reference::unit_roundoff_of<hp>();
+
+struct NormCase {
+  NormKind kind = NormKind::layer_norm;
+  std::size_t tokens = 1, hidden = 1;
+  hp eps{0};
+  Tensor<hp> x, gamma_, beta, dy;
+  bool has_beta() const { return kind == NormKind::layer_norm; }
+};
+
+const char* kind_name(NormKind k) {
+  return k == NormKind::layer_norm           ? "layer_norm"
+         : k == NormKind::layer_norm_no_bias ? "layer_norm_no_bias"
+                                             : "rms_norm";
+}
+
+template <class T>
+Tensor<hp> genTensor(Shape shape) {
+  const auto v = *rc::gen::container<std::vector<T>>(numel(shape), genLogUniform<T>(-3, 2));
+  return to_hp(Tensor<T>(shape, v));
+}
+
+template <class T>
+NormCase genCase() {
+  NormCase c;
+  c.kind = static_cast<NormKind>(*uniform(0, 2));
+  c.tokens = *uniform<std::size_t>(1, 3);
+  c.hidden = *uniform<std::size_t>(1, 5);
+  c.eps = *uniform(0, 1) == 0 ? hp(0.0625) : to_hp(static_cast<float>(1e-5));
+  c.x = genTensor<T>({c.tokens, c.hidden});
+  c.gamma_ = genTensor<T>({c.hidden});
+  if (c.has_beta()) c.beta = genTensor<T>({c.hidden});
+  c.dy = genTensor<T>({c.tokens, c.hidden});
+  return c;
+}
+
+const Propagator<hp>& propagator() {
+  static const Propagator<hp> p(reference::arithmetic_of<double>());
+  return p;
+}
+
+// θ = (x, gamma, beta) flattened.
+Tensor<hp> pack(const NormCase& c) {
+  std::vector<hp> v = c.x.values();
+  v.insert(v.end(), c.gamma_.values().begin(), c.gamma_.values().end());
+  v.insert(v.end(), c.beta.values().begin(), c.beta.values().end());
+  const std::size_t n = v.size();
+  return Tensor<hp>({n}, std::move(v));
+}
+
+struct Unpacked {
+  Tensor<hp> x, g, b;
+};
+Unpacked unpack(const NormCase& c, const Tensor<hp>& th) {
+  const std::size_t nx = c.tokens * c.hidden, h = c.hidden;
+  const auto* t = th.data();
+  Unpacked u{Tensor<hp>({c.tokens, h}, std::vector<hp>(t, t + nx)),
+             Tensor<hp>({h}, std::vector<hp>(t + nx, t + nx + h)), Tensor<hp>()};
+  if (c.has_beta()) u.b = Tensor<hp>({h}, std::vector<hp>(t + nx + h, t + nx + 2 * h));
+  return u;
+}
+
+Evaluation<hp> loss(const NormCase& c, const Tensor<hp>& th) {
+  using std::abs;
+  const auto u = unpack(c, th);
+  const auto f = reference::norm_forward_tracked<hp>(c.kind, TrackedTensor<hp>::exact(u.x), u.g,
+                                                     u.b, c.eps, propagator());
+  hp value(0), err(0), mag(0);
+  for (std::size_t e = 0; e < c.dy.size(); ++e) {
+    value += c.dy[e] * f.y.data[e].v;
+    err += abs(c.dy[e]) * f.y.data[e].r;
+    mag += abs(c.dy[e] * f.y.data[e].v);
+  }
+  // Σ dy·y in R: products and a sum of tokens·hidden terms (Higham (3.4)), doubled for E itself.
+  return {value, err + gamma<hp>(2 * (c.dy.size() + 1), u_hp) * mag};
+}
+
+// M3 for coordinate i of θ (0 for gamma and beta: L is affine along them).
+hp third_derivative_bound(const NormCase& c, const Tensor<hp>& theta, std::size_t i, const hp& h) {
+  using std::abs;
+  using std::pow;
+  if (i >= c.tokens * c.hidden) return hp(0);
+  const std::size_t n = c.hidden, t = i / n;
+  const hp* row = theta.data() + t * n;
+  hp mean(0);
+  if (c.kind != NormKind::rms_norm) {
+    for (std::size_t k = 0; k < n; ++k) mean += row[k];
+    mean /= hp(n);
+  }
+  hp d0(0), s0(0);
+  for (std::size_t k = 0; k < n; ++k) {
+    const hp a = row[k] - mean;
+    d0 = abs(a) > d0 ? abs(a) : d0;
+    s0 += a * a;
+  }
+  s0 = s0 / hp(n) + c.eps;
+  const hp D = d0 + 2 * h;
+  hp s = s0 - 4 * D * h;
+  if (s < c.eps) s = c.eps;
+  // Raised by 2^-60 relative for the evaluation of this formula in R.
+  const hp q2 = 12 * D * D * pow(s, hp(-2.5)) + 2 * pow(s, hp(-1.5));
+  const hp q3 = 120 * D * D * D * pow(s, hp(-3.5)) + 36 * D * pow(s, hp(-2.5));
+  hp sum(0);
+  for (std::size_t j = 0; j < n; ++j) sum += abs(c.dy(t, j) * c.gamma_[j]);
+  return sum * (D * q3 + 3 * q2) * (1 + reference::pow2<hp>(-60));
+}
+
+struct Gradient {
+  std::vector<hp> value, error;
+};
+
+// The analytic gradient; `drop_c2` removes the xhat·c2 term of dx (a wrong backward, for the
+// check's teeth).
+Gradient analytic_gradient(const NormCase& c, bool drop_c2) {
+  const auto& P = propagator();
+  const auto x = TrackedTensor<hp>::exact(c.x);
+  const auto b = reference::norm_backward_tracked<hp>(c.kind, x, c.gamma_,
+                                                      TrackedTensor<hp>::exact(c.dy), c.eps, P);
+  Gradient g;
+  for (const auto* t : {&b.dx, &b.dgamma, &b.dbeta}) {
+    for (const auto& v : t->data) {
+      g.value.push_back(v.v);
+      g.error.push_back(v.r);
+    }
+  }
+  if (drop_c2) {
+    // dx_i + xhat_i·c2·rstd: recompute the term in R from the forward.
+    const auto f = reference::norm_forward_tracked<hp>(
+        c.kind, x, c.gamma_, c.has_beta() ? c.beta : Tensor<hp>(), c.eps, P);
+    for (std::size_t t = 0; t < c.tokens; ++t) {
+      hp c2(0);
+      for (std::size_t i = 0; i < c.hidden; ++i) {
+        c2 += c.dy(t, i) * c.gamma_[i] * f.xhat(t, i).v;
+      }
+      c2 /= hp(c.hidden);
+      for (std::size_t i = 0; i < c.hidden; ++i) {
+        g.value[t * c.hidden + i] += f.xhat(t, i).v * c2 * f.rstd[t].v;
+      }
+    }
+  }
+  return g;
+}
+
+template <class T>
+void fd_case(bool wrong) {
+  const NormCase c = genCase<T>();
+  RC_TAG(kind_name(c.kind));
+  const Tensor<hp> theta = pack(c);
+  reference::FdOptions<hp> opt;
+  opt.smoothness = reference::Smoothness::smooth;
+  opt.third_derivative_bound = [&](std::size_t i, const hp& h) {
+    return third_derivative_bound(c, theta, i, h);
+  };
+  const auto fd = central_difference_gradient<hp>([&](const Tensor<hp>& th) { return loss(c, th); },
+                                                  theta, opt);
+  const Gradient g = analytic_gradient(c, wrong);
+  RC_ASSERT(g.value.size() == fd.estimate.size());
+  const auto v = compare_gradient<hp>(fd, g.value, g.error);
+  const std::string what = std::string(kind_name(c.kind)) + " tokens=" + std::to_string(c.tokens) +
+                           " hidden=" + std::to_string(c.hidden);
+  if (!wrong) {
+    if (!v.pass) {
+      RC_FAIL(what + ": coordinate " + std::to_string(v.worst) +
+              " of (x, gamma, beta): " + "central difference " + show_hp(fd.estimate[v.worst]) +
+              ", backward " + show_hp(g.value[v.worst]) + ", ratio " + show_hp(v.worst_ratio));
+    }
+    RC_TAG(v.worst_ratio < hp(1e-3) ? "worst ratio < 1e-3" : "worst ratio >= 1e-3");
+    return;
+  }
+  // Teeth: the backward without its xhat·c2 term must fail wherever that term is not lost in
+  // the tolerance (hidden = 1 makes xhat 0 for layer_norm: nothing to drop).
+  const Gradient right = analytic_gradient(c, false);
+  bool visible = false;
+  for (std::size_t i = 0; i < c.tokens * c.hidden; ++i) {
+    using std::abs;
+    if (abs(g.value[i] - right.value[i]) > 4 * (fd.tolerance[i] + right.error[i])) visible = true;
+  }
+  RC_PRE(visible);
+  RC_ASSERT(!v.pass);
+}
+
+RC_GTEST_PROP(finite_difference, norm_backward_matches_central_differences_float64, ()) {
+  fd_case<double>(false);
+}
+RC_GTEST_PROP(finite_difference, norm_backward_matches_central_differences_bfloat16, ()) {
+  fd_case<bfloat16>(false);
+}
+RC_GTEST_PROP(finite_difference, norm_backward_without_its_c2_term_is_caught, ()) {
+  fd_case<double>(true);
+}
+
+// ---------------------------------------------------------------- soundness of the bounds
+
+// The contract emulated independently of lib/ops: every step in A = float, the sums over the
+// hidden axis in a random order (the bound claims any order), y and dx rounded to T. Each
+// element must lie within reference::norm_expected's bound of the reference value.
+template <class T>
+void emulated_case() {
+  using A = float;
+  const NormCase c0 = genCase<T>();
+  const std::size_t n = c0.hidden, tokens = c0.tokens;
+  std::vector<std::size_t> order(n);
+  for (std::size_t i = 0; i < n; ++i) order[i] = i;
+  for (std::size_t i = n; i-- > 1;) std::swap(order[i], order[*uniform<std::size_t>(0, i)]);
+  auto at = [](const Tensor<hp>& t, std::size_t i) {
+    return static_cast<A>(static_cast<double>(t[i]));
+  };
+  const A eps = static_cast<A>(static_cast<double>(c0.eps));
+  NormCase c = c0;
+  c.eps = to_hp(eps);  // the accumulator's eps, as the contract says
+  const bool rms = c.kind == NormKind::rms_norm;
+  std::vector<T> y(tokens * n), dx(tokens * n);
+  for (std::size_t t = 0; t < tokens; ++t) {
+    auto x = [&](std::size_t i) { return at(c.x, t * n + i); };
+    A mean = 0;
+    if (!rms) {
+      for (auto i : order) mean = mean + x(i);
+      mean = mean / static_cast<A>(n);
+    }
+    std::vector<A> d(n), xh(n), g(n);
+    A sq = 0;
+    for (auto i : order) {
+      d[i] = x(i) - mean;
+      sq = sq + d[i] * d[i];
+    }
+    const A rstd = A(1) / std::sqrt(sq / static_cast<A>(n) + eps);
+    A sg = 0, sgx = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      xh[i] = d[i] * rstd;
+      A v = xh[i] * at(c.gamma_, i);
+      if (c.has_beta()) v = v + at(c.beta, i);
+      y[t * n + i] = static_cast<T>(v);
+      g[i] = at(c.dy, t * n + i) * at(c.gamma_, i);
+    }
+    for (auto i : order) {
+      sg = sg + g[i];
+      sgx = sgx + g[i] * xh[i];
+    }
+    const A c1 = sg / static_cast<A>(n), c2 = sgx / static_cast<A>(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const A base = rms ? g[i] : A(g[i] - c1);
+      dx[t * n + i] = static_cast<T>((base - xh[i] * c2) * rstd);
+    }
+  }
+  const auto e = reference::norm_expected<hp>(c.kind, c.x, c.gamma_, c.beta, c.dy, c.eps,
+                                              reference::arithmetic_of<T>());
+  for (std::size_t i = 0; i < tokens * n; ++i) {
+    using std::abs;
+    RC_ASSERT(abs(to_hp(y[i]) - e.y[i]) <= e.y_bound[i]);
+    RC_ASSERT(abs(to_hp(dx[i]) - e.dx[i]) <= e.dx_bound[i]);
+  }
+}
+
+RC_GTEST_PROP(norm_bounds, hold_for_an_emulation_in_any_summation_order_float32, ()) {
+  emulated_case<float>();
+}
+RC_GTEST_PROP(norm_bounds, hold_for_an_emulation_in_any_summation_order_bfloat16, ()) {
+  emulated_case<bfloat16>();
+}
+
+}  // namespace
+}  // namespace shardcheck::props::ref

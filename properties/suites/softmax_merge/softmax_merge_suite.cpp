@@ -1,0 +1,215 @@
+// The softmax_merge suite: the merge of attention partials (lib/ops/softmax_merge/softmax_merge.hpp) against
+// the full softmax and the exact merge in high precision, under the a-priori bounds of
+// reference/softmax_merge/softmax_merge.hpp, for any partition of the keys, any order of the partials, nested
+// merges, the two-way chain a context-parallel ring runs, and the special-value conventions.
+#include "suites/softmax_merge/softmax_merge_suite.hpp"
+
+#include "engine/verdict.hpp"
+#include "suites/softmax_merge/softmax_merge_case.hpp"
+#include "suites/softmax_merge/softmax_merge_expected.hpp"
+#include "suites/softmax_merge/softmax_merge_mutants.hpp"
+
+#include <rapidcheck.h>
+
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace shardcheck::check {
+namespace {
+
+const std::vector<PropertyInfo>& merge_properties() {
+  static const std::vector<PropertyInfo> props = {
+      {"partition_matches_full_softmax",
+       "merging the partials over ANY partition of the keys (contiguous or scattered parts, "
+       "empty parts whose out holds 0, NaN or inf, masked keys, all-empty rows, score offsets "
+       "up to ±1000 and gaps beyond exp's range), each partial rounded once to A, gives the "
+       "full softmax's out and lse within the bound for rounded inputs",
+       /*numeric=*/true},
+      {"permutation_invariant",
+       "merging the partials in any order gives the exact merge within the same bound (inputs "
+       "taken as exact A values; offsets and gaps up to 1e30)",
+       /*numeric=*/true},
+      {"associative",
+       "merging the merges of any grouping of the partials (empty groups included) gives the "
+       "exact merge of all within the nested bound, and each group its own within its bound",
+       /*numeric=*/true},
+      {"lse_matches_logsumexp",
+       "the merged lse equals the log-sum-exp of all scores (offsets and gaps up to 1e30) "
+       "within the bound for rounded inputs",
+       /*numeric=*/true},
+      {"ring_chain_matches_nway",
+       "the two-way merge_into chain in ring order (rank r merges r, r-1, ..., r+1; the "
+       "accumulator starting as the local partial, out 0 on its empty rows, or empty) "
+       "equals the exact merge within the chain's bound, and the n-way merge within the sum "
+       "of both bounds",
+       /*numeric=*/true},
+      {"special_value_conventions",
+       "partials with lse -inf (whose out holds NaN or inf), NaN and +inf, NaN in a non-empty "
+       "out, and zero partials: the result follows the documented conventions (empty: out 0, "
+       "lse -inf; NaN lse: NaN; +inf lse: out NaN, lse +inf) and finite rows are within bound",
+       /*numeric=*/true},
+  };
+  return props;
+}
+
+template <class A>
+struct Checker {
+  CaseVerdict& v;
+  void operator()(const std::string& name, const Tensor<A>& actual, const ExpectedTensor& x) {
+    v.tensors.push_back(check_tensor<A>(name, actual, x.value, x.bound, Placement::replicate(), 1));
+  }
+};
+
+template <class A>
+void check_both(Checker<A>& check, const std::string& prefix, const SoftmaxPartial<A>& got,
+                const Rows& value, const Rows& bound) {
+  check(prefix + "out", got.out, expect_out(value, bound));
+  check(prefix + "lse", got.lse, expect_lse(value, bound));
+}
+
+template <class A>
+void run_merge_property(const std::string& property, const SoftmaxMergeImplementation& impl,
+                        const MergeCase& c, const MergeInputs<A>& in, Checker<A>& check) {
+  const std::size_t rows = c.rows, width = c.width;
+  const std::span<const SoftmaxPartial<A>> parts(in.parts);
+  if (property == "partition_matches_full_softmax" || property == "lse_matches_logsumexp") {
+    const auto got = impl.merge(parts, rows, width);
+    const Rows bound = bounded_merge<A>(in.rounded, rows, width);
+    if (property == "partition_matches_full_softmax") {
+      check_both(check, "", got, in.full, bound);
+    } else {
+      check("lse", got.lse, expect_lse(in.full, bound));
+    }
+  } else if (property == "permutation_invariant") {
+    std::vector<SoftmaxPartial<A>> permuted;
+    for (const auto j : c.permutation) permuted.push_back(in.parts[j]);
+    const Rows bound = bounded_merge<A>(in.exact_given, rows, width);
+    const Rows value = exact_merge(in.exact_given, rows, width);
+    check_both(check, "", impl.merge(parts, rows, width), value, bound);
+    check_both(check, "permuted ", impl.merge(permuted, rows, width), value, bound);
+  } else if (property == "associative") {
+    std::vector<SoftmaxPartial<A>> results;
+    std::vector<Rows> results_rows;
+    for (std::size_t g = 0; g < c.groups; ++g) {
+      std::vector<SoftmaxPartial<A>> sub;
+      std::vector<Rows> sub_rows;
+      for (std::size_t j = 0; j < c.parts; ++j) {
+        if (c.group_of_part[j] != g) continue;
+        sub.push_back(in.parts[j]);
+        sub_rows.push_back(in.exact_given[j]);
+      }
+      auto got = impl.merge(sub, rows, width);
+      const Rows bound = bounded_merge<A>(sub_rows, rows, width);
+      check_both(check, "group " + std::to_string(g) + " ", got, exact_merge(sub_rows, rows, width),
+                 bound);
+      results_rows.push_back(reference::rows_of<reference::hp>(got.out, got.lse, &bound));
+      results.push_back(std::move(got));
+    }
+    const auto got = impl.merge(results, rows, width);
+    check_both(check, "", got, exact_merge(in.exact_given, rows, width),
+               bounded_merge<A>(results_rows, rows, width));
+  } else if (property == "ring_chain_matches_nway") {
+    const std::size_t n = c.parts;
+    std::vector<std::size_t> order;
+    for (std::size_t k = 0; k < n; ++k) order.push_back((c.ring_start + n - k) % n);
+    SoftmaxPartial<A> acc;
+    Rows acc_rows;
+    std::size_t first = 0;
+    if (c.ring_from_empty) {
+      acc = empty_softmax_partial<A>(rows, width);
+      acc_rows = exact_rows(acc);
+    } else {
+      // The local partial as the attention kernel returns it: out 0 on its empty rows (the
+      // partials received later keep whatever the case put there).
+      acc = in.parts[order[0]];
+      for (std::size_t i = 0; i < rows; ++i) {
+        if (acc.lse[i] != -std::numeric_limits<A>::infinity()) continue;
+        for (std::size_t e = 0; e < width; ++e) acc.out(i, e) = A(0);
+      }
+      acc_rows = exact_rows(acc);
+      first = 1;
+    }
+    for (std::size_t k = first; k < n; ++k) {
+      const Rows bound = bounded_merge<A>({acc_rows, in.exact_given[order[k]]}, rows, width);
+      impl.merge_into(acc, in.parts[order[k]]);
+      acc_rows = reference::rows_of<reference::hp>(acc.out, acc.lse, &bound);
+    }
+    check_both(check, "", acc, exact_merge(in.exact_given, rows, width), acc_rows);
+    const auto nway = impl.merge(parts, rows, width);
+    Rows nway_rows = reference::rows_of<reference::hp>(nway.out, nway.lse);
+    const Rows nway_bound = bounded_merge<A>(in.exact_given, rows, width);
+    nway_rows.out_err = nway_bound.out_err;
+    nway_rows.lse_err = nway_bound.lse_err;
+    check_both(check, "chain vs n-way ", acc, nway_rows, acc_rows);
+  }
+}
+
+template <class A>
+void run_typed(const std::string& property, const SoftmaxMergeImplementation& impl,
+               const MergeCase& c) {
+  CaseVerdict v;
+  begin_verdict(v, property == "ring_chain_matches_nway" ? "merge_into chain" : "softmax_merge",
+                dtype_of<A>, static_cast<int>(c.parts), c.describe());
+  Checker<A> check{v};
+  if (property == "special_value_conventions") {
+    const SpecialPartials<A> sp = *genSpecialPartials<A>(c);
+    std::vector<SoftmaxPartial<A>> parts;
+    std::vector<Rows> rows_in;
+    for (std::size_t j = 0; j < sp.out.size(); ++j) {
+      parts.push_back({sp.out[j], sp.lse[j]});
+      rows_in.push_back(exact_rows(parts.back()));
+    }
+    v.world = static_cast<int>(parts.size());
+    v.case_text += " special parts=" + std::to_string(parts.size());
+    try {
+      const auto got = impl.merge(parts, c.rows, c.width);
+      check_both(check, "", got, exact_merge(rows_in, c.rows, c.width),
+                 bounded_merge<A>(rows_in, c.rows, c.width));
+    } catch (const std::exception& e) {
+      v.failures.push_back(std::string("the case stopped with an exception: ") + e.what());
+    }
+    conclude(v);
+    return;
+  }
+  const MergeData<A> d = *genMergeData<A>(c);
+  try {
+    const MergeInputs<A> in = merge_inputs(c, d);
+    run_merge_property(property, impl, c, in, check);
+  } catch (const std::exception& e) {
+    v.failures.push_back(std::string("the case stopped with an exception: ") + e.what());
+  }
+  conclude(v);
+}
+
+}  // namespace
+
+std::string SoftmaxMergeSuite::name() const { return "softmax_merge"; }
+
+std::string SoftmaxMergeSuite::description() const {
+  return "the softmax merge of attention partials (context-parallel attention's combine): "
+         "n-way, nested, ring chains and special values";
+}
+
+std::vector<PropertyInfo> SoftmaxMergeSuite::properties() const { return merge_properties(); }
+
+void SoftmaxMergeSuite::run_case(const std::string& property, const std::string& impl,
+                                 const RunConfig& config) const {
+  const SoftmaxMergeImplementation& target = implementation(impl);
+  MergeCaseOptions options;
+  options.huge = property != "partition_matches_full_softmax";
+  const MergeCase c = *genMergeCase(config, options);
+  if (c.dtype == DType::float64) {
+    run_typed<double>(property, target, c);
+  } else {
+    run_typed<float>(property, target, c);
+  }
+}
+
+void register_softmax_merge_suite() {
+  register_builtin_suite<SoftmaxMergeSuite>(
+      "the library's merge (lib/ops/softmax_merge/softmax_merge.hpp)",
+      std::make_shared<SoftmaxMergeAdapter<LibrarySoftmaxMerge>>(), register_softmax_merge_mutants);
+}
+
+}  // namespace shardcheck::check

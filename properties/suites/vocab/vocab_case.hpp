@@ -1,0 +1,72 @@
+// One generated case of the vocab suite: the op (vocabulary-parallel embedding or cross-entropy),
+// its options, the shapes, the world and the splits, and the global tensors. Everything is drawn
+// on the main thread before any rank runs.
+#pragma once
+
+#include "engine/suite.hpp"
+#include "generators/values.hpp"
+#include "ops/vocab/vocab_cross_entropy.hpp"
+#include "ops/vocab/vocab_embedding.hpp"
+#include "tensor/tensor.hpp"
+
+#include <rapidcheck.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace shardcheck::check {
+
+enum class VocabOp { embedding, cross_entropy };
+
+inline std::string to_string(VocabOp o) {
+  return o == VocabOp::embedding ? "vocab_parallel_embedding" : "vocab_parallel_cross_entropy";
+}
+
+// Logit magnitudes: unit |z| < 2; large |z| < 2^7; extreme |z| in [2^13, 2^14) for most entries
+// (±1e4: exp(m) overflows float and double, gaps beyond exp's range), the rest unit.
+enum class LogitProfile { unit, large, extreme };
+
+inline std::string to_string(LogitProfile p) {
+  return p == LogitProfile::unit ? "unit" : p == LogitProfile::large ? "large" : "extreme";
+}
+
+struct VocabCase {
+  VocabOp op = VocabOp::embedding;
+  DType dtype = DType::float32;
+  int world = 1;
+  std::size_t tokens = 1, vocab = 1, hidden = 1;
+  VocabEmbeddingConfig embedding;             // op == embedding (vocab, vocab_split set in both)
+  VocabCrossEntropyConfig ce;                 // op == cross_entropy
+  gen::Profile profile = gen::Profile::unit;  // embedding table and dy values
+  LogitProfile logits = LogitProfile::unit;
+  std::vector<std::int64_t> ids;  // embedding ids or CE targets, with shard boundaries
+  bool all_ignored = false;
+
+  const SplitPolicy& vocab_split() const {
+    return op == VocabOp::embedding ? embedding.vocab_split : ce.vocab_split;
+  }
+  // "op=... tokens=5 V=7 h=3 P=3 vocab_split=explicit[2,0,5] padding_idx=4 ..."
+  std::string describe() const;
+};
+
+struct VocabCaseOptions {
+  std::optional<VocabOp> op;
+  std::optional<int> world;
+  std::optional<LogitProfile> logits;
+};
+
+rc::Gen<VocabCase> genVocabCase(const RunConfig& config, const VocabCaseOptions& options);
+
+// The global tensors: embedding w [V, h], dy [tokens, h]; CE logits [tokens, V], dloss [tokens]
+// (none) or [1].
+template <class T>
+struct VocabData {
+  Tensor<T> w, dy, logits, dloss;
+};
+
+template <class T>
+rc::Gen<VocabData<T>> genVocabData(const VocabCase& c);
+
+}  // namespace shardcheck::check

@@ -1,0 +1,41 @@
+#include "suites/vocab/vocab_expected.hpp"
+
+#include "reference/vocab/vocab_cross_entropy.hpp"
+#include "reference/vocab/vocab_embedding.hpp"
+
+namespace shardcheck::check {
+
+template <class T>
+VocabExpected vocab_expected(const VocabCase& c, const VocabData<T>& d) {
+  using reference::hp;
+  VocabExpected e;
+  const auto arith = reference::arithmetic_of<T>();
+  if (c.op == VocabOp::embedding) {
+    e.y.value = reference::embedding_forward<hp>(c.ids, reference::to_hp<hp>(d.w));
+    e.y.bound = Tensor<hp>(e.y.value.shape());  // zeros
+    auto g = reference::embedding_backward<hp>(c.ids, reference::to_hp<hp>(d.dy), c.vocab,
+                                               c.embedding.padding_idx, arith);
+    e.dw = {std::move(g.dw), std::move(g.bound)};
+    return e;
+  }
+  reference::CrossEntropyOptions<hp> opt;
+  opt.ignore_index = c.ce.ignore_index;
+  opt.label_smoothing = hp(c.ce.label_smoothing);
+  for (double w : c.ce.class_weight) opt.class_weight.push_back(hp(w));
+  for (double w : c.ce.token_weight) opt.token_weight.push_back(hp(w));
+  opt.reduction = c.ce.reduction == LossReduction::none  ? reference::CeReduction::none
+                  : c.ce.reduction == LossReduction::sum ? reference::CeReduction::sum
+                                                         : reference::CeReduction::mean;
+  auto r = reference::cross_entropy<hp>(reference::to_hp<hp>(d.logits), c.ids,
+                                        reference::to_hp<hp>(d.dloss), opt, arith);
+  e.loss = {std::move(r.loss), std::move(r.loss_bound)};
+  e.dlogits = {std::move(r.grad), std::move(r.grad_bound)};
+  return e;
+}
+
+template VocabExpected vocab_expected<double>(const VocabCase&, const VocabData<double>&);
+template VocabExpected vocab_expected<float>(const VocabCase&, const VocabData<float>&);
+template VocabExpected vocab_expected<bfloat16>(const VocabCase&, const VocabData<bfloat16>&);
+template VocabExpected vocab_expected<float16>(const VocabCase&, const VocabData<float16>&);
+
+}  // namespace shardcheck::check

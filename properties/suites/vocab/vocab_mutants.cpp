@@ -1,0 +1,344 @@
+// The mutant catalog of the vocab suite. One hand-written vocabulary-parallel embedding and
+// cross-entropy, correct, with a switch per bug; each mutant turns one switch on. Every bug here
+// has shipped somewhere (Megatron-LM's label smoothing) or is the obvious slip in code that
+// handles uneven vocabulary shards; the description says which.
+#include "suites/vocab/vocab_mutants.hpp"
+
+#include "layout/split_policy.hpp"
+#include "suites/vocab/vocab_impl.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace shardcheck::check {
+namespace {
+
+enum class Bug {
+  mask_excludes_shard_end,
+  index_masked_output_not_zeroed,
+  global_padding_idx_on_every_shard,
+  smoothing_local_vocab_size,
+  smoothing_local_mean,
+  mean_by_local_count,
+  local_max,
+  gathered_logits_as_sharded,
+  target_from_rank0_only,
+  owner_grad_missing_onehot,
+  weighted_mean_by_count,
+  class_weight_local_index,
+  smoothing_unweighted_with_class_weight,
+  token_weight_missing_in_backward,
+};
+
+struct MutantInfo {
+  Bug bug;
+  const char* name;
+  const char* description;
+};
+
+constexpr MutantInfo catalog[] = {
+    {Bug::mask_excludes_shard_end, "mask-off-by-one-at-shard-end",
+     "the embedding's ownership mask compares the id with the shard's last row using >= where > "
+     "is meant (an inclusive/exclusive vocab_end_index mix-up), so the last row of every shard "
+     "is owned by nobody: its tokens get a zero embedding and its row no gradient"},
+    {Bug::index_masked_output_not_zeroed, "index-masked-output-not-zeroed",
+     "the embedding masks the index of ids it does not own to 0 but forgets to zero the output "
+     "rows: every non-owning rank adds its real local row 0 to the token's embedding"},
+    {Bug::global_padding_idx_on_every_shard, "global-padding-idx-on-every-shard",
+     "the embedding backward applies the global padding_idx as a LOCAL row index on every shard "
+     "(F.embedding(..., padding_idx) called on the shard): the owner's padding row still gets a "
+     "gradient and the row at that local index on every other shard gets none"},
+    {Bug::smoothing_local_vocab_size, "smoothing-local-vocab-size",
+     "label smoothing uses the local vocabulary size V_r instead of the global V for ε/V (in the "
+     "loss and in the gradient), as Megatron-LM's vocab_parallel_cross_entropy does (issues "
+     "#737, #7464)"},
+    {Bug::smoothing_local_mean, "smoothing-local-mean",
+     "label smoothing's mean of log-probabilities is taken over the local shard only (Σ z over "
+     "the rank's columns divided by V_r, never all_reduced), as in Megatron-LM: the loss differs "
+     "from rank to rank"},
+    {Bug::mean_by_local_count, "mean-by-local-count",
+     "the mean reduction divides by the number of non-ignored tokens whose target this rank "
+     "owns (a count built from the ownership mask) instead of the global count"},
+    {Bug::local_max, "local-max",
+     "the sum of exponentials is shifted by the rank's local max and combined as Σ_r exp(m_r)·S_r "
+     "(the all_reduced global max is computed but not used): right for ordinary logits, inf or "
+     "0 once exp(m_r) overflows or underflows (|logits| ~ 1e4)"},
+    {Bug::gathered_logits_as_sharded, "gathered-logits-as-sharded",
+     "the logits are all_gathered first and the full rows are then fed to the sharded algorithm "
+     "as if they were the rank's shard: the sum of exponentials counts every column P times, so "
+     "the loss is off by log P (and the logits travel)"},
+    {Bug::target_from_rank0_only, "target-from-rank0-only",
+     "the target logit is taken from rank 0 (a broadcast of rank 0's masked value) instead of "
+     "summed from its owner: 0 whenever rank 0 does not own the target"},
+    {Bug::owner_grad_missing_onehot, "owner-grad-missing-onehot",
+     "the backward computes softmax − ε/V on every shard but the owner forgets to subtract "
+     "(1 − ε) at the target column"},
+    {Bug::weighted_mean_by_count, "weighted-mean-by-count",
+     "with token or class weights, the mean reduction divides the weighted sum by N, the number "
+     "of non-ignored tokens, instead of the sum of their weights Σ ω_t·c_{y_t} (the loss_mask "
+     "sum / num_tokens slip; PyTorch divides by Σ weight[target])"},
+    {Bug::class_weight_local_index, "class-weight-local-index",
+     "the per-class weight of a column is looked up with the rank's LOCAL column index "
+     "(weight[v_local] instead of weight[offset + v_local]) in the smoothing sum Σ c_v·z_v and "
+     "in the gradient's ε/V·c_v: right on rank 0 only"},
+    {Bug::smoothing_unweighted_with_class_weight, "smoothing-unweighted-with-class-weight",
+     "with class weights and label smoothing, only the nll term is weighted: the smoothing term "
+     "stays ε·(lse − mean z) (Σ z_v and V instead of PyTorch's Σ c_v·z_v and Σ c_v), in the loss "
+     "and in the gradient"},
+    {Bug::token_weight_missing_in_backward, "token-weight-missing-in-backward",
+     "the per-token weight (loss_mask) multiplies the forward's per-token losses but the "
+     "backward scales the gradient by dloss only"},
+};
+
+template <Bug B>
+struct MutantVocab {
+  template <class T>
+  VocabRankOutputs<T> embedding(Communicator& tp, const VocabEmbeddingConfig& cfg,
+                                const VocabRankInputs<T>& in) const {
+    using A = acc_t<T>;
+    const int p = tp.size(), r = tp.rank();
+    const Piece mine = split(cfg.vocab_split, cfg.vocab, p)[static_cast<std::size_t>(r)];
+    const std::size_t tokens = in.ids.size(), h = in.w_shard.dim(1);
+    auto owns = [&](std::size_t id) {
+      if constexpr (B == Bug::mask_excludes_shard_end) {
+        return id >= mine.offset && mine.size > 0 && !(id >= mine.offset + mine.size - 1);
+      }
+      return id >= mine.offset && id < mine.offset + mine.size;
+    };
+    Tensor<T> partial(Shape{tokens, h});
+    for (std::size_t t = 0; t < tokens; ++t) {
+      const auto id = static_cast<std::size_t>(in.ids[t]);
+      std::size_t local = 0;
+      if (owns(id)) {
+        local = id - mine.offset;
+      } else if constexpr (B != Bug::index_masked_output_not_zeroed) {
+        continue;
+      }
+      if (mine.size == 0) continue;
+      for (std::size_t j = 0; j < h; ++j) partial(t, j) = in.w_shard(local, j);
+    }
+    VocabRankOutputs<T> out;
+    Tensor<T> full;
+    const Tensor<T>* dy = &in.dy;
+    if (cfg.sequence_parallel_output) {
+      const auto tsz = split_sizes(cfg.token_split, tokens, p);
+      std::vector<std::size_t> counts;
+      for (auto s : tsz) counts.push_back(s * h);
+      out.y = Tensor<T>(Shape{tsz[static_cast<std::size_t>(r)], h});
+      tp.reduce_scatter(std::span<const T>(partial.span()), out.y.span(), counts, ReduceOp::sum,
+                        cfg.reduce_algorithm);
+      full = Tensor<T>(Shape{tokens, h});
+      tp.all_gather(in.dy.span(), full.span(), counts);
+      dy = &full;
+    } else {
+      tp.all_reduce(partial.span(), ReduceOp::sum, cfg.reduce_algorithm);
+      out.y = std::move(partial);
+    }
+    std::vector<A> acc(mine.size * h, A(0));
+    for (std::size_t t = 0; t < tokens; ++t) {
+      const auto id = static_cast<std::size_t>(in.ids[t]);
+      if (!owns(id)) continue;
+      const std::size_t local = id - mine.offset;
+      if constexpr (B == Bug::global_padding_idx_on_every_shard) {
+        if (cfg.padding_idx && static_cast<std::int64_t>(local) == *cfg.padding_idx) continue;
+      } else {
+        if (cfg.padding_idx && in.ids[t] == *cfg.padding_idx) continue;
+      }
+      for (std::size_t j = 0; j < h; ++j) acc[local * h + j] += static_cast<A>((*dy)(t, j));
+    }
+    out.dw = Tensor<T>(Shape{mine.size, h});
+    for (std::size_t i = 0; i < acc.size(); ++i) out.dw[i] = static_cast<T>(acc[i]);
+    return out;
+  }
+
+  template <class T>
+  VocabRankOutputs<T> cross_entropy(Communicator& tp, const VocabCrossEntropyConfig& cfg,
+                                    const VocabRankInputs<T>& in) const {
+    using A = acc_t<T>;
+    const int p = tp.size(), r = tp.rank();
+    const auto ps = split(cfg.vocab_split, cfg.vocab, p);
+    Piece mine = ps[static_cast<std::size_t>(r)];
+    const std::size_t tokens = in.ids.size();
+    Tensor<T> z = in.logits_shard;
+    if constexpr (B == Bug::gathered_logits_as_sharded) {
+      // All columns on every rank, treated as the local shard (the owner of each column is
+      // still found from the real split, so the target is taken once).
+      std::vector<std::size_t> counts;
+      for (const auto& q : ps) counts.push_back(q.size);
+      Tensor<T> full(Shape{tokens, cfg.vocab});
+      std::vector<T> col_major(tokens * cfg.vocab);
+      // Gather column blocks: send this rank's [tokens, V_r] block transposed ([V_r, tokens]).
+      std::vector<T> mine_t(mine.size * tokens);
+      for (std::size_t t = 0; t < tokens; ++t) {
+        for (std::size_t v = 0; v < mine.size; ++v) mine_t[v * tokens + t] = z(t, v);
+      }
+      std::vector<std::size_t> counts_t;
+      for (auto c : counts) counts_t.push_back(c * tokens);
+      tp.all_gather(std::span<const T>(mine_t), std::span<T>(col_major), counts_t);
+      for (std::size_t v = 0; v < cfg.vocab; ++v) {
+        for (std::size_t t = 0; t < tokens; ++t) full(t, v) = col_major[v * tokens + t];
+      }
+      z = std::move(full);
+    }
+    const std::size_t width = z.dim(1);
+    const std::size_t col0 = B == Bug::gathered_logits_as_sharded ? 0 : mine.offset;
+    auto ignored = [&](std::int64_t y) { return cfg.ignore_index && y == *cfg.ignore_index; };
+    auto owner_has = [&](std::int64_t y) {
+      const auto yu = static_cast<std::size_t>(y);
+      return !ignored(y) && yu >= mine.offset && yu < mine.offset + mine.size;
+    };
+    const bool smooth = cfg.label_smoothing > 0;
+    const std::size_t k = smooth ? 3 : 2;
+    std::vector<A> m(tokens, -std::numeric_limits<A>::infinity());
+    for (std::size_t t = 0; t < tokens; ++t) {
+      for (std::size_t v = 0; v < width; ++v) m[t] = std::max(m[t], static_cast<A>(z(t, v)));
+    }
+    std::vector<A> local_m = m;
+    tp.all_reduce(std::span<A>(m), ReduceOp::max, cfg.reduce_algorithm);
+    std::vector<A> sums(k * tokens, A(0));
+    std::vector<A> local_z(tokens, A(0));
+    const bool by_class = !cfg.class_weight.empty(), by_token = !cfg.token_weight.empty();
+    auto cw = [&](std::size_t v) { return by_class ? static_cast<A>(cfg.class_weight[v]) : A(1); };
+    auto tw = [&](std::size_t t) { return by_token ? static_cast<A>(cfg.token_weight[t]) : A(1); };
+    // The class weight of column v of z (global column col0 + v).
+    auto col_weight = [&](std::size_t v) {
+      return B == Bug::class_weight_local_index ? cw(v) : cw(col0 + v);
+    };
+    constexpr bool unweighted_smoothing = B == Bug::smoothing_unweighted_with_class_weight;
+    A c_total(0);
+    for (std::size_t v = 0; v < cfg.vocab; ++v) c_total += cw(v);
+    if (unweighted_smoothing) c_total = static_cast<A>(cfg.vocab);
+    for (std::size_t t = 0; t < tokens; ++t) {
+      A s(0), zs(0);
+      const A shift = B == Bug::local_max ? local_m[t] : m[t];
+      for (std::size_t v = 0; v < width; ++v) {
+        s += std::exp(static_cast<A>(z(t, v)) - shift);
+        const A zv = static_cast<A>(z(t, v));
+        zs += by_class && !unweighted_smoothing ? A(col_weight(v) * zv) : zv;
+      }
+      if constexpr (B == Bug::local_max) s = width == 0 ? A(0) : A(s * std::exp(local_m[t]));
+      sums[t] = s;
+      local_z[t] = zs;
+      if (owner_has(in.ids[t])) {
+        sums[tokens + t] = static_cast<A>(z(t, static_cast<std::size_t>(in.ids[t]) - col0));
+      }
+      if constexpr (B == Bug::target_from_rank0_only) {
+        if (r != 0) sums[tokens + t] = 0;
+      }
+      if (smooth) sums[2 * tokens + t] = zs;
+    }
+    tp.all_reduce(std::span<A>(sums), ReduceOp::sum, cfg.reduce_algorithm);
+    const A eps = static_cast<A>(cfg.label_smoothing);
+    const A one = A(1) - eps;
+    const A vsize = static_cast<A>(
+        B == Bug::smoothing_local_vocab_size || B == Bug::smoothing_local_mean ? mine.size
+                                                                               : cfg.vocab);
+    const A q = eps / vsize;
+    std::size_t count = 0;
+    A den(0);
+    std::vector<A> loss(tokens, A(0)), lse(tokens, A(0));
+    for (std::size_t t = 0; t < tokens; ++t) {
+      const std::int64_t y = in.ids[t];
+      if (ignored(y)) continue;
+      const auto yu = static_cast<std::size_t>(y);
+      if constexpr (B == Bug::mean_by_local_count) {
+        count += owner_has(y) ? 1 : 0;
+        if (owner_has(y)) den += tw(t) * cw(yu);
+      } else {
+        ++count;
+        den += tw(t) * cw(yu);
+      }
+      lse[t] = B == Bug::local_max ? A(std::log(sums[t])) : A(std::log(sums[t]) + m[t]);
+      const A zsum = B == Bug::smoothing_local_mean ? local_z[t] : sums[2 * tokens + t];
+      A l;
+      if (by_class) {
+        l = A(one * cw(yu)) * A(lse[t] - sums[tokens + t]);
+        if (smooth) l += q * A(A(c_total * lse[t]) - zsum);
+      } else {
+        A w = one * sums[tokens + t];
+        if (smooth) w += q * zsum;
+        l = lse[t] - w;
+      }
+      loss[t] = by_token ? A(tw(t) * l) : l;
+    }
+    if (!(by_class || by_token) || B == Bug::weighted_mean_by_count) den = static_cast<A>(count);
+    VocabRankOutputs<T> out;
+    if (cfg.reduction == LossReduction::none) {
+      out.loss = Tensor<T>(Shape{tokens});
+      for (std::size_t t = 0; t < tokens; ++t) out.loss[t] = static_cast<T>(loss[t]);
+    } else {
+      A total(0);
+      for (A l : loss) total += l;
+      if (cfg.reduction == LossReduction::mean) total = den == A(0) ? A(0) : total / den;
+      out.loss = Tensor<T>(Shape{1});
+      out.loss[0] = static_cast<T>(total);
+    }
+    // Backward, on the real shard.
+    const A qg = B == Bug::smoothing_local_vocab_size ? q : eps / static_cast<A>(cfg.vocab);
+    A common(0);
+    if (cfg.reduction != LossReduction::none) {
+      common = static_cast<A>(in.dloss[0]);
+      if (cfg.reduction == LossReduction::mean) common = den == A(0) ? A(0) : common / den;
+    }
+    out.dlogits = Tensor<T>(Shape{tokens, mine.size});
+    for (std::size_t t = 0; t < tokens; ++t) {
+      const std::int64_t y = in.ids[t];
+      if (ignored(y)) continue;
+      const A base = cfg.reduction == LossReduction::none ? static_cast<A>(in.dloss[t]) : common;
+      const A s = by_token && B != Bug::token_weight_missing_in_backward ? A(base * tw(t)) : base;
+      const A ky = by_class ? A(one * cw(static_cast<std::size_t>(y))) : one;
+      const A kk = by_class && smooth ? A(ky + A(qg * c_total)) : ky;
+      for (std::size_t v = 0; v < mine.size; ++v) {
+        const A zv = static_cast<A>(in.logits_shard(t, v));
+        const A pv =
+            B == Bug::local_max ? A(std::exp(zv - lse[t])) : A(std::exp(zv - m[t]) / sums[t]);
+        const bool is_target = static_cast<std::int64_t>(mine.offset + v) == y;
+        const bool onehot = is_target && B != Bug::owner_grad_missing_onehot;
+        A d;
+        if (by_class) {
+          const A cv = B == Bug::class_weight_local_index ? cw(v) : cw(mine.offset + v);
+          A c = qg * (unweighted_smoothing ? A(1) : cv);
+          if (onehot) c += ky;
+          d = kk * pv - c;
+        } else {
+          d = pv - (onehot ? one + qg : qg);
+        }
+        out.dlogits(t, v) = static_cast<T>(d * s);
+      }
+    }
+    return out;
+  }
+};
+
+template <Bug B>
+void add(VocabRegistry& reg) {
+  for (const auto& m : catalog) {
+    if (m.bug == B) {
+      reg.add_once({std::string("mutant:") + m.name, m.description, true, false},
+                   std::make_shared<VocabAdapter<MutantVocab<B>>>());
+    }
+  }
+}
+
+}  // namespace
+
+void register_vocab_mutants() {
+  auto& reg = VocabRegistry::instance();
+  add<Bug::mask_excludes_shard_end>(reg);
+  add<Bug::index_masked_output_not_zeroed>(reg);
+  add<Bug::global_padding_idx_on_every_shard>(reg);
+  add<Bug::smoothing_local_vocab_size>(reg);
+  add<Bug::smoothing_local_mean>(reg);
+  add<Bug::mean_by_local_count>(reg);
+  add<Bug::local_max>(reg);
+  add<Bug::gathered_logits_as_sharded>(reg);
+  add<Bug::target_from_rank0_only>(reg);
+  add<Bug::owner_grad_missing_onehot>(reg);
+  add<Bug::weighted_mean_by_count>(reg);
+  add<Bug::class_weight_local_index>(reg);
+  add<Bug::smoothing_unweighted_with_class_weight>(reg);
+  add<Bug::token_weight_missing_in_backward>(reg);
+}
+
+}  // namespace shardcheck::check

@@ -1,0 +1,80 @@
+#include "suites/vocab/vocab_run.hpp"
+
+#include "engine/slicing.hpp"
+#include "runtime/errors.hpp"
+#include "runtime/launcher.hpp"
+
+namespace shardcheck::check {
+
+template <class T>
+VocabRankInputs<T> vocab_rank_inputs(const VocabCase& c, const VocabData<T>& d, int r) {
+  VocabRankInputs<T> in;
+  in.ids = c.ids;
+  const int p = c.world;
+  if (c.op == VocabOp::embedding) {
+    const auto& cfg = c.embedding;
+    in.w_shard = shard(d.w, 0, cfg.vocab_split, p, r);
+    in.dy = cfg.sequence_parallel_output ? shard(d.dy, 0, cfg.token_split, p, r) : d.dy;
+  } else {
+    in.logits_shard = shard(d.logits, 1, c.ce.vocab_split, p, r);
+    in.dloss = d.dloss;
+  }
+  return in;
+}
+
+template <class T>
+VocabRun<T> run_vocab(const VocabImplementation& impl, const VocabCase& c, const VocabData<T>& d) {
+  VocabRun<T> out;
+  std::vector<VocabRankInputs<T>> inputs;
+  for (int r = 0; r < c.world; ++r) inputs.push_back(vocab_rank_inputs(c, d, r));
+  out.outputs.resize(static_cast<std::size_t>(c.world));
+  try {
+    auto result = run(c.world, [&](Communicator& comm) {
+      const auto r = static_cast<std::size_t>(comm.rank());
+      out.outputs[r] = c.op == VocabOp::embedding ? impl.embedding(comm, c.embedding, inputs[r])
+                                                  : impl.cross_entropy(comm, c.ce, inputs[r]);
+    });
+    out.ledgers = std::move(result.ledgers);
+  } catch (const std::exception& e) {
+    out.error = e.what();
+  }
+  return out;
+}
+
+VocabPlacements vocab_placements(const VocabCase& c) {
+  const auto& e = c.embedding;
+  return {e.sequence_parallel_output ? Placement::shard(0, e.token_split) : Placement::replicate(),
+          Placement::shard(0, e.vocab_split), Placement::replicate(),
+          Placement::shard(1, c.ce.vocab_split)};
+}
+
+std::vector<DeclaredCall> vocab_declared_traffic(const VocabCase& c) {
+  std::vector<DeclaredCall> calls;
+  if (c.op == VocabOp::embedding) {
+    const std::uint64_t n = c.tokens * c.hidden;
+    if (c.embedding.sequence_parallel_output) {
+      calls.push_back({Collective::reduce_scatter, c.dtype, n});
+      calls.push_back({Collective::all_gather, c.dtype, n});
+    } else {
+      calls.push_back({Collective::all_reduce, c.dtype, n});
+    }
+  } else {
+    const DType acc = c.dtype == DType::float64 ? DType::float64 : DType::float32;
+    calls.push_back({Collective::all_reduce, acc, c.tokens});
+    calls.push_back({Collective::all_reduce, acc,
+                     (c.ce.label_smoothing > 0 ? 3 : 2) * static_cast<std::uint64_t>(c.tokens)});
+  }
+  return calls;
+}
+
+#define SHARDCHECK_INSTANTIATE(T)                                                               \
+  template VocabRankInputs<T> vocab_rank_inputs<T>(const VocabCase&, const VocabData<T>&, int); \
+  template VocabRun<T> run_vocab<T>(const VocabImplementation&, const VocabCase&,               \
+                                    const VocabData<T>&);
+SHARDCHECK_INSTANTIATE(double)
+SHARDCHECK_INSTANTIATE(float)
+SHARDCHECK_INSTANTIATE(bfloat16)
+SHARDCHECK_INSTANTIATE(float16)
+#undef SHARDCHECK_INSTANTIATE
+
+}  // namespace shardcheck::check
