@@ -12,12 +12,15 @@
 #include "ops/vocab/vocab_cross_entropy.hpp"
 #include "ops/vocab/vocab_embedding.hpp"
 #include "runtime/errors.hpp"
+#include "tools/shardcheck/command_line.hpp"
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <sstream>
 
 namespace shardcheck::cli {
@@ -25,10 +28,24 @@ namespace {
 
 using namespace shardcheck::budget;
 
+constexpr int max_world_size = 1 << 20;  // DeviceMesh's limit
+
+// What the options set; the defaults are GPT-3 175B on tp = 8 with 2-byte values.
+struct BudgetArgs {
+  TransformerShape m;
+  std::optional<double> kv_heads;  // default: m.a (multi-head attention)
+  double layers = 96;
+  double vocab = 51200;
+  double bytes = 2;
+  DeviceMesh mesh = DeviceMesh({{"tp", 8}});
+  ActivationOptions o;  // o.tp is the mesh's
+  bool json = false;
+};
+
 double parse_positive(const std::string& opt, const std::string& text) {
   double v = 0;
   const auto r = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (r.ec != std::errc() || r.ptr != text.data() + text.size() || !(v > 0)) {
+  if (r.ec != std::errc() || r.ptr != text.data() + text.size() || !(v > 0) || !std::isfinite(v)) {
     throw UsageError(opt + " takes a positive number, not '" + text + "'");
   }
   return v;
@@ -44,8 +61,9 @@ DeviceMesh parse_mesh(const std::string& text) {
     if (eq == std::string::npos) {
       throw UsageError("--mesh: '" + item + "' is not name=size (e.g. --mesh pp=2,dp=4,tp=8)");
     }
-    const double size = parse_positive("--mesh " + item.substr(0, eq), item.substr(eq + 1));
-    dims.push_back({item.substr(0, eq), static_cast<int>(size)});
+    const int size =
+        parse_whole<int>("--mesh " + item.substr(0, eq), item.substr(eq + 1), 1, max_world_size);
+    dims.push_back({item.substr(0, eq), size});
   }
   return DeviceMesh(dims);
 }
@@ -157,46 +175,31 @@ std::vector<LibraryRow> library_rows(const TransformerShape& m, double g, double
   return rows;
 }
 
-}  // namespace
+// An option that parses a positive number into *field, a member of *a (which the option keeps
+// alive); its default is the field's value now.
+Option positive(const std::shared_ptr<BudgetArgs>& a, const std::string& name, std::string value,
+                std::string help, double* field) {
+  return {name, std::move(value), std::move(help), num(*field),
+          [a, name, field](const std::string& v) { *field = parse_positive(name, v); }};
+}
 
-int budget_command(const std::vector<std::string>& args, std::ostream& out) {
-  TransformerShape m;
-  double g = 96;  // KV heads (MHA by default)
-  double layers = 96;
-  double vocab = 51200;
-  double bytes = 2;
-  bool json = false;
-  ActivationOptions o;
-  DeviceMesh mesh({{"tp", 8}});
-  bool g_given = false;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size()) throw UsageError(a + " needs a value");
-      return args[++i];
-    };
-    if (a == "--seq") m.s = parse_positive(a, value());
-    else if (a == "--batch") m.b = parse_positive(a, value());
-    else if (a == "--hidden") m.h = parse_positive(a, value());
-    else if (a == "--heads") m.a = parse_positive(a, value());
-    else if (a == "--kv-heads") g = parse_positive(a, value()), g_given = true;
-    else if (a == "--layers") layers = parse_positive(a, value());
-    else if (a == "--vocab") vocab = parse_positive(a, value());
-    else if (a == "--bytes") bytes = parse_positive(a, value());
-    else if (a == "--mesh") mesh = parse_mesh(value());
-    else if (a == "--sp") o.sequence_parallel = true;
-    else if (a == "--json") json = true;
-    else if (a == "--recompute") {
-      const auto& v = value();
-      if (v == "none") o.recompute = Recompute::none;
-      else if (v == "selective") o.recompute = Recompute::selective;
-      else if (v == "full") o.recompute = Recompute::full;
-      else throw UsageError("--recompute takes none, selective or full, not '" + v + "'");
-    } else {
-      throw UsageError("unknown option '" + a + "' for budget");
-    }
+Recompute parse_recompute(const std::string& v) {
+  for (const auto r : {Recompute::none, Recompute::selective, Recompute::full}) {
+    if (v == name(r)) return r;
   }
-  if (!g_given) g = m.a;
+  throw UsageError("--recompute takes none, selective or full, not '" + v + "'");
+}
+
+// The figures of one configuration on out: text, or JSON with --json.
+int print_budget(const BudgetArgs& args, std::ostream& out) {
+  const TransformerShape& m = args.m;
+  const double g = args.kv_heads.value_or(m.a);
+  const double layers = args.layers;
+  const double vocab = args.vocab;
+  const double bytes = args.bytes;
+  const DeviceMesh& mesh = args.mesh;
+  const bool json = args.json;
+  ActivationOptions o = args.o;
   o.tp = dim_size(mesh, "tp");
   const int cp = dim_size(mesh, "cp");
   const int pp = dim_size(mesh, "pp");
@@ -239,30 +242,30 @@ int budget_command(const std::vector<std::string>& args, std::ostream& out) {
 
   if (json) {
     out << "{\n  \"mesh\": \"" << mesh.to_string() << "\",\n"
-        << "  \"model\": {\"seq\": " << exact(m.s) << ", \"batch\": " << exact(m.b)
+        << R"(  "model": {"seq": )" << exact(m.s) << ", \"batch\": " << exact(m.b)
         << ", \"hidden\": " << exact(m.h) << ", \"heads\": " << exact(m.a)
         << ", \"kv_heads\": " << exact(g) << ", \"layers\": " << exact(layers)
         << ", \"vocab\": " << exact(vocab) << ", \"bytes\": " << exact(bytes) << "},\n"
-        << "  \"activation_bytes_per_layer\": {\"selected\": \"" << table2_row(o)
-        << "\", \"bytes\": " << exact(act) << ", \"table2\": {";
+        << R"(  "activation_bytes_per_layer": {"selected": ")" << table2_row(o) << R"(", "bytes": )"
+        << exact(act) << ", \"table2\": {";
     for (std::size_t k = 0; k < table2.size(); ++k) {
       out << (k ? ", " : "") << '"' << table2[k].name << "\": " << exact(table2[k].value);
     }
     out << "}},\n  \"parameters\": {\"model_bytes\": " << account.model_bytes
         << ", \"max_bytes_per_rank\": " << most << "},\n"
-        << "  \"traffic_per_layer\": {\"tensor_parallel\": {\"all_reduces\": "
+        << R"(  "traffic_per_layer": {"tensor_parallel": {"all_reduces": )"
         << tp_traffic.all_reduces << ", \"all_gathers\": " << tp_traffic.all_gathers
         << ", \"reduce_scatters\": " << tp_traffic.reduce_scatters
         << ", \"per_rank_bytes\": " << exact(tp_traffic.bytes.per_rank)
         << ", \"aggregate_bytes\": " << exact(tp_traffic.bytes.aggregate) << "},\n"
         << "    \"context_parallel_ring_forward_bytes_per_rank\": " << exact(cp_fwd) << ",\n"
-        << "    \"vocab_cross_entropy\": {\"per_rank_bytes\": " << exact(ce.per_rank)
+        << R"(    "vocab_cross_entropy": {"per_rank_bytes": )" << exact(ce.per_rank)
         << ", \"aggregate_bytes\": " << exact(ce.aggregate) << "}},\n"
-        << "  \"library_activation_bytes_per_rank\": {\"element_bytes\": " << eb.value
+        << R"(  "library_activation_bytes_per_rank": {"element_bytes": )" << eb.value
         << ", \"accumulator_bytes\": " << eb.acc << ", \"ops\": [";
     for (std::size_t k = 0; k < library.size(); ++k) {
       const auto& r = library[k];
-      out << (k ? ",\n    " : "\n    ") << "{\"op\": \"" << r.op << '"';
+      out << (k ? ",\n    " : "\n    ") << R"({"op": ")" << r.op << '"';
       if (r.skipped.empty()) {
         out << ", \"kept\": " << r.kept << ", \"forward_peak\": " << r.forward_peak
             << ", \"backward_peak\": " << r.backward_peak << "}";
@@ -272,7 +275,7 @@ int budget_command(const std::vector<std::string>& args, std::ostream& out) {
           if (ch == '"' || ch == '\\') why += '\\';
           why += ch;
         }
-        out << ", \"skipped\": \"" << why << "\"}";
+        out << R"(, "skipped": ")" << why << "\"}";
       }
     }
     out << "]}\n}\n";
@@ -319,4 +322,50 @@ int budget_command(const std::vector<std::string>& args, std::ostream& out) {
   return 0;
 }
 
+}  // namespace
+
+Command budget_command() {
+  const auto a = std::make_shared<BudgetArgs>();
+  Command c;
+  c.name = "budget";
+  c.summary = "print the memory and traffic budget of one model on one device mesh";
+  c.description =
+      "Prints, for one transformer configuration on a device mesh, the activation bytes per "
+      "layer and rank (Korthikanti et al. 2022, Table 2, every row, the selected one starred), "
+      "the parameter bytes per rank, the traffic per layer of tensor, sequence and context "
+      "parallelism and of the vocabulary-parallel cross-entropy, and the library's own model "
+      "of its ops. The defaults are GPT-3 175B on tp = 8. Every number is positive and may have "
+      "a fraction, except the --mesh sizes (whole numbers).";
+  c.options = {
+      positive(a, "--seq", "S", "sequence length", &a->m.s),
+      positive(a, "--batch", "B", "micro-batch size", &a->m.b),
+      positive(a, "--hidden", "H", "hidden size", &a->m.h),
+      positive(a, "--heads", "A", "attention heads", &a->m.a),
+      {"--kv-heads", "G", "key/value heads (grouped-query attention when fewer than A)",
+       "A, multi-head attention",
+       [a](const std::string& v) { a->kv_heads = parse_positive("--kv-heads", v); }},
+      positive(a, "--layers", "L", "transformer layers", &a->layers),
+      positive(a, "--vocab", "V", "vocabulary size", &a->vocab),
+      {"--mesh", "LIST",
+       "the device mesh as name=size pairs, comma-separated, e.g. pp=2,dp=4,cp=2,tp=8; tp, cp, "
+       "dp and pp are read, a missing one is 1",
+       "tp=8", [a](const std::string& v) { a->mesh = parse_mesh(v); }},
+      positive(a, "--bytes", "N",
+               "bytes per value; the library model's rows need a whole number of them", &a->bytes),
+      {"--sp", "", "sequence parallelism (with tensor parallelism)", "off",
+       [a](const std::string&) { a->o.sequence_parallel = true; }},
+      {"--recompute", "MODE", "activation recomputation: none, selective or full",
+       std::string(name(a->o.recompute)),
+       [a](const std::string& v) { a->o.recompute = parse_recompute(v); }},
+      {"--json", "", "print the figures as one JSON object, every digit", "off",
+       [a](const std::string&) { a->json = true; }},
+  };
+  c.exit_status = "0 the budget was printed; 2 a usage error (on stderr).";
+  c.examples = {"shardcheck budget",
+                "shardcheck budget --mesh pp=2,dp=2,cp=2,tp=4 --sp --recompute selective",
+                "shardcheck budget --seq 4096 --hidden 4096 --heads 32 --kv-heads 8 --layers 32 "
+                "--vocab 32000 --json"};
+  c.run = [a](std::ostream& out, const std::string&) { return print_budget(*a, out); };
+  return c;
+}
 }  // namespace shardcheck::cli

@@ -11,13 +11,14 @@
 // and the vocabulary-parallel cross-entropy.
 #pragma once
 
-#include <ostream>
-#include <string>
-#include <vector>
+#include "tools/shardcheck/command_line.hpp"
 
 namespace shardcheck::cli {
 
-// @throws UsageError (one line) for an unknown option or a bad value.
-int budget_command(const std::vector<std::string>& args, std::ostream& out);
+// The command's table (command_line.hpp). Its options throw UsageError (one line) for a bad
+// value: a number that is not positive, a --mesh item that is not name=size with a whole size
+// from 1 to 2^20 (or a mesh DeviceMesh rejects), a --recompute other than none, selective, full.
+// Exit status 0.
+Command budget_command();
 
 }  // namespace shardcheck::cli

@@ -1,11 +1,15 @@
-// The shardcheck command line: every user-facing error (one line, exit status 2), the output
-// contract of check (one line per property, the closing "N passed, N failed"), a failure's
-// explanation and replay command (and that replaying reproduces it), and the report files.
+// The shardcheck command line: the help of the program and of every command (each option of the
+// table in cli.cpp, with its default), --version, every user-facing error (one line on err that
+// points to the help, exit status 2, nothing on out), the output contract of check (one line per
+// property, the closing "N passed, N failed"), a failure's explanation and replay command (and
+// that replaying reproduces it), and the report files.
 #include "tools/shardcheck/cli.hpp"
 #include "engine/suite.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -24,6 +28,7 @@ Result run_cli(std::vector<std::string> args) {
   check::register_builtin_suites();
   args.insert(args.begin(), "shardcheck");
   std::vector<const char*> argv;
+  argv.reserve(args.size());
   for (const auto& a : args) argv.push_back(a.c_str());
   std::ostringstream out, err;
   const int status = run(static_cast<int>(argv.size()), argv.data(), out, err);
@@ -37,12 +42,40 @@ std::vector<std::string> split_words(const std::string& s) {
   return w;
 }
 
-void expect_usage_error(std::vector<std::string> args, const std::string& fragment) {
-  const auto r = run_cli(args);
+bool is_command(const std::string& name) {
+  for (const auto& c : command_options()) {
+    if (c.command == name) return true;
+  }
+  return false;
+}
+
+// Where an error of `args` must point: the help of the command args[0] names (--version names
+// version), or the program's.
+std::string help_pointer(const std::vector<std::string>& args) {
+  if (args.empty()) return "(see shardcheck --help)\n";
+  const std::string command = args[0] == "--version" ? "version" : args[0];
+  if (is_command(command)) return "(see shardcheck " + command + " --help)\n";
+  return "(see shardcheck --help)\n";
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// Status 2, one line on err: the message (which contains fragment) and the pointer to the help.
+void expect_error_line(const Result& r, const std::vector<std::string>& args,
+                       const std::string& fragment) {
   EXPECT_EQ(r.status, 2) << r.err;
-  EXPECT_NE(r.err.find("shardcheck: error: "), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.rfind("shardcheck: error: ", 0), 0U) << r.err;
   EXPECT_NE(r.err.find(fragment), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "one line: " << r.err;
+  EXPECT_TRUE(ends_with(r.err, help_pointer(args))) << r.err;
+}
+
+// A usage error found before anything ran: nothing on out.
+void expect_usage_error(const std::vector<std::string>& args, const std::string& fragment) {
+  const auto r = run_cli(args);
+  expect_error_line(r, args, fragment);
   EXPECT_TRUE(r.out.empty()) << r.out;
 }
 
@@ -64,7 +97,131 @@ TEST(Cli, UsageErrorsAreOneLineWithStatus2) {
   expect_usage_error({"check", "--bogus"}, "unknown option '--bogus' for check");
   expect_usage_error({"mutants", "--impl", "x"}, "unknown option '--impl' for mutants");
   expect_usage_error({"check", "--cases"}, "--cases needs a value");
-  expect_usage_error({"list", "extra"}, "list takes no arguments");
+  expect_usage_error({"list", "extra"}, "list takes no arguments, not 'extra'");
+  expect_usage_error({"--bogus"},
+                     "unknown option '--bogus'; the commands are list, check, mutants, budget, "
+                     "help, version");
+  expect_usage_error({"check", "-x"}, "unknown option '-x' for check");
+  expect_usage_error({"check", "--dtype"}, "--dtype needs a value (LIST)");
+  expect_usage_error({"mutants", "--seed", "1.5"}, "--seed takes a whole number from 0 to");
+  expect_usage_error({"help", "nope"}, "unknown command 'nope'; the commands are list, check");
+  expect_usage_error({"help", "check", "list"}, "help takes at most one command, not 'list' too");
+  expect_usage_error({"version", "extra"}, "version takes no arguments, not 'extra'");
+  expect_usage_error({"--version", "extra"}, "version takes no arguments, not 'extra'");
+}
+
+// Checked before anything runs: the first suite has this mutant, the others do not.
+TEST(Cli, AnImplementationMissingFromASelectedSuiteStopsBeforeAnythingRuns) {
+  expect_usage_error({"check", "--impl", "mutant:bias-on-every-rank"},
+                     "has no implementation 'mutant:bias-on-every-rank'; `shardcheck list` names "
+                     "each suite's implementations");
+}
+
+TEST(Cli, TheProgramsHelpListsEveryCommandOnOut) {
+  const auto help = run_cli({"--help"});
+  EXPECT_EQ(help.status, 0);
+  EXPECT_TRUE(help.err.empty()) << help.err;
+  for (const auto& c : command_options()) {
+    EXPECT_NE(help.out.find("\n  " + c.command + " "), std::string::npos) << c.command;
+  }
+  for (const char* s :
+       {"usage: shardcheck COMMAND", "\n  -h, --help ", "\n  --version ",
+        "shardcheck COMMAND --help", "exit status: 0", "\nexamples:\n  shardcheck "}) {
+    EXPECT_NE(help.out.find(s), std::string::npos) << s << "\n" << help.out;
+  }
+  for (const std::vector<std::string>& same : {std::vector<std::string>{"-h"}, {"help"}}) {
+    const auto r = run_cli(same);
+    EXPECT_EQ(r.status, 0);
+    EXPECT_EQ(r.out, help.out) << same[0];
+    EXPECT_TRUE(r.err.empty()) << r.err;
+  }
+}
+
+// The lines of `help` that describe `option` (from its line to the next option or section),
+// joined: each run of blanks and line breaks made one space.
+std::string option_block(const std::string& help, const std::string& option) {
+  const auto at = help.find("\n  " + option + " ");
+  if (at == std::string::npos) return "";
+  const auto end = std::min(help.find("\n  -", at + 1), help.find("\n\n", at + 1));
+  std::string joined;
+  for (const char c : help.substr(at + 3, end - at - 3)) {
+    const bool blank = std::isspace(static_cast<unsigned char>(c)) != 0;
+    if (!blank) joined += c;
+    else if (!joined.empty() && joined.back() != ' ') joined += ' ';
+  }
+  return joined;
+}
+
+// What the option does: words (lower case, unlike the metavariable) before "(default: X)".
+void expect_option_described(const std::string& help, const std::string& command,
+                             const std::string& option) {
+  const auto block = option_block(help, option);
+  ASSERT_FALSE(block.empty()) << command << " --help does not describe " << option << "\n" << help;
+  const auto def = block.find("(default: ");
+  ASSERT_NE(def, std::string::npos) << command << " " << option << " has no default: " << block;
+  EXPECT_NE(block[def + 10], ')') << command << " " << option << ": empty default";
+  const std::string words = block.substr(option.size(), def - option.size());
+  EXPECT_TRUE(std::any_of(words.begin(), words.end(), ::islower))
+      << command << " " << option << " says nothing about what it does: " << block;
+}
+
+TEST(Cli, EveryCommandsHelpDescribesEachOptionWithItsDefault) {
+  const auto all = command_options();
+  for (const char* c : {"list", "check", "mutants", "budget", "help", "version"}) {
+    EXPECT_TRUE(is_command(c)) << c;
+  }
+  for (const auto& c : all) {
+    const auto help = run_cli({c.command, "--help"});
+    EXPECT_EQ(help.status, 0) << c.command;
+    EXPECT_TRUE(help.err.empty()) << help.err;
+    EXPECT_EQ(help.out.rfind("usage: shardcheck " + c.command, 0), 0U) << help.out;
+    for (const std::string& s : {std::string("\n  -h, --help "), std::string("\nexit status: "),
+                                 "\nexamples:\n  shardcheck " + c.command}) {
+      EXPECT_NE(help.out.find(s), std::string::npos) << c.command << ": " << s << "\n" << help.out;
+    }
+    for (const auto& o : c.options) expect_option_described(help.out, c.command, o);
+    for (const std::vector<std::string>& same :
+         {std::vector<std::string>{c.command, "-h"}, {"help", c.command}, {"-h", c.command}}) {
+      const auto r = run_cli(same);
+      EXPECT_EQ(r.status, 0) << same[0] << " " << same[1];
+      EXPECT_EQ(r.out, help.out) << same[0] << " " << same[1];
+      EXPECT_TRUE(r.err.empty()) << r.err;
+    }
+  }
+}
+
+TEST(Cli, HelpAnywhereAmongACommandsArgumentsWinsAndRunsNothing) {
+  const auto dir = std::filesystem::temp_directory_path() / "shardcheck-cli-test-help-wins";
+  std::filesystem::remove_all(dir);
+  const std::vector<std::vector<std::string>> cases = {
+      {"check", "linear", "--cases", "5", "--report", dir.string(), "--help"},
+      {"check", "--bogus", "-h"},
+      {"check", "--cases", "--help"},
+      {"mutants", "nope", "--report", dir.string(), "-h"},
+      {"budget", "--seq", "0", "--help"},
+      {"list", "extra", "--help"},
+      {"version", "--help"},
+  };
+  for (const auto& args : cases) {
+    const auto r = run_cli(args);
+    EXPECT_EQ(r.status, 0) << args[0] << " " << args[1];
+    EXPECT_TRUE(r.err.empty()) << r.err;
+    EXPECT_EQ(r.out.rfind("usage: shardcheck " + args[0], 0), 0U) << r.out;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir)) << "a help ran the command";
+}
+
+// The number is CMake's PROJECT_VERSION, by the compile definition tools/CMakeLists.txt gives
+// both the library and this test.
+TEST(Cli, VersionPrintsTheProjectsVersion) {
+  const std::string version = SHARDCHECK_VERSION;
+  EXPECT_EQ(std::count(version.begin(), version.end(), '.'), 2) << version;
+  for (const char* word : {"--version", "version"}) {
+    const auto r = run_cli({word});
+    EXPECT_EQ(r.status, 0) << word;
+    EXPECT_EQ(r.out, "shardcheck " + version + "\n") << word;
+    EXPECT_TRUE(r.err.empty()) << r.err;
+  }
 }
 
 TEST(Cli, ListNamesSuitesPropertiesImplementationsAndMutants) {
@@ -183,7 +340,7 @@ TEST(Cli, ReportWritesValidJsonAndMarkdownTables) {
   const std::string json((std::istreambuf_iterator<char>(json_file)), {});
   Json parser{json};
   EXPECT_TRUE(parser.value() && parser.i == json.size()) << "invalid JSON near " << parser.i;
-  for (const char* s : {"\"schema\": \"shardcheck-report/1\"", "\"statistics\": [",
+  for (const char* s : {R"("schema": "shardcheck-report/1")", "\"statistics\": [",
                         "\"max_bound_ratio\"", "\"fixed_tolerance_missed\""}) {
     EXPECT_NE(json.find(s), std::string::npos) << s;
   }
@@ -195,11 +352,26 @@ TEST(Cli, ReportWritesValidJsonAndMarkdownTables) {
   }
 }
 
-TEST(Cli, AnUnwritableReportDirectoryIsAnError) {
-  const auto r = run_cli({"check", "linear", "--cases", "1", "--property", "matches_reference",
-                          "--report", "/proc/shardcheck-cannot-write-here"});
-  EXPECT_EQ(r.status, 2);
-  EXPECT_NE(r.err.find("report: cannot create directory"), std::string::npos) << r.err;
+// Found before the run (nothing on out), for check and mutants.
+TEST(Cli, AnUncreatableReportDirectoryIsAnError) {
+  for (const char* command : {"check", "mutants"}) {
+    expect_usage_error({command, "linear", "--cases", "1", "--report", "/proc/shardcheck-no"},
+                       "--report: cannot create directory '/proc/shardcheck-no': ");
+  }
+}
+
+// Found when the report is written, after the run (whose lines are on out).
+TEST(Cli, AnUnwritableReportFileIsAnError) {
+  const auto dir = std::filesystem::temp_directory_path() / "shardcheck-cli-test-unwritable";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir / "report.json");  // a directory where the file goes
+  const std::vector<std::string> args = {"check",    "linear",     "--cases",
+                                         "1",        "--property", "matches_reference",
+                                         "--report", dir.string()};
+  const auto r = run_cli(args);
+  expect_error_line(r, args, "report: cannot write '" + (dir / "report.json").string() + "'");
+  EXPECT_NE(r.out.find("PASS  linear/matches_reference"), std::string::npos) << r.out;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
@@ -219,7 +391,7 @@ TEST(Cli, BudgetPrintsTheTable2RowsParametersAndTraffic) {
   EXPECT_EQ(j.status, 0) << j.err;
   Json parser{j.out};
   EXPECT_TRUE(parser.value() && parser.i == j.out.size()) << j.out;
-  for (const char* s : {"\"selected\": \"TP + SP\"", "\"all_gathers\": 4",
+  for (const char* s : {R"("selected": "TP + SP")", "\"all_gathers\": 4",
                         "\"mesh\": \"(pp=2, dp=2, cp=2, tp=4)\""}) {
     EXPECT_NE(j.out.find(s), std::string::npos) << s << "\n" << j.out;
   }
@@ -245,7 +417,7 @@ TEST(Cli, BudgetPrintsTheLibraryModel) {
   // fc1 with SP on s/cp = 1024 tokens over tp = 4: kept the 256-token shard of x, forward the
   // all_gathered x, backward the re-gathered x and the full dx.
   for (const char* s :
-       {"\"library_activation_bytes_per_rank\": {\"element_bytes\": 2, \"accumulator_bytes\": 4",
+       {R"("library_activation_bytes_per_rank": {"element_bytes": 2, "accumulator_bytes": 4)",
         "{\"op\": \"MLP fc1 column-parallel [4h, h], SP input\", \"kept\": 6291456, "
         "\"forward_peak\": 25165824, \"backward_peak\": 50331648}",
         "\"op\": \"SP LayerNorm (one of two)\""}) {
@@ -258,13 +430,20 @@ TEST(Cli, BudgetPrintsTheLibraryModel) {
 }
 
 TEST(Cli, BudgetUsageErrorsAreOneLineWithStatus2) {
-  expect_usage_error({"budget", "--mesh", "tp=x"}, "--mesh tp takes a positive number");
+  expect_usage_error({"budget", "--mesh", "tp=x"},
+                     "--mesh tp takes a whole number from 1 to 1048576, not 'x'");
+  expect_usage_error({"budget", "--mesh", "tp=2.5"}, "--mesh tp takes a whole number");
+  expect_usage_error({"budget", "--mesh", "tp=0"}, "--mesh tp takes a whole number");
+  expect_usage_error({"budget", "--mesh", "dp=2048,tp=1024"}, "multiply to more than 2^20");
   expect_usage_error({"budget", "--mesh", "tp"}, "'tp' is not name=size");
   expect_usage_error({"budget", "--mesh", "tp=2,tp=2"}, "appears twice");
   expect_usage_error({"budget", "--recompute", "some"}, "--recompute takes none, selective");
-  expect_usage_error({"budget", "--seq", "0"}, "--seq takes a positive number");
+  expect_usage_error({"budget", "--seq", "0"}, "--seq takes a positive number, not '0'");
+  expect_usage_error({"budget", "--vocab", "inf"}, "--vocab takes a positive number, not 'inf'");
+  expect_usage_error({"budget", "--bytes", "-2"}, "--bytes takes a positive number");
   expect_usage_error({"budget", "--frob"}, "unknown option '--frob' for budget");
-  expect_usage_error({"budget", "--hidden"}, "--hidden needs a value");
+  expect_usage_error({"budget", "--hidden"}, "--hidden needs a value (H)");
+  expect_usage_error({"budget", "extra"}, "budget takes no arguments, not 'extra'");
 }
 
 }  // namespace

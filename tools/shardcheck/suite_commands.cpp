@@ -1,0 +1,397 @@
+#include "tools/shardcheck/suite_commands.hpp"
+
+#include "engine/runner.hpp"
+#include "engine/suite.hpp"
+#include "reports/report.hpp"
+#include "runtime/errors.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <system_error>
+#include <vector>
+
+namespace shardcheck::cli {
+namespace {
+
+constexpr int max_world_limit = 64;
+constexpr int max_cases = 1000000;
+constexpr DType all_dtypes[] = {DType::float64, DType::float32, DType::bfloat16, DType::float16};
+
+// What check and mutants read from the command line; the defaults are the help's.
+struct SuiteRun {
+  std::vector<std::string> suites;
+  std::string impl = "shardcheck";
+  std::optional<std::string> property;
+  int cases = 100;
+  std::uint64_t seed = 1;
+  check::RunConfig config;
+  std::optional<std::string> report_dir;
+  bool shrink = true;
+  bool dtype_given = false;
+};
+
+[[noreturn]] void usage_error(const std::string& msg) { throw UsageError(msg); }
+
+std::string dtype_list(const std::vector<DType>& dtypes) {
+  std::string s;
+  for (const DType t : dtypes) s += (s.empty() ? "" : ",") + std::string(name(t));
+  return s;
+}
+
+std::vector<DType> parse_dtypes(const std::string& text) {
+  std::vector<DType> out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const auto comma = text.find(',', start);
+    const std::string item =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    bool found = false;
+    for (const DType t : all_dtypes) {
+      if (item == name(t)) {
+        out.push_back(t);
+        found = true;
+      }
+    }
+    if (!found) {
+      usage_error("--dtype: unknown element type '" + item + "'; use a comma-separated list of " +
+                  dtype_list({std::begin(all_dtypes), std::end(all_dtypes)}));
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+// The options check and mutants share, in the order the help lists them.
+std::vector<Option> run_options(const std::shared_ptr<SuiteRun>& o) {
+  const SuiteRun d;
+  return {
+      {"--cases", "N", "cases per property, from 1 to " + std::to_string(max_cases),
+       std::to_string(d.cases),
+       [o](const std::string& v) { o->cases = parse_whole<int>("--cases", v, 1, max_cases); }},
+      {"--seed", "S",
+       "the random seed (a whole number from 0 to 2^64 - 1); a run replays exactly "
+       "with the same seed, cases, max-world and dtypes",
+       std::to_string(d.seed),
+       [o](const std::string& v) {
+         o->seed = parse_whole<std::uint64_t>("--seed", v, 0, UINT64_MAX);
+       }},
+      {"--max-world", "P",
+       "the largest world size (tp, cp, ...) a case may draw, from 1 to " +
+           std::to_string(max_world_limit),
+       std::to_string(d.config.max_world),
+       [o](const std::string& v) {
+         o->config.max_world = parse_whole<int>("--max-world", v, 1, max_world_limit);
+       }},
+      {"--dtype", "LIST", "the element types cases draw from, comma-separated",
+       dtype_list(d.config.dtypes),
+       [o](const std::string& v) {
+         o->config.dtypes = parse_dtypes(v);
+         o->dtype_given = true;
+       }},
+      {"--report", "DIR",
+       "write DIR/report.md and DIR/report.json (the outcomes, the numerics of every op and "
+       "the failing cases); DIR is created before the run",
+       "no report", [o](const std::string& v) { o->report_dir = v; }},
+  };
+}
+
+std::function<void(const std::string&)> suite_operand(const std::shared_ptr<SuiteRun>& o) {
+  return [o](const std::string& s) { o->suites.push_back(s); };
+}
+
+std::vector<const check::Suite*> selected(const SuiteRun& o) {
+  std::vector<const check::Suite*> out;
+  const auto& reg = check::SuiteRegistry::instance();
+  if (o.suites.empty()) {
+    for (const auto& s : reg.all()) out.push_back(s.get());
+    return out;
+  }
+  for (const auto& name : o.suites) {
+    const auto* s = reg.find(name);
+    if (s == nullptr) {
+      std::string msg = "unknown suite '" + name + "'; known suites:";
+      const char* separator = " ";
+      for (const auto& k : reg.all()) {
+        msg += separator;
+        msg += k->name();
+        separator = ", ";
+      }
+      usage_error(msg);
+    }
+    out.push_back(s);
+  }
+  return out;
+}
+
+// Every selected suite has the implementation, and one of them has the property (if given).
+void require_impl_and_property(const std::vector<const check::Suite*>& suites, const SuiteRun& o) {
+  bool property_found = false;
+  for (const auto* s : suites) {
+    bool known_impl = false;
+    for (const auto& i : s->implementations()) known_impl |= i.name == o.impl;
+    if (!known_impl) {
+      usage_error("suite '" + s->name() + "' has no implementation '" + o.impl +
+                  "'; `shardcheck list` names each suite's implementations");
+    }
+    for (const auto& p : s->properties()) property_found |= o.property && p.name == *o.property;
+  }
+  if (o.property && !property_found) {
+    usage_error("no suite has a property '" + *o.property +
+                "'; `shardcheck list` names each suite's properties");
+  }
+}
+
+// Creates the report directory before the run, so an unwritable one fails in a second.
+void prepare_report_dir(const SuiteRun& o) {
+  if (!o.report_dir) return;
+  std::error_code ec;
+  std::filesystem::create_directories(*o.report_dir, ec);
+  if (ec) {
+    usage_error("--report: cannot create directory '" + *o.report_dir + "': " + ec.message() +
+                "; pass a writable directory");
+  }
+}
+
+std::string now_utc() {
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+report::Report new_report(const SuiteRun& o, const std::string& command_line) {
+  report::Report rep;
+  rep.command = command_line;
+  rep.started = now_utc();
+  rep.seed = o.seed;
+  rep.cases = o.cases;
+  rep.config = o.config;
+  return rep;
+}
+
+void finish_report(report::Report& rep, const check::Collector& collector, const SuiteRun& o,
+                   std::ostream& out) {
+  if (!o.report_dir) return;
+  rep.collector = &collector;
+  report::write_report(rep, *o.report_dir);
+  out << "report: " << *o.report_dir << "/report.md, " << *o.report_dir << "/report.json\n";
+}
+
+std::string ratio_text(double r) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", r);
+  return buf;
+}
+
+std::string replay_command(const SuiteRun& o, const check::PropertyOutcome& p) {
+  std::string s = "shardcheck check " + p.suite + " --impl " + p.impl + " --property " +
+                  p.property + " --seed " + std::to_string(o.seed) + " --cases " +
+                  std::to_string(o.cases) + " --max-world " + std::to_string(o.config.max_world);
+  if (o.dtype_given) s += " --dtype " + dtype_list(o.config.dtypes);
+  return s;
+}
+
+std::string indent(const std::string& text) {
+  std::string out = "    ";
+  for (const char c : text) {
+    out += c;
+    if (c == '\n') out += "    ";
+  }
+  while (!out.empty() && (out.back() == ' ' || out.back() == '\n')) out.pop_back();
+  return out;
+}
+
+int list(std::ostream& out) {
+  for (const auto& s : check::SuiteRegistry::instance().all()) {
+    out << "suite " << s->name() << ": " << s->description() << "\n  properties:\n";
+    for (const auto& p : s->properties()) out << "    " << p.name << ": " << p.description << "\n";
+    out << "  implementations:\n";
+    for (const auto& i : s->implementations()) {
+      if (!i.is_mutant) out << "    " << i.name << ": " << i.description << "\n";
+    }
+    out << "  mutants:\n";
+    for (const auto& i : s->implementations()) {
+      if (i.is_mutant) out << "    " << i.name << ": " << i.description << "\n";
+    }
+  }
+  return 0;
+}
+
+struct Tally {
+  int passed = 0, failed = 0, skipped = 0;
+};
+
+// One property of suite s on o.impl: its PASS, FAIL or SKIP line(s), counted in t.
+void check_property(const check::Suite& s, const check::PropertyInfo& p, const SuiteRun& o,
+                    check::Collector& collector, report::Report& rep, Tally& t, std::ostream& out) {
+  if (!s.applies(p.name, o.impl)) {
+    out << "SKIP  " << s.name() << "/" << p.name << " [" << o.impl
+        << "]: not applicable (the implementation does not claim the deterministic kernel)\n";
+    ++t.skipped;
+    return;
+  }
+  check::RunParams params;
+  params.seed = o.seed;
+  params.cases = o.cases;
+  params.shrink = o.shrink;
+  auto result = check::run_property(s, p.name, o.impl, o.config, params, collector);
+  if (result.passed) {
+    ++t.passed;
+    out << "PASS  " << s.name() << "/" << p.name << " [" << o.impl << "]  " << result.cases
+        << " cases, worst bound ratio " << ratio_text(result.max_ratio) << "\n";
+  } else {
+    ++t.failed;
+    out << "FAIL  " << s.name() << "/" << p.name << " [" << o.impl << "]  after " << result.cases
+        << " passing cases; the smallest failing case:\n"
+        << indent(result.message) << "\n  replay: " << replay_command(o, result) << "\n";
+  }
+  rep.properties.push_back(std::move(result));
+}
+
+int run_check(const SuiteRun& o, const std::string& command_line, std::ostream& out) {
+  const auto suites = selected(o);
+  require_impl_and_property(suites, o);
+  prepare_report_dir(o);
+  check::Collector collector;
+  report::Report rep = new_report(o, command_line);
+  Tally t;
+  for (const auto* s : suites) {
+    for (const auto& p : s->properties()) {
+      if (!o.property || p.name == *o.property) check_property(*s, p, o, collector, rep, t, out);
+    }
+  }
+  finish_report(rep, collector, o, out);
+  out << t.passed << " passed, " << t.failed << " failed";
+  if (t.skipped != 0) out << ", " << t.skipped << " skipped";
+  out << "\n";
+  return t.failed == 0 ? 0 : 1;
+}
+
+// Runs s's properties on mutant m until one fails (kills it).
+report::MutantOutcome try_mutant(const check::Suite& s, const check::ImplementationInfo& m,
+                                 const SuiteRun& o, check::Collector& collector) {
+  report::MutantOutcome mo;
+  mo.suite = s.name();
+  mo.mutant = m.name;
+  mo.description = m.description;
+  for (const auto& p : s.properties()) {
+    if (!s.applies(p.name, m.name)) continue;
+    check::RunParams params;
+    params.seed = o.seed;
+    params.cases = o.cases;
+    auto r = check::run_property(s, p.name, m.name, o.config, params, collector);
+    if (!r.passed) {
+      mo.killed = true;
+      mo.killed_by = p.name;
+      mo.cases = r.cases + 1;
+      mo.counterexample = r.message;
+      break;
+    }
+  }
+  return mo;
+}
+
+int run_mutants(const SuiteRun& o, const std::string& command_line, std::ostream& out) {
+  const auto suites = selected(o);
+  prepare_report_dir(o);
+  check::Collector collector;
+  report::Report rep = new_report(o, command_line);
+  int killed = 0;
+  int survived = 0;
+  for (const auto* s : suites) {
+    for (const auto& m : s->implementations()) {
+      if (!m.is_mutant) continue;
+      auto mo = try_mutant(*s, m, o, collector);
+      if (mo.killed) {
+        ++killed;
+        const auto first_line = mo.counterexample.substr(0, mo.counterexample.find('\n'));
+        out << "killed    " << mo.mutant << "  after " << mo.cases << " cases by " << mo.killed_by
+            << ": " << first_line << "\n";
+      } else {
+        ++survived;
+        out << "SURVIVED  " << mo.mutant << "  (" << o.cases
+            << " cases of every property passed): " << mo.description << "\n";
+      }
+      rep.mutants.push_back(std::move(mo));
+    }
+  }
+  finish_report(rep, collector, o, out);
+  out << killed << " killed, " << survived << " survived\n";
+  return survived == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+Command list_command() {
+  Command c;
+  c.name = "list";
+  c.summary = "name every suite, its properties, implementations and mutants";
+  c.description =
+      "Prints every registered suite with its description, then its properties, its "
+      "implementations and its mutants, each with one line of description.";
+  c.exit_status = "0; 2 a usage error (on stderr).";
+  c.examples = {"shardcheck list"};
+  c.run = [](std::ostream& out, const std::string&) { return list(out); };
+  return c;
+}
+
+Command check_command() {
+  const auto o = std::make_shared<SuiteRun>();
+  const SuiteRun d;
+  Command c;
+  c.name = "check";
+  c.summary = "run the properties of suites against one implementation";
+  c.description =
+      "Runs every property of the given suites against one implementation, printing one PASS, "
+      "FAIL or SKIP line per property and then \"N passed, N failed\". A failure prints its "
+      "smallest failing case and the command that replays it.";
+  c.operands = "[SUITE...]";
+  c.operands_help = "the suites to check (default: every suite; `shardcheck list` names them)";
+  c.options = {
+      {"--impl", "NAME", "the implementation to check; every suite checked must have it", d.impl,
+       [o](const std::string& v) { o->impl = v; }},
+      {"--property", "NAME", "check only this property", "every property",
+       [o](const std::string& v) { o->property = v; }},
+  };
+  for (auto& opt : run_options(o)) c.options.push_back(std::move(opt));
+  c.options.push_back({"--no-shrink", "", "report the first failing case as drawn, unshrunk",
+                       "shrink", [o](const std::string&) { o->shrink = false; }});
+  c.exit_status = "0 every property passed; 1 a property failed; 2 a usage error (on stderr).";
+  c.examples = {"shardcheck check", "shardcheck check linear --cases 200 --report out",
+                "shardcheck check linear --impl mutant:bias-on-every-rank --property "
+                "matches_reference --dtype float32"};
+  c.operand = suite_operand(o);
+  c.run = [o](std::ostream& out, const std::string& line) { return run_check(*o, line, out); };
+  return c;
+}
+
+Command mutants_command() {
+  const auto o = std::make_shared<SuiteRun>();
+  Command c;
+  c.name = "mutants";
+  c.summary = "run every mutant of suites against their properties: each must be killed";
+  c.description =
+      "Runs each mutant (a known bug, planted) of the given suites against the suite's "
+      "properties until one fails, printing one \"killed\" or \"SURVIVED\" line per mutant and "
+      "then \"N killed, N survived\".";
+  c.operands = "[SUITE...]";
+  c.operands_help = "the suites whose mutants to run (default: every suite)";
+  c.options = run_options(o);
+  c.exit_status = "0 every mutant was killed; 1 a mutant survived; 2 a usage error (on stderr).";
+  c.examples = {"shardcheck mutants", "shardcheck mutants linear --cases 50"};
+  c.operand = suite_operand(o);
+  c.run = [o](std::ostream& out, const std::string& line) { return run_mutants(*o, line, out); };
+  return c;
+}
+
+}  // namespace shardcheck::cli
