@@ -5,7 +5,7 @@
 // read from the front (byte % n), so a mutation of one byte changes one decision, the seed
 // corpus can be written by recording the bytes a generator feeds the decoder, and values are
 // raw bit patterns (FuzzedDataProvider::ConsumeFloatingPoint never yields NaN, Inf or
-// subnormals; gotchas.md). Missing bytes read as 0, so every byte string is a valid program.
+// subnormals; docs/building.md). Missing bytes read as 0, so every byte string is a valid program.
 //
 // Layout (each item one byte unless said otherwise):
 //   P-1 (mod 8) | extra groups (mod 4) | per group: parent, whole?, size, members (picks) |

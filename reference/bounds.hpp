@@ -58,17 +58,13 @@ struct Arithmetic {
   friend constexpr bool operator==(const Arithmetic&, const Arithmetic&) = default;
 };
 
-// Mirrors acc_t<T> in lib/ops/linear/linear.hpp (reference/ does not include lib/ops): float64
-// accumulates in float64, every other type in float32. properties/ checks the two agree.
+// Storage T and its accumulator acc_t<T> (runtime/dtype.hpp, the one definition lib/ops uses).
 template <StorageFloat T>
 constexpr Arithmetic arithmetic_of() {
-  return {format_of<T>(), std::is_same_v<T, double> ? float64_format : float32_format};
+  return {format_of<T>(), format_of<acc_t<T>>()};
 }
 
-inline Arithmetic arithmetic_of(DType t) {
-  const Format s = format_of(t);
-  return {s, s == float64_format ? float64_format : float32_format};
-}
+inline Arithmetic arithmetic_of(DType t) { return {format_of(t), format_of(acc_dtype(t))}; }
 
 enum class BoundStatus : unsigned char {
   holds,            // no step can overflow: |computed − reference| ≤ bound

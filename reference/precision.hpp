@@ -4,7 +4,7 @@
 //                      is templated on the scalar R and defaults to hp
 //   to_hp<R>(t)        exact conversion of a double / float / bfloat16 / float16 value
 //   round_to<T>(r)     r rounded DIRECTLY to T, round-to-nearest-even, with overflow to ±inf,
-//                      gradual underflow and signed zero; never through float (numerics.md:
+//                      gradual underflow and signed zero; never through float (double rounding:
 //                      bf16(1 + 2^-8 + 2^-30) must be 1.0078125, and float first gives 1.0)
 //   ulp_distance(a, b) how many representable T values apart a and b are (for reports)
 //
@@ -12,7 +12,7 @@
 // (≤ 106 bits) is exact in hp and no product can underflow (2^-2148 is far inside hp's range);
 // a sum of k such products is then within gamma_{k-1}(2^-113)·Σ|x||y| of the exact value, about
 // 2^-47 of a float64 ulp of Σ|x||y| for k = 10^4 (bounds.hpp adds that term, so no check assumes
-// the reference is exact). numerics.md's timings: binary128 (GCC's __float128, libquadmath) 10 ms
+// the reference is exact). Measured on the project's 2-core machine: binary128 (GCC's __float128, libquadmath) 10 ms
 // for a 64×64×64 product, cpp_bin_float_quad 15 ms, mpfr_float_50 15 ms.
 //
 // Which type hp is: boost::multiprecision::float128 under GCC; under clang-14 (tsan and fuzz

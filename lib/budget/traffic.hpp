@@ -83,7 +83,7 @@ Bytes vocab_cross_entropy_bytes(double tokens, int tp);
 
 // ================================================================ per op, per rank, exact
 
-// Bytes of one element of T and of its accumulator acc_t<T> (ops/linear/linear.hpp): float64 8/8,
+// Bytes of one element of T and of its accumulator acc_t<T> (runtime/dtype.hpp): float64 8/8,
 // float32 4/4, bfloat16 and float16 2/4.
 struct ElementBytes {
   std::uint64_t value = 4;

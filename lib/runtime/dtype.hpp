@@ -36,6 +36,22 @@ inline constexpr DType dtype_of = [] {
   else return DType::int64;
 }();
 
+// The accumulator of element type T: float64 for float64, float32 for every other floating type
+// (bfloat16 and float16 accumulate in float32, as tensor cores do). Every op of lib/ops
+// accumulates its dot products and sums in it, and the reference's arithmetic model
+// (reference/bounds.hpp, arithmetic_of) is derived from it.
+template <class T>
+using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+// acc_t as a runtime tag: float64 for float64, float32 otherwise.
+constexpr DType acc_dtype(DType t) noexcept {
+  return t == DType::float64 ? DType::float64 : DType::float32;
+}
+
+// X(T) for each floating element type, in the order float64, float32, bfloat16, float16: how
+// explicit instantiations and per-type virtual methods are written once.
+#define SHARDCHECK_FOR_EACH_FLOAT_TYPE(X) X(double) X(float) X(bfloat16) X(float16)
+
 // Bytes per element.
 constexpr std::size_t size_of(DType t) noexcept {
   switch (t) {

@@ -18,7 +18,7 @@ namespace shardcheck::check {
 struct RunParams {
   std::uint64_t seed = 1;
   int cases = 100;     // RapidCheck's max_success
-  int max_size = 100;  // RapidCheck's max_size (keep <= 100: gotchas.md)
+  int max_size = 100;  // RapidCheck's max_size (keep <= 100: docs/building.md)
   bool shrink = true;
 };
 

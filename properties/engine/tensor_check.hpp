@@ -10,7 +10,7 @@
 // where e is finite, a may be +-inf only if |e| + b reaches T's overflow threshold (rounding
 // may overflow), and never NaN. Anything else is a special-value mismatch (ratio inf).
 // Fixed tolerance, for contrast only: torch.testing.assert_close's defaults for T,
-// |a - e| <= atol + rtol*|e| (equal_nan=False), per numerics.md.
+// |a - e| <= atol + rtol*|e| (equal_nan=False), per torch.testing.assert_close's documentation.
 #pragma once
 
 #include "layout/materialize.hpp"

@@ -12,7 +12,6 @@
 // (errors grow like sqrt(k)·u, the bound like k·u), so these are where tightness shows.
 #include "testing/contract_emulation.hpp"
 
-#include "ops/linear/linear.hpp"  // acc_t only: the mirror in reference/bounds.hpp must match it
 #include "reference/bounds.hpp"
 
 #include <gtest/gtest.h>
@@ -33,10 +32,12 @@ using reference::Operands;
 using reference::PartTerms;
 using reference::to_hp;
 
-static_assert(reference::format_of<acc_t<double>>() == arithmetic_of<double>().accumulate);
-static_assert(reference::format_of<acc_t<float>>() == arithmetic_of<float>().accumulate);
-static_assert(reference::format_of<acc_t<bfloat16>>() == arithmetic_of<bfloat16>().accumulate);
-static_assert(reference::format_of<acc_t<float16>>() == arithmetic_of<float16>().accumulate);
+// The documented contract (runtime/dtype.hpp, acc_t): float64 accumulates in float64, every
+// other type in float32, as tensor cores do.
+static_assert(arithmetic_of<double>().accumulate == reference::float64_format);
+static_assert(arithmetic_of<float>().accumulate == reference::float32_format);
+static_assert(arithmetic_of<bfloat16>().accumulate == reference::float32_format);
+static_assert(arithmetic_of<float16>().accumulate == reference::float32_format);
 
 // ---------------------------------------------------------------- observed ratios, reported
 

@@ -1,6 +1,6 @@
 // Generators for the reference's properties: storage values built from their encoding (so every
 // exponent, subnormals and ±0 included, is reachable; RapidCheck's arbitrary<double> reaches
-// none of the interesting ones: gotchas.md), log-uniform magnitudes over a chosen exponent
+// none of the interesting ones: docs/building.md), log-uniform magnitudes over a chosen exponent
 // window, significands with a chosen number of bits (short ones make ties and exact sums), and
 // a platform-independent PRNG for the summation orders the emulation draws.
 // Distributions are fixed with gen::resize, so every case can reach every value whatever

@@ -40,6 +40,18 @@ inline void require_ids(std::span<const std::int64_t> ids, std::size_t vocab) {
     }
   }
 }
+// padding_idx as the library takes it (lib/ops/vocab/vocab_embedding.hpp): a global row id in
+// [0, V). A negative one (PyTorch's nn.Embedding counts padding_idx = -1 from the end) is refused,
+// as the library refuses it: the caller translates it to V - 1 first, so both sides mean one row.
+inline void require_padding(std::optional<std::int64_t> pad, std::size_t vocab) {
+  if (pad && (*pad < 0 || static_cast<std::uint64_t>(*pad) >= vocab)) {
+    throw std::invalid_argument("reference::embedding_backward: padding_idx " +
+                                std::to_string(*pad) + " is outside the vocabulary [0, V = " +
+                                std::to_string(vocab) +
+                                "); pass a global row id in [0, V) (V - 1 for PyTorch's -1), or "
+                                "no padding_idx");
+  }
+}
 }  // namespace detail
 
 // y = W[ids] (exact; its bound is 0 everywhere).
@@ -55,12 +67,14 @@ Tensor<R> embedding_forward(std::span<const std::int64_t> ids, const Tensor<R>& 
 }
 
 // dW and its bound under `arith` (storage T, accumulator acc_t<T>).
+// @throws std::invalid_argument for an id outside [0, V) or a padding_idx outside [0, V).
 template <HighPrecision R = hp>
 EmbeddingBackward<R> embedding_backward(std::span<const std::int64_t> ids, const Tensor<R>& dy,
                                         std::size_t vocab, std::optional<std::int64_t> padding_idx,
                                         const Arithmetic& arith) {
   using std::abs;
   detail::require_ids(ids, vocab);
+  detail::require_padding(padding_idx, vocab);
   if (dy.ndim() != 2 || dy.dim(0) != ids.size()) {
     throw std::invalid_argument("reference::embedding_backward: dy must be [tokens, h]");
   }

@@ -21,7 +21,7 @@
 //   dq_t  = scale·Σ_s dS_ts·k_s,   dk_s = scale·Σ_t dS_ts·q_t,   dv_s = Σ_t P_ts·dout_t
 // dk and dv of a kv head sum over the h/g query heads that read it.
 //
-// Arithmetic, A = acc_t<T> (ops/linear/linear.hpp): q, k, v, dout convert to A exactly; per row:
+// Arithmetic, A = acc_t<T> (runtime/dtype.hpp): q, k, v, dout convert to A exactly; per row:
 //   dot products in A in index order e = 0..d−1, times scale (A(scale) once);
 //   m = max over visible s_ts; p_s = exp(s_ts − m) in A (std::exp of A);
 //   l = Σ_s p_s in key order; acc_e = Σ_s p_s·v_se in key order; out_e = acc_e / l;
@@ -41,10 +41,10 @@
 //
 // Sources: Vaswani et al. 2017; Ainslie et al. 2023 (GQA); Shazeer 2019 (MQA); Dao 2023
 // (FlashAttention-2) for lse and the backward; FlashAttention ≥ 2.1 for the bottom-right causal
-// alignment; ../shared/guide/numerics.md "Attention".
+// alignment; docs/attention.md.
 #pragma once
 
-#include "ops/linear/linear.hpp"
+#include "runtime/dtype.hpp"
 #include "tensor/tensor.hpp"
 
 #include <cstddef>

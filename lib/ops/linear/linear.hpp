@@ -28,9 +28,6 @@
 
 namespace shardcheck {
 
-template <class T>
-using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
 enum class Kernel { deterministic, fast };
 
 // ---- the dense op (also each rank's local compute) ----

@@ -15,7 +15,7 @@
 //   dgamma_j = Σ_t dy_tj·xhat_tj,  dbeta_j = Σ_t dy_tj   (sums over tokens)
 //
 // Arithmetic, for every element type T (float64, float32, bfloat16, float16), A = acc_t<T>
-// (ops/linear/linear.hpp: float64 for float64, float32 otherwise):
+// (runtime/dtype.hpp: float64 for float64, float32 otherwise):
 //   - x, gamma, beta, dy are converted to A (exact); eps is converted to A once (so the
 //     reference must use A(eps), not eps);
 //   - every step above is one operation in A, sums in index order (i ascending, t ascending),

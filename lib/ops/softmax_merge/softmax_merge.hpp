@@ -37,7 +37,7 @@
 // both shapes. Zero-sized dimensions are allowed (nothing to merge).
 //
 // Sources: Milakov & Gimelshein 2018 (online softmax); Dao 2023 (FlashAttention-2 split-KV
-// combine); ../shared/guide/numerics.md "Attention".
+// combine); docs/softmax_merge.md.
 #pragma once
 
 #include "tensor/tensor.hpp"

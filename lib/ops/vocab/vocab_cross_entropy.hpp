@@ -80,7 +80,6 @@
 #pragma once
 
 #include "layout/split_policy.hpp"
-#include "ops/linear/linear.hpp"
 #include "runtime/communicator.hpp"
 #include "tensor/tensor.hpp"
 

@@ -56,7 +56,7 @@ rc::Gen<MergeCase> genMergeCase(const RunConfig& config, const MergeCaseOptions&
     MergeCase c;
     std::vector<DType> types;
     for (const DType t : config.dtypes) {
-      const DType a = t == DType::float64 ? DType::float64 : DType::float32;  // acc_t
+      const DType a = acc_dtype(t);
       bool seen = false;
       for (const DType x : types) seen = seen || x == a;
       if (!seen && (t == DType::float64 || t == DType::float32 || t == DType::bfloat16 ||

@@ -202,5 +202,29 @@ RC_GTEST_PROP(embedding_reference, backward_matches_central_differences, ()) {
   }
 }
 
+// padding_idx outside [0, V) is refused, as the library refuses it (PyTorch's -1 is V - 1 there):
+// -1 must not silently give row V - 1 a gradient.
+TEST(embedding_reference, padding_idx_outside_the_vocabulary_is_refused) {
+  const std::vector<std::int64_t> ids = {0, 2};
+  const Tensor<hp> dy({2, 1}, std::vector<hp>{hp(1), hp(2)});
+  for (const std::int64_t pad : {std::int64_t{-1}, std::int64_t{3}}) {
+    try {
+      (void)reference::embedding_backward<hp>(ids, dy, 3, pad, reference::arithmetic_of<double>());
+      ADD_FAILURE() << "padding_idx " << pad << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("padding_idx " + std::to_string(pad) +
+                          " is outside the vocabulary [0, V = 3)"),
+                std::string::npos)
+          << what;
+      EXPECT_NE(what.find("V - 1 for PyTorch's -1"), std::string::npos) << what;
+    }
+  }
+  const auto g = reference::embedding_backward<hp>(ids, dy, 3, std::int64_t{2},
+                                                   reference::arithmetic_of<double>());
+  EXPECT_EQ(g.dw(2, 0), hp(0));
+  EXPECT_EQ(g.dw(0, 0), hp(1));
+}
+
 }  // namespace
 }  // namespace shardcheck::props::ref

@@ -59,7 +59,7 @@ std::vector<DeclaredCall> vocab_declared_traffic(const VocabCase& c) {
       calls.push_back({Collective::all_reduce, c.dtype, n});
     }
   } else {
-    const DType acc = c.dtype == DType::float64 ? DType::float64 : DType::float32;
+    const DType acc = acc_dtype(c.dtype);
     calls.push_back({Collective::all_reduce, acc, c.tokens});
     calls.push_back({Collective::all_reduce, acc,
                      (c.ce.label_smoothing > 0 ? 3 : 2) * static_cast<std::uint64_t>(c.tokens)});
