@@ -74,4 +74,21 @@ PropertyOutcome run_property(const Suite& suite, const std::string& property,
   return out;
 }
 
+MutantKill kill_mutant(const Suite& suite, const std::string& impl, const RunConfig& config,
+                       const RunParams& params, Collector& collector) {
+  MutantKill kill;
+  for (const auto& p : suite.properties()) {
+    if (!suite.applies(p.name, impl)) continue;
+    const auto r = run_property(suite, p.name, impl, config, params, collector);
+    if (!r.passed) {
+      kill.killed = true;
+      kill.killed_by = p.name;
+      kill.cases = r.cases + 1;
+      kill.counterexample = r.message;
+      break;
+    }
+  }
+  return kill;
+}
+
 }  // namespace shardcheck::check

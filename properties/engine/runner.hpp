@@ -38,4 +38,18 @@ PropertyOutcome run_property(const Suite& suite, const std::string& property,
                              const std::string& impl, const RunConfig& config,
                              const RunParams& params, Collector& collector);
 
+// What running a mutant against its suite found.
+struct MutantKill {
+  bool killed = false;
+  std::string killed_by;       // the property that failed
+  int cases = 0;               // cases of that property, the failing one included
+  std::string counterexample;  // the shrunk failing case, explained
+};
+
+// Runs `suite`'s properties that apply to implementation `impl` (a mutant), in the suite's order,
+// until one fails: the mutant-kill loop of `shardcheck mutants` and the tests, written once.
+// @throws UsageError for an implementation `suite` does not have.
+MutantKill kill_mutant(const Suite& suite, const std::string& impl, const RunConfig& config,
+                       const RunParams& params, Collector& collector);
+
 }  // namespace shardcheck::check

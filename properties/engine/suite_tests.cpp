@@ -96,14 +96,12 @@ TEST_P(SuiteMutant, IsKilled) {
   const Suite& s = suite_named(GetParam().suite);
   const auto params = default_params();
   Collector collector;
-  for (const auto& p : s.properties()) {
-    if (!s.applies(p.name, GetParam().name)) continue;
-    const auto r = run_property(s, p.name, GetParam().name, RunConfig{}, params, collector);
-    if (!r.passed) {
-      std::printf("%s killed after %d cases by %s; shrunk counterexample:\n%s\n",
-                  GetParam().name.c_str(), r.cases + 1, p.name.c_str(), r.message.c_str());
-      return;
-    }
+  const auto kill = kill_mutant(s, GetParam().name, RunConfig{}, params, collector);
+  if (kill.killed) {
+    std::printf("%s killed after %d cases by %s; shrunk counterexample:\n%s\n",
+                GetParam().name.c_str(), kill.cases, kill.killed_by.c_str(),
+                kill.counterexample.c_str());
+    return;
   }
   ADD_FAILURE() << GetParam().name << " SURVIVED " << params.cases << " cases of every property of "
                 << GetParam().suite;

@@ -284,20 +284,14 @@ report::MutantOutcome try_mutant(const check::Suite& s, const check::Implementat
   mo.suite = s.name();
   mo.mutant = m.name;
   mo.description = m.description;
-  for (const auto& p : s.properties()) {
-    if (!s.applies(p.name, m.name)) continue;
-    check::RunParams params;
-    params.seed = o.seed;
-    params.cases = o.cases;
-    auto r = check::run_property(s, p.name, m.name, o.config, params, collector);
-    if (!r.passed) {
-      mo.killed = true;
-      mo.killed_by = p.name;
-      mo.cases = r.cases + 1;
-      mo.counterexample = r.message;
-      break;
-    }
-  }
+  check::RunParams params;
+  params.seed = o.seed;
+  params.cases = o.cases;
+  const auto kill = check::kill_mutant(s, m.name, o.config, params, collector);
+  mo.killed = kill.killed;
+  mo.killed_by = kill.killed_by;
+  mo.cases = kill.cases;
+  mo.counterexample = kill.counterexample;
   return mo;
 }
 

@@ -103,10 +103,7 @@ rc::Gen<LinearData<T>> genLinearData(const LinearCase& c) {
 #define SHARDCHECK_INSTANTIATE(T)   \
   template int linear_max_exp<T>(); \
   template rc::Gen<LinearData<T>> genLinearData<T>(const LinearCase&);
-SHARDCHECK_INSTANTIATE(double)
-SHARDCHECK_INSTANTIATE(float)
-SHARDCHECK_INSTANTIATE(bfloat16)
-SHARDCHECK_INSTANTIATE(float16)
+SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
 #undef SHARDCHECK_INSTANTIATE
 
 }  // namespace shardcheck::check

@@ -34,9 +34,9 @@ LinearExpected linear_expected(const LinearCase& c, const LinearData<T>& d) {
   return e;
 }
 
-template LinearExpected linear_expected<double>(const LinearCase&, const LinearData<double>&);
-template LinearExpected linear_expected<float>(const LinearCase&, const LinearData<float>&);
-template LinearExpected linear_expected<bfloat16>(const LinearCase&, const LinearData<bfloat16>&);
-template LinearExpected linear_expected<float16>(const LinearCase&, const LinearData<float16>&);
+#define SHARDCHECK_INSTANTIATE(T) \
+  template LinearExpected linear_expected<T>(const LinearCase&, const LinearData<T>&);
+SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
+#undef SHARDCHECK_INSTANTIATE
 
 }  // namespace shardcheck::check

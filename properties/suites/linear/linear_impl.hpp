@@ -60,10 +60,7 @@ class LinearImplementation {
                                                const LinearRankInputs<T>&) const = 0;         \
   virtual LinearRankOutputs<T> row_parallel(Communicator& tp, const RowParallelConfig&,       \
                                             const LinearRankInputs<T>&) const = 0;
-  SHARDCHECK_LINEAR_IMPL_METHODS(double)
-  SHARDCHECK_LINEAR_IMPL_METHODS(float)
-  SHARDCHECK_LINEAR_IMPL_METHODS(bfloat16)
-  SHARDCHECK_LINEAR_IMPL_METHODS(float16)
+  SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_LINEAR_IMPL_METHODS)
 #undef SHARDCHECK_LINEAR_IMPL_METHODS
 };
 
@@ -81,10 +78,7 @@ class LinearAdapter final : public LinearImplementation {
                                     const LinearRankInputs<T>& in) const override {       \
     return impl_.template row_parallel<T>(tp, cfg, in);                                   \
   }
-  SHARDCHECK_LINEAR_ADAPT(double)
-  SHARDCHECK_LINEAR_ADAPT(float)
-  SHARDCHECK_LINEAR_ADAPT(bfloat16)
-  SHARDCHECK_LINEAR_ADAPT(float16)
+  SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_LINEAR_ADAPT)
 #undef SHARDCHECK_LINEAR_ADAPT
 
  private:

@@ -28,55 +28,6 @@ enum class Bug {
   dx_reduced_twice,
 };
 
-struct MutantInfo {
-  Bug bug;
-  const char* name;
-  const char* description;
-};
-
-constexpr MutantInfo catalog[] = {
-    {Bug::bias_on_every_rank, "bias-on-every-rank",
-     "row_parallel_linear adds the bias to every rank's partial product before the "
-     "all_reduce, so the output carries P copies of it (the bias must be added once, after "
-     "the reduction)"},
-    {Bug::column_dx_not_summed, "column-dx-not-summed",
-     "column_parallel_linear's backward returns each rank's partial dx = dy_r·W_r without the "
-     "all_reduce over the tensor-parallel group (Megatron's f: identity forward, all_reduce "
-     "backward, forgotten)"},
-    {Bug::grad_b_scaled_by_inverse_p, "grad-b-scaled-by-inverse-p",
-     "row_parallel_linear's db is divided by P, as if the replicated bias gradient were "
-     "averaged like a data-parallel gradient"},
-    {Bug::floor_split_loses_rows, "floor-split-loses-rows",
-     "the sequence-parallel all_gather of x assumes floor(tokens/P) rows per rank, so an uneven "
-     "token split loses its remainder rows (the uneven gather that lost a row)"},
-    {Bug::offset_off_by_one, "offset-off-by-one",
-     "row_parallel_linear splitting its input locally takes the columns starting one past its "
-     "offset: every shard boundary is shifted by one feature"},
-    {Bug::every_rank_uses_rank0_shard, "every-rank-uses-rank0-shard",
-     "row_parallel_linear splitting its input locally takes the columns at rank 0's offset on "
-     "every rank"},
-    {Bug::gather_wrong_axis, "gather-wrong-axis",
-     "column_parallel_linear with gather_output concatenates the [tokens, out_r] pieces along "
-     "the flat buffer (tokens) and reinterprets the result as [tokens, out]: the all_gather "
-     "along the wrong axis"},
-    {Bug::sum_replaced_by_average, "sum-replaced-by-average",
-     "row_parallel_linear reduces the partial products with avg instead of sum"},
-    {Bug::sp_db_from_local_tokens, "sp-db-from-local-tokens",
-     "row_parallel_linear with a sequence-parallel output computes db from this rank's token "
-     "shard of dy only, without the all_gather: a partial sum on each rank, never combined "
-     "(like LayerNorm gradients never summed under sequence parallelism)"},
-    {Bug::sp_backward_all_reduce, "sp-backward-all-reduce",
-     "column_parallel_linear with a sequence-parallel input all_reduces dx and slices its "
-     "tokens instead of a reduce_scatter: right values, twice the traffic (the wrong conjugate "
-     "collective)"},
-    {Bug::dw_transposed, "dw-transposed",
-     "the weight gradient is computed as xᵀ·dy ([in, out_r]) and stored into the [out_r, in] "
-     "buffer as is"},
-    {Bug::dx_reduced_twice, "dx-reduced-twice",
-     "column_parallel_linear's backward all_reduces dx twice (a hook registered in two "
-     "places), multiplying it by P"},
-};
-
 std::vector<std::size_t> scaled(std::vector<std::size_t> sizes, std::size_t row_len) {
   for (auto& s : sizes) s *= row_len;
   return sizes;
@@ -242,31 +193,68 @@ struct MutantLinear {
 };
 
 template <Bug B>
-void add(LinearRegistry& reg) {
-  for (const auto& m : catalog) {
-    if (m.bug == B) {
-      reg.add_once({std::string("mutant:") + m.name, m.description, true, true},
-                   std::make_shared<LinearAdapter<MutantLinear<B>>>());
-    }
-  }
+std::shared_ptr<const LinearImplementation> make() {
+  return make_mutant<LinearImplementation, LinearAdapter<MutantLinear<B>>>();
 }
+
+// The catalog: each bug's name (as "mutant:<name>") and its story.
+constexpr Mutant<LinearImplementation> catalog[] = {
+    {"bias-on-every-rank",
+     "row_parallel_linear adds the bias to every rank's partial product before the "
+     "all_reduce, so the output carries P copies of it (the bias must be added once, after "
+     "the reduction)",
+     &make<Bug::bias_on_every_rank>},
+    {"column-dx-not-summed",
+     "column_parallel_linear's backward returns each rank's partial dx = dy_r·W_r without the "
+     "all_reduce over the tensor-parallel group (Megatron's f: identity forward, all_reduce "
+     "backward, forgotten)",
+     &make<Bug::column_dx_not_summed>},
+    {"grad-b-scaled-by-inverse-p",
+     "row_parallel_linear's db is divided by P, as if the replicated bias gradient were "
+     "averaged like a data-parallel gradient",
+     &make<Bug::grad_b_scaled_by_inverse_p>},
+    {"floor-split-loses-rows",
+     "the sequence-parallel all_gather of x assumes floor(tokens/P) rows per rank, so an uneven "
+     "token split loses its remainder rows (the uneven gather that lost a row)",
+     &make<Bug::floor_split_loses_rows>},
+    {"offset-off-by-one",
+     "row_parallel_linear splitting its input locally takes the columns starting one past its "
+     "offset: every shard boundary is shifted by one feature",
+     &make<Bug::offset_off_by_one>},
+    {"every-rank-uses-rank0-shard",
+     "row_parallel_linear splitting its input locally takes the columns at rank 0's offset on "
+     "every rank",
+     &make<Bug::every_rank_uses_rank0_shard>},
+    {"gather-wrong-axis",
+     "column_parallel_linear with gather_output concatenates the [tokens, out_r] pieces along "
+     "the flat buffer (tokens) and reinterprets the result as [tokens, out]: the all_gather "
+     "along the wrong axis",
+     &make<Bug::gather_wrong_axis>},
+    {"sum-replaced-by-average",
+     "row_parallel_linear reduces the partial products with avg instead of sum",
+     &make<Bug::sum_replaced_by_average>},
+    {"sp-db-from-local-tokens",
+     "row_parallel_linear with a sequence-parallel output computes db from this rank's token "
+     "shard of dy only, without the all_gather: a partial sum on each rank, never combined "
+     "(like LayerNorm gradients never summed under sequence parallelism)",
+     &make<Bug::sp_db_from_local_tokens>},
+    {"sp-backward-all-reduce",
+     "column_parallel_linear with a sequence-parallel input all_reduces dx and slices its "
+     "tokens instead of a reduce_scatter: right values, twice the traffic (the wrong conjugate "
+     "collective)",
+     &make<Bug::sp_backward_all_reduce>},
+    {"dw-transposed",
+     "the weight gradient is computed as xᵀ·dy ([in, out_r]) and stored into the [out_r, in] "
+     "buffer as is",
+     &make<Bug::dw_transposed>},
+    {"dx-reduced-twice",
+     "column_parallel_linear's backward all_reduces dx twice (a hook registered in two "
+     "places), multiplying it by P",
+     &make<Bug::dx_reduced_twice>},
+};
 
 }  // namespace
 
-void register_linear_mutants() {
-  auto& reg = LinearRegistry::instance();
-  add<Bug::bias_on_every_rank>(reg);
-  add<Bug::column_dx_not_summed>(reg);
-  add<Bug::grad_b_scaled_by_inverse_p>(reg);
-  add<Bug::floor_split_loses_rows>(reg);
-  add<Bug::offset_off_by_one>(reg);
-  add<Bug::every_rank_uses_rank0_shard>(reg);
-  add<Bug::gather_wrong_axis>(reg);
-  add<Bug::sum_replaced_by_average>(reg);
-  add<Bug::sp_db_from_local_tokens>(reg);
-  add<Bug::sp_backward_all_reduce>(reg);
-  add<Bug::dw_transposed>(reg);
-  add<Bug::dx_reduced_twice>(reg);
-}
+std::span<const Mutant<LinearImplementation>> linear_mutants() { return catalog; }
 
 }  // namespace shardcheck::check

@@ -2,7 +2,6 @@
 
 #include "engine/slicing.hpp"
 #include "runtime/errors.hpp"
-#include "runtime/launcher.hpp"
 
 namespace shardcheck::check {
 
@@ -30,22 +29,13 @@ LinearRankInputs<T> linear_rank_inputs(const LinearCase& c, const LinearData<T>&
 template <class T>
 LinearRun<T> run_linear(const LinearImplementation& impl, const LinearCase& c,
                         const LinearData<T>& d) {
-  LinearRun<T> out;
   std::vector<LinearRankInputs<T>> inputs;
   for (int r = 0; r < c.world; ++r) inputs.push_back(linear_rank_inputs(c, d, r));
-  out.outputs.resize(static_cast<std::size_t>(c.world));
-  try {
-    auto result = run(c.world, [&](Communicator& comm) {
-      const auto r = static_cast<std::size_t>(comm.rank());
-      out.outputs[r] = c.layer == LinearLayer::column_parallel
-                           ? impl.column_parallel(comm, c.column, inputs[r])
-                           : impl.row_parallel(comm, c.row, inputs[r]);
-    });
-    out.ledgers = std::move(result.ledgers);
-  } catch (const std::exception& e) {
-    out.error = e.what();
-  }
-  return out;
+  return run_on_ranks<LinearRankOutputs<T>>(c.world, [&](Communicator& comm) {
+    const auto& in = inputs[static_cast<std::size_t>(comm.rank())];
+    return c.layer == LinearLayer::column_parallel ? impl.column_parallel(comm, c.column, in)
+                                                   : impl.row_parallel(comm, c.row, in);
+  });
 }
 
 LinearPlacements linear_placements(const LinearCase& c) {
@@ -95,10 +85,7 @@ std::vector<DeclaredCall> linear_declared_traffic(const LinearCase& c) {
                                                      int);                                    \
   template LinearRun<T> run_linear<T>(const LinearImplementation&, const LinearCase&,         \
                                       const LinearData<T>&);
-SHARDCHECK_INSTANTIATE(double)
-SHARDCHECK_INSTANTIATE(float)
-SHARDCHECK_INSTANTIATE(bfloat16)
-SHARDCHECK_INSTANTIATE(float16)
+SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
 #undef SHARDCHECK_INSTANTIATE
 
 }  // namespace shardcheck::check

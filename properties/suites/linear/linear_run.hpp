@@ -3,6 +3,7 @@
 // the collectives the op declares.
 #pragma once
 
+#include "engine/rank_family.hpp"
 #include "engine/traffic.hpp"
 #include "layout/placement.hpp"
 #include "suites/linear/linear_case.hpp"
@@ -15,11 +16,7 @@
 namespace shardcheck::check {
 
 template <class T>
-struct LinearRun {
-  std::vector<LinearRankOutputs<T>> outputs;  // by rank
-  std::vector<Ledger> ledgers;                // by rank
-  std::string error;                          // the implementation threw: nothing else is set
-};
+using LinearRun = RankRun<LinearRankOutputs<T>>;
 
 // What rank r is given (linear_impl.hpp documents the layout).
 template <class T>

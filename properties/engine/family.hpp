@@ -1,0 +1,144 @@
+// The generic suite engine: an op family's suite is a description F (its case generator, its
+// implementation interface, the expected function and a table of properties as values); the
+// engine does the rest once for every family: property lookup, the draw, typed dispatch over the
+// element types, running the implementation on P ranks, materializing and comparing, the
+// declared-traffic and bit-identity checks, registration and the mutant catalog.
+//
+// What F provides (properties/suites/linear/linear_suite.cpp is the model; docs/adding-an-op.md
+// walks through it):
+//
+//   using Interface;      the implementation interface (ImplementationRegistry<Interface>)
+//   using Case;           one drawn case: .dtype, .describe(); world(c) below
+//   using Options;        what a property pins of the draw (a default-constructible struct)
+//   using Own;            an enum naming the family's own checks (Check::own), or NoOwnChecks
+//   static constexpr const char* name, *description, *library_description;
+//   static const std::vector<Property<F>>& properties();   the table, one row per property
+//   static std::shared_ptr<const Interface> library();     the library's own ops, "shardcheck"
+//   static std::span<const Mutant<Interface>> mutants();   the catalog
+//   static rc::Gen<Case> gen_case(const RunConfig&, const Options&);
+//   static int world(const Case&);
+//   template <class Fn> static void visit_types(const Case&, Fn&&);  calls fn(T{}) for the
+//       case's element type (FloatTypes: the four floating types; a family whose interface has
+//       fewer types visits fewer)
+//   template <class T> static void check_case(const Property<F>&, const Interface&,
+//       const Case&);     one typed case, its verdict concluded (conclude()); families whose ops
+//       run on ranks get it from RankFamily below
+//
+// A property is a value: its name and sentence, which check it makes, how it narrows the draw
+// and whether it needs the deterministic kernel. No property name is compared anywhere else.
+#pragma once
+
+#include "engine/registry.hpp"
+#include "engine/suite.hpp"
+#include "runtime/errors.hpp"
+
+#include <rapidcheck.h>
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace shardcheck::check {
+
+// Which comparison a property makes of a case.
+enum class Check {
+  reference,                 // every output against the high-precision reference, under its bound
+  replicated_bit_identical,  // the outputs' replicated copies agree bit for bit across ranks
+  traffic,                   // every rank's ledger against the collectives the op declares
+  own,                       // the family's own check (Property::own names it)
+};
+
+// For a family without checks of its own.
+enum class NoOwnChecks { none };
+
+template <class F>
+struct Property {
+  PropertyInfo info;  // name, sentence, whether it compares values under a bound
+  Check check = Check::reference;
+  // Narrows the draw (an op, a world size, a value profile); null: the family's full draw.
+  void (*pin)(typename F::Options&, const RunConfig&) = nullptr;
+  // Applies only to implementations that claim the deterministic kernel (bit-exactness).
+  bool deterministic_only = false;
+  typename F::Own own{};  // with Check::own: which of the family's checks
+};
+
+// One entry of a mutant catalog: registered as "mutant:<name>", claiming the deterministic
+// kernel (the catalog's bugs are in the algorithm, not the summation order).
+template <class I>
+struct Mutant {
+  const char* name;         // "bias-on-every-rank"
+  const char* description;  // the bug in words, and where it was seen
+  std::shared_ptr<const I> (*make)();
+};
+
+// make() for a catalog entry: the family's adapter over a mutant type.
+template <class I, class Adapter>
+std::shared_ptr<const I> make_mutant() {
+  return std::make_shared<const Adapter>();
+}
+
+template <class F>
+class FamilySuite final : public RegistrySuite<typename F::Interface> {
+  using Base = RegistrySuite<typename F::Interface>;
+
+ public:
+  std::string name() const override { return F::name; }
+  std::string description() const override { return F::description; }
+
+  std::vector<PropertyInfo> properties() const override {
+    std::vector<PropertyInfo> out;
+    for (const auto& p : F::properties()) out.push_back(p.info);
+    return out;
+  }
+
+  bool applies(const std::string& property, const std::string& impl) const override {
+    return !find(property).deterministic_only || Base::deterministic(impl);
+  }
+
+  void run_case(const std::string& property, const std::string& impl,
+                const RunConfig& config) const override {
+    const Property<F>& p = find(property);
+    const auto& target = Base::implementation(impl);
+    typename F::Options options;
+    if (p.pin != nullptr) p.pin(options, config);
+    const typename F::Case c = *F::gen_case(config, options);
+    F::visit_types(c, [&]<class T>(T) { F::template check_case<T>(p, target, c); });
+  }
+
+ private:
+  // @throws UsageError naming the suite's properties.
+  static const Property<F>& find(const std::string& property) {
+    std::string known;
+    for (const auto& p : F::properties()) {
+      if (p.info.name == property) return p;
+      known += (known.empty() ? "" : ", ") + p.info.name;
+    }
+    throw UsageError("suite '" + std::string(F::name) + "' has no property '" + property +
+                     "'; its properties: " + known);
+  }
+};
+
+// Registers family F, idempotently: the library's own ops as the deterministic implementation
+// "shardcheck", every mutant of its catalog as "mutant:<name>", then the suite unless a suite of
+// its name is registered already (builtin registration may run more than once).
+template <class F>
+void register_family() {
+  auto& reg = ImplementationRegistry<typename F::Interface>::instance();
+  reg.add_once({"shardcheck", F::library_description, false, true}, F::library());
+  for (const auto& m : F::mutants()) {
+    reg.add_once({std::string("mutant:") + m.name, m.description, true, true}, m.make());
+  }
+  auto& suites = SuiteRegistry::instance();
+  if (suites.find(F::name) == nullptr) suites.add(std::make_unique<FamilySuite<F>>());
+}
+
+// visit_types for a family whose interface takes the four floating element types.
+struct FloatTypes {
+  template <class Case, class Fn>
+  static void visit_types(const Case& c, Fn&& fn) {
+    visit_float_dtype(c.dtype, std::forward<Fn>(fn));
+  }
+};
+
+}  // namespace shardcheck::check
