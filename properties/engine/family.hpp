@@ -63,13 +63,15 @@ struct Property {
   typename F::Own own{};  // with Check::own: which of the family's checks
 };
 
-// One entry of a mutant catalog: registered as "mutant:<name>", claiming the deterministic
-// kernel (the catalog's bugs are in the algorithm, not the summation order).
+// One entry of a mutant catalog, registered as "mutant:<name>".
 template <class I>
 struct Mutant {
   const char* name;         // "bias-on-every-rank"
   const char* description;  // the bug in words, and where it was seen
   std::shared_ptr<const I> (*make)();
+  // Claims the deterministic kernel, so the bit-exactness properties apply to it (a bug in the
+  // algorithm, not in the summation order).
+  bool deterministic = true;
 };
 
 // make() for a catalog entry: the family's adapter over a mutant type.
@@ -127,7 +129,8 @@ void register_family() {
   auto& reg = ImplementationRegistry<typename F::Interface>::instance();
   reg.add_once({"shardcheck", F::library_description, false, true}, F::library());
   for (const auto& m : F::mutants()) {
-    reg.add_once({std::string("mutant:") + m.name, m.description, true, true}, m.make());
+    reg.add_once({std::string("mutant:") + m.name, m.description, true, m.deterministic},
+                 m.make());
   }
   auto& suites = SuiteRegistry::instance();
   if (suites.find(F::name) == nullptr) suites.add(std::make_unique<FamilySuite<F>>());

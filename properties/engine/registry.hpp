@@ -1,6 +1,7 @@
 // The implementations of one op family, by name. The library's own, the mutants and a user's
 // all register here; a suite runs its properties against any of them (RegistrySuite, the base
-// of every builtin suite, and register_builtin_suite, which registers one).
+// of the generic suite engine's FamilySuite, engine/family.hpp, whose register_family registers
+// a family's library implementation and mutant catalog).
 //
 // A user registers from their own translation unit, which their executable links directly (so
 // its static initializer runs), with no change to the toolkit:
@@ -103,20 +104,5 @@ class RegistrySuite : public Suite {
     return e != nullptr && e->info.deterministic;
   }
 };
-
-// Registers builtin suite S (a RegistrySuite), idempotently: the library's own ops `library` as
-// the deterministic implementation "shardcheck" with `description`, then the suite's mutant
-// catalog (`register_mutants`), then S itself unless a suite of its name is registered already.
-template <class S>
-void register_builtin_suite(std::string description,
-                            std::shared_ptr<const typename S::Interface> library,
-                            void (*register_mutants)()) {
-  S::Registry::instance().add_once({"shardcheck", std::move(description), false, true},
-                                   std::move(library));
-  register_mutants();
-  auto suite = std::make_unique<S>();
-  auto& suites = SuiteRegistry::instance();
-  if (suites.find(suite->name()) == nullptr) suites.add(std::move(suite));
-}
 
 }  // namespace shardcheck::check

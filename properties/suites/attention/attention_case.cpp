@@ -188,10 +188,7 @@ rc::Gen<AttentionData<T>> genAttentionData(const AttentionCase& c) {
 
 #define SHARDCHECK_INSTANTIATE(T) \
   template rc::Gen<AttentionData<T>> genAttentionData<T>(const AttentionCase&);
-SHARDCHECK_INSTANTIATE(double)
-SHARDCHECK_INSTANTIATE(float)
-SHARDCHECK_INSTANTIATE(bfloat16)
-SHARDCHECK_INSTANTIATE(float16)
+SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
 #undef SHARDCHECK_INSTANTIATE
 
 }  // namespace shardcheck::check

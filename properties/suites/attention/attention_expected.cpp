@@ -432,10 +432,7 @@ AttentionExpected attention_expected(const AttentionCase& c, const AttentionData
 
 #define SHARDCHECK_INSTANTIATE(T) \
   template AttentionExpected attention_expected<T>(const AttentionCase&, const AttentionData<T>&);
-SHARDCHECK_INSTANTIATE(double)
-SHARDCHECK_INSTANTIATE(float)
-SHARDCHECK_INSTANTIATE(bfloat16)
-SHARDCHECK_INSTANTIATE(float16)
+SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
 #undef SHARDCHECK_INSTANTIATE
 
 }  // namespace shardcheck::check

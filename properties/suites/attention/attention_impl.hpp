@@ -63,10 +63,7 @@ class AttentionImplementation {
       const = 0;                                                                                   \
   virtual LayerRankOutputs<T> layer(Communicator& tp, Communicator& cp, const HeadParallelConfig&, \
                                     const LayerRankInputs<T>&) const = 0;
-  SHARDCHECK_ATTENTION_IMPL_METHODS(double)
-  SHARDCHECK_ATTENTION_IMPL_METHODS(float)
-  SHARDCHECK_ATTENTION_IMPL_METHODS(bfloat16)
-  SHARDCHECK_ATTENTION_IMPL_METHODS(float16)
+  SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_ATTENTION_IMPL_METHODS)
 #undef SHARDCHECK_ATTENTION_IMPL_METHODS
 };
 
@@ -84,10 +81,7 @@ class AttentionAdapter final : public AttentionImplementation {
                             const LayerRankInputs<T>& in) const override {                     \
     return impl_.template layer<T>(tp, cp, cfg, in);                                           \
   }
-  SHARDCHECK_ATTENTION_ADAPT(double)
-  SHARDCHECK_ATTENTION_ADAPT(float)
-  SHARDCHECK_ATTENTION_ADAPT(bfloat16)
-  SHARDCHECK_ATTENTION_ADAPT(float16)
+  SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_ATTENTION_ADAPT)
 #undef SHARDCHECK_ATTENTION_ADAPT
 
  private:

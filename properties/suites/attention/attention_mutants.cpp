@@ -313,54 +313,59 @@ struct FaultyAttention {
   }
 };
 
+template <Fault F>
+std::shared_ptr<const AttentionImplementation> make() {
+  return std::make_shared<const AttentionAdapter<FaultyAttention>>(FaultyAttention{F});
+}
+
+// The catalog: each fault's name (as "mutant:<name>") and its story.
+constexpr Mutant<AttentionImplementation> catalog[] = {
+    {"cp-average-outputs",
+     "averages the ring steps' independently normalized outputs instead of merging them by "
+     "lse (the textbook context-parallel bug)",
+     &make<Fault::average_outputs>, false},
+    {"cp-local-lse-merge",
+     "weights each step's output by exp(lse_j − lse_own), the local lse, and never "
+     "renormalizes by the global one",
+     &make<Fault::local_lse_merge>, false},
+    {"cp-top-left-mask",
+     "evaluates the causal mask on chunk-local positions on off-diagonal ring steps "
+     "(top-left aligned)",
+     &make<Fault::top_left_offdiag>, false},
+    {"cp-zigzag-off-by-one",
+     "zigzag layout: rank r believes it holds chunk 2·cp − r instead of 2·cp − 1 − r",
+     &make<Fault::zigzag_off_by_one>, false},
+    {"empty-row-nan",
+     "a fully masked query row gives 0/0 = NaN instead of out 0, lse −inf",
+     &make<Fault::nan_empty_rows>, false},
+    {"ring-backward-local-kv",
+     "the ring backward computes every step against the local K/V instead of the rotated "
+     "chunk",
+     &make<Fault::local_kv_backward>, false},
+    {"ring-backward-step-lse",
+     "the ring backward uses each step's own out and lse instead of the global merged ones",
+     &make<Fault::step_lse_backward>, false},
+    {"dkdv-not-returned",
+     "dK/dV never make their last hop: each rank keeps its neighbour's accumulated gradient",
+     &make<Fault::dkv_not_returned>, false},
+    {"all-gather-no-reduce-scatter",
+     "the all-gather backward keeps its own slice of dK/dV instead of reduce_scattering the "
+     "contributions of every rank's queries",
+     &make<Fault::gather_no_reduce>, false},
+    {"kv-head-r-mod-g",
+     "g < tp: rank r reads kv head r mod g instead of r / (tp/g)",
+     &make<Fault::kv_head_r_mod_g>, false},
+    {"kv-grad-not-summed",
+     "g < tp: the replicated kv projection's weight and bias gradients are not summed over "
+     "the ranks that share the kv head",
+     &make<Fault::kv_grad_not_summed>, false},
+    {"out-bias-every-rank",
+     "the output projection's bias is added on every tp rank before the all_reduce (tp times)",
+     &make<Fault::bias_every_rank>, false},
+};
+
 }  // namespace
 
-void register_attention_mutants() {
-  auto& reg = AttentionRegistry::instance();
-  auto add = [&](const char* name, const char* what, Fault f) {
-    reg.add_once({std::string("mutant:") + name, what, true, false},
-                 std::make_shared<AttentionAdapter<FaultyAttention>>(FaultyAttention{f}));
-  };
-  add("cp-average-outputs",
-      "averages the ring steps' independently normalized outputs instead of merging them by "
-      "lse (the textbook context-parallel bug)",
-      Fault::average_outputs);
-  add("cp-local-lse-merge",
-      "weights each step's output by exp(lse_j − lse_own), the local lse, and never "
-      "renormalizes by the global one",
-      Fault::local_lse_merge);
-  add("cp-top-left-mask",
-      "evaluates the causal mask on chunk-local positions on off-diagonal ring steps "
-      "(top-left aligned)",
-      Fault::top_left_offdiag);
-  add("cp-zigzag-off-by-one",
-      "zigzag layout: rank r believes it holds chunk 2·cp − r instead of 2·cp − 1 − r",
-      Fault::zigzag_off_by_one);
-  add("empty-row-nan", "a fully masked query row gives 0/0 = NaN instead of out 0, lse −inf",
-      Fault::nan_empty_rows);
-  add("ring-backward-local-kv",
-      "the ring backward computes every step against the local K/V instead of the rotated "
-      "chunk",
-      Fault::local_kv_backward);
-  add("ring-backward-step-lse",
-      "the ring backward uses each step's own out and lse instead of the global merged ones",
-      Fault::step_lse_backward);
-  add("dkdv-not-returned",
-      "dK/dV never make their last hop: each rank keeps its neighbour's accumulated gradient",
-      Fault::dkv_not_returned);
-  add("all-gather-no-reduce-scatter",
-      "the all-gather backward keeps its own slice of dK/dV instead of reduce_scattering the "
-      "contributions of every rank's queries",
-      Fault::gather_no_reduce);
-  add("kv-head-r-mod-g", "g < tp: rank r reads kv head r mod g instead of r / (tp/g)",
-      Fault::kv_head_r_mod_g);
-  add("kv-grad-not-summed",
-      "g < tp: the replicated kv projection's weight and bias gradients are not summed over "
-      "the ranks that share the kv head",
-      Fault::kv_grad_not_summed);
-  add("out-bias-every-rank",
-      "the output projection's bias is added on every tp rank before the all_reduce (tp times)",
-      Fault::bias_every_rank);
-}
+std::span<const Mutant<AttentionImplementation>> attention_mutants() { return catalog; }
 
 }  // namespace shardcheck::check

@@ -4,8 +4,14 @@
 // differs from a correct implementation in exactly the way its description says.
 #pragma once
 
+#include "engine/family.hpp"
+#include "suites/attention/attention_impl.hpp"
+
+#include <span>
+
 namespace shardcheck::check {
 
-void register_attention_mutants();
+// Every attention mutant, registered by the suite as "mutant:<name>".
+std::span<const Mutant<AttentionImplementation>> attention_mutants();
 
 }  // namespace shardcheck::check

@@ -110,10 +110,7 @@ std::vector<DeclaredCall> attention_declared_traffic(const AttentionCase& c, int
 #define SHARDCHECK_INSTANTIATE(T)                                                                 \
   template AttentionRun<T> run_attention<T>(const AttentionImplementation&, const AttentionCase&, \
                                             const AttentionData<T>&);
-SHARDCHECK_INSTANTIATE(double)
-SHARDCHECK_INSTANTIATE(float)
-SHARDCHECK_INSTANTIATE(bfloat16)
-SHARDCHECK_INSTANTIATE(float16)
+SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
 #undef SHARDCHECK_INSTANTIATE
 
 }  // namespace shardcheck::check

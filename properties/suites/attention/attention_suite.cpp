@@ -7,45 +7,13 @@
 #include "suites/attention/attention_expected.hpp"
 #include "suites/attention/attention_mutants.hpp"
 #include "suites/attention/attention_run.hpp"
+#include "engine/rank_family.hpp"
 #include "engine/verdict.hpp"
 
 #include <rapidcheck.h>
 
 namespace shardcheck::check {
 namespace {
-
-const std::vector<PropertyInfo>& attention_properties() {
-  static const std::vector<PropertyInfo> props = {
-      {"context_parallel_matches_reference",
-       "context-parallel attention (ring and all-gather; contiguous and zigzag layouts; any "
-       "split of the sequence, empty chunks included), forward and backward (out, lse, dq, dk, "
-       "dv), equals the dense high-precision reference within the rounding-error bound on every "
-       "element, for MHA, GQA and MQA, causal, explicit and padding masks and every element type",
-       /*numeric=*/true},
-      {"fully_masked_rows",
-       "a query row with no visible key (a sequence that is all padding, or an explicit mask's "
-       "empty row) gives out 0, lse −inf and zero gradients on every rank, never NaN, and the "
-       "other rows are unaffected",
-       /*numeric=*/true},
-      {"layer_matches_reference",
-       "the attention layer with heads over tp (g ≥ tp: whole kv groups per rank; g < tp: kv "
-       "heads replicated on tp/g ranks) and, optionally, the sequence over cp, forward and "
-       "backward (y, dx and the gradient of every projection's weight and bias), equals the "
-       "dense high-precision reference within its bound",
-       /*numeric=*/true},
-      {"declared_traffic",
-       "every rank's ledger shows exactly the collectives its op declares: cp − 1 K/V "
-       "ring_shifts forward (the ring) or one all_gather of K and one of V (all-gather), the "
-       "backward's K/V and dK/dV (in float32 or wider) likewise; the layer's one all_reduce "
-       "forward and one backward over tp, the kv group's and the cp group's gradient sums"},
-      {"replicated_bit_identical",
-       "results the collectives replicate are bit-identical on the ranks that hold them: y and dx "
-       "on the tp ranks of a cp coordinate, every weight gradient on the cp ranks of a tp "
-       "coordinate, the kv projection's gradients on the ranks that share the kv head, and dbo "
-       "everywhere (world ≥ 2)"},
-  };
-  return props;
-}
 
 std::vector<std::size_t> sizes_along(const AttentionCase& c) {
   std::vector<std::size_t> s;
@@ -176,69 +144,122 @@ void replication_checks(CaseVerdict& v, const AttentionCase& c, const AttentionR
   }
 }
 
-template <class T>
-void run_typed(const std::string& property, const AttentionImplementation& impl,
-               const AttentionCase& c) {
-  const AttentionData<T> d = *genAttentionData<T>(c);
-  const AttentionRun<T> run = run_attention(impl, c, d);
-  CaseVerdict v;
-  if (!begin_verdict(v, to_string(c.op), c.dtype, c.world(), c.describe(), run.error)) return;
-  if (property == "declared_traffic") {
+enum class AttentionOwnCheck { replication };
+
+struct AttentionFamily : RankFamily<AttentionFamily> {
+  using Interface = AttentionImplementation;
+  using Case = AttentionCase;
+  using Options = AttentionCaseOptions;
+  using Own = AttentionOwnCheck;
+  template <class T>
+  using Data = AttentionData<T>;
+
+  static constexpr const char* name = "attention";
+  static constexpr const char* description =
+      "context-parallel attention (ring, all-gather; contiguous, zigzag) and the "
+      "head-partitioned attention layer with GQA on a (cp, tp) mesh, forward and backward";
+  static constexpr const char* library_description =
+      "the library's own ops (lib/ops/attention/context_parallel_attention.hpp, "
+      "lib/ops/attention/head_parallel_attention.hpp)";
+
+  static const std::vector<Property<AttentionFamily>>& properties() {
+    static const std::vector<Property<AttentionFamily>> table = {
+        {{"context_parallel_matches_reference",
+          "context-parallel attention (ring and all-gather; contiguous and zigzag layouts; any "
+          "split of the sequence, empty chunks included), forward and backward (out, lse, dq, "
+          "dk, dv), equals the dense high-precision reference within the rounding-error bound on "
+          "every element, for MHA, GQA and MQA, causal, explicit and padding masks and every "
+          "element type",
+          /*numeric=*/true},
+         Check::reference,
+         [](Options& o, const RunConfig&) { o.op = AttentionOp::context_parallel; }},
+        {{"fully_masked_rows",
+          "a query row with no visible key (a sequence that is all padding, or an explicit "
+          "mask's empty row) gives out 0, lse −inf and zero gradients on every rank, never NaN, "
+          "and the other rows are unaffected",
+          /*numeric=*/true},
+         Check::reference,
+         [](Options& o, const RunConfig&) {
+           o.op = AttentionOp::context_parallel;
+           o.fully_masked_rows = true;
+         }},
+        {{"layer_matches_reference",
+          "the attention layer with heads over tp (g ≥ tp: whole kv groups per rank; g < tp: kv "
+          "heads replicated on tp/g ranks) and, optionally, the sequence over cp, forward and "
+          "backward (y, dx and the gradient of every projection's weight and bias), equals the "
+          "dense high-precision reference within its bound",
+          /*numeric=*/true},
+         Check::reference,
+         [](Options& o, const RunConfig&) { o.op = AttentionOp::layer; }},
+        {{"declared_traffic",
+          "every rank's ledger shows exactly the collectives its op declares: cp − 1 K/V "
+          "ring_shifts forward (the ring) or one all_gather of K and one of V (all-gather), the "
+          "backward's K/V and dK/dV (in float32 or wider) likewise; the layer's one all_reduce "
+          "forward and one backward over tp, the kv group's and the cp group's gradient sums"},
+         Check::traffic,
+         [](Options& o, const RunConfig&) { o.min_two_ranks = true; }},
+        {{"replicated_bit_identical",
+          "results the collectives replicate are bit-identical on the ranks that hold them: y "
+          "and dx on the tp ranks of a cp coordinate, every weight gradient on the cp ranks of a "
+          "tp coordinate, the kv projection's gradients on the ranks that share the kv head, and "
+          "dbo everywhere (world ≥ 2)"},
+         Check::own,
+         [](Options& o, const RunConfig&) {
+           o.op = AttentionOp::layer;
+           o.min_two_ranks = true;
+         },
+         false,
+         Own::replication},
+    };
+    return table;
+  }
+
+  static std::shared_ptr<const Interface> library() {
+    return std::make_shared<const AttentionAdapter<LibraryAttention>>();
+  }
+  static std::span<const Mutant<Interface>> mutants() { return attention_mutants(); }
+
+  static rc::Gen<Case> gen_case(const RunConfig& config, const Options& options) {
+    return genAttentionCase(config, options);
+  }
+  static int world(const Case& c) { return c.world(); }
+  static std::string op_name(const Case& c) { return to_string(c.op); }
+
+  template <class T>
+  static rc::Gen<Data<T>> gen_data(const Case& c) {
+    return genAttentionData<T>(c);
+  }
+  template <class T>
+  static AttentionRun<T> run(const Interface& impl, const Case& c, const Data<T>& d) {
+    return run_attention(impl, c, d);
+  }
+  static std::vector<std::vector<DeclaredCall>> declared_traffic(const Case& c) {
     std::vector<std::vector<DeclaredCall>> declared;
     for (int r = 0; r < c.world(); ++r) declared.push_back(attention_declared_traffic(c, r));
-    if (auto f = check_traffic_per_rank(declared, run.ledgers); !f.empty()) {
-      v.failures.push_back(f);
-    }
-  } else if (property == "replicated_bit_identical") {
-    replication_checks(v, c, run);
-  } else {
-    const auto e = attention_expected(c, d);
+    return declared;
+  }
+  template <class T>
+  static AttentionExpected expected(const Case& c, const Data<T>& d) {
+    return attention_expected(c, d);
+  }
+  template <class T>
+  static void add_checks(CaseVerdict& v, const Case& c, const AttentionRun<T>& run,
+                         const AttentionExpected& e) {
     if (c.op == AttentionOp::context_parallel) {
       core_checks(v, c, run, e);
     } else {
       layer_checks(v, c, run, e);
     }
   }
-  conclude(v);
-}
+  template <class T>
+  static void own_check(Own, CaseVerdict& v, const Case& c, const Data<T>&,
+                        const AttentionRun<T>& run) {
+    replication_checks(v, c, run);
+  }
+};
 
 }  // namespace
 
-std::string AttentionSuite::name() const { return "attention"; }
-
-std::string AttentionSuite::description() const {
-  return "context-parallel attention (ring, all-gather; contiguous, zigzag) and the "
-         "head-partitioned attention layer with GQA on a (cp, tp) mesh, forward and backward";
-}
-
-std::vector<PropertyInfo> AttentionSuite::properties() const { return attention_properties(); }
-
-void AttentionSuite::run_case(const std::string& property, const std::string& impl,
-                              const RunConfig& config) const {
-  const AttentionImplementation& target = implementation(impl);
-  AttentionCaseOptions options;
-  if (property == "context_parallel_matches_reference") {
-    options.op = AttentionOp::context_parallel;
-  } else if (property == "fully_masked_rows") {
-    options.op = AttentionOp::context_parallel;
-    options.fully_masked_rows = true;
-  } else if (property == "layer_matches_reference") {
-    options.op = AttentionOp::layer;
-  } else if (property == "replicated_bit_identical") {
-    options.op = AttentionOp::layer;
-    options.min_two_ranks = true;
-  } else if (property == "declared_traffic") {
-    options.min_two_ranks = true;
-  }
-  const AttentionCase c = *genAttentionCase(config, options);
-  visit_float_dtype(c.dtype, [&]<class T>(T) { run_typed<T>(property, target, c); });
-}
-
-void register_attention_suite() {
-  register_builtin_suite<AttentionSuite>(
-      "the library's own ops (lib/ops/attention/context_parallel_attention.hpp, "
-      "lib/ops/attention/head_parallel_attention.hpp)",
-      std::make_shared<AttentionAdapter<LibraryAttention>>(), register_attention_mutants);
-}
+void register_attention_suite() { register_family<AttentionFamily>(); }
 
 }  // namespace shardcheck::check

@@ -100,10 +100,7 @@ rc::Gen<NormData<T>> genNormData(const NormCase& c) {
 #define SHARDCHECK_INSTANTIATE(T)       \
   template int norm_max_exp<T>(NormOp); \
   template rc::Gen<NormData<T>> genNormData<T>(const NormCase&);
-SHARDCHECK_INSTANTIATE(double)
-SHARDCHECK_INSTANTIATE(float)
-SHARDCHECK_INSTANTIATE(bfloat16)
-SHARDCHECK_INSTANTIATE(float16)
+SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
 #undef SHARDCHECK_INSTANTIATE
 
 }  // namespace shardcheck::check

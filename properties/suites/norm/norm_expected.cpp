@@ -104,9 +104,8 @@ NormExpected norm_expected(const NormCase& c, const NormData<T>& d) {
   return e;
 }
 
-template NormExpected norm_expected<double>(const NormCase&, const NormData<double>&);
-template NormExpected norm_expected<float>(const NormCase&, const NormData<float>&);
-template NormExpected norm_expected<bfloat16>(const NormCase&, const NormData<bfloat16>&);
-template NormExpected norm_expected<float16>(const NormCase&, const NormData<float16>&);
+#define SHARDCHECK_INSTANTIATE(T) template NormExpected norm_expected<T>(const NormCase&, const NormData<T>&);
+SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
+#undef SHARDCHECK_INSTANTIATE
 
 }  // namespace shardcheck::check

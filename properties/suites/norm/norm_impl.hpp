@@ -75,10 +75,7 @@ class NormImplementation {
                                   const NormRankInputs<T>&) const = 0;                 \
   virtual BlockRankOutputs<T> block(Communicator& tp, const BlockConfig&,              \
                                     const BlockRankInputs<T>&) const = 0;
-  SHARDCHECK_NORM_IMPL_METHODS(double)
-  SHARDCHECK_NORM_IMPL_METHODS(float)
-  SHARDCHECK_NORM_IMPL_METHODS(bfloat16)
-  SHARDCHECK_NORM_IMPL_METHODS(float16)
+  SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_NORM_IMPL_METHODS)
 #undef SHARDCHECK_NORM_IMPL_METHODS
 };
 
@@ -95,10 +92,7 @@ class NormAdapter final : public NormImplementation {
                             const BlockRankInputs<T>& in) const override {         \
     return impl_.template block<T>(tp, cfg, in);                                   \
   }
-  SHARDCHECK_NORM_ADAPT(double)
-  SHARDCHECK_NORM_ADAPT(float)
-  SHARDCHECK_NORM_ADAPT(bfloat16)
-  SHARDCHECK_NORM_ADAPT(float16)
+  SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_NORM_ADAPT)
 #undef SHARDCHECK_NORM_ADAPT
 
  private:

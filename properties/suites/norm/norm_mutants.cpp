@@ -25,41 +25,6 @@ enum class Bug {
   g_backward_split_without_reduce,
 };
 
-struct MutantInfo {
-  Bug bug;
-  const char* name;
-  const char* description;
-};
-
-constexpr MutantInfo catalog[] = {
-    {Bug::param_grads_not_reduced, "param-grads-not-reduced",
-     "the sequence-parallel norm returns each rank's partial dgamma/dbeta (a sum over its own "
-     "tokens only) without the all_reduce over the sequence-parallel group: Megatron-LM needs "
-     "an explicit all-reduce of the 'sequence_parallel' LayerNorm gradients for this, and "
-     "forgetting it leaves the replicated parameters drifting apart"},
-    {Bug::param_grads_averaged, "param-grads-averaged",
-     "dgamma/dbeta are all_reduced with avg instead of sum, as if they were data-parallel "
-     "gradients: LN weights then learn P times slower (gpt-neox #1259)"},
-    {Bug::normalized_over_token_axis, "normalized-over-token-axis",
-     "the statistics are taken over the (local) token axis per feature, BatchNorm-style, "
-     "instead of over the hidden axis per token: a transposed reduction axis"},
-    {Bug::eps_outside_sqrt, "eps-outside-sqrt",
-     "rstd = 1/(sqrt(var) + eps) instead of 1/sqrt(var + eps) (the TF-style epsilon placement "
-     "that differs from torch.nn.LayerNorm)"},
-    {Bug::gather_sized_by_local_count, "gather-sized-by-local-count",
-     "the block's sequence-parallel all_gather sizes every rank's piece with this rank's own "
-     "token count (Megatron's _gather_along_first_dim: dim_size[0] * world_size), the local "
-     "count where the global split is needed: wrong as soon as the token split is uneven"},
-    {Bug::g_backward_all_gather, "g-backward-all-gather",
-     "the backward of g (all_gather forward) is implemented with an all_gather of each rank's "
-     "own rows of its partial dz instead of a reduce_scatter: the wrong conjugate, so the "
-     "tensor-parallel partial gradients are never summed"},
-    {Bug::g_backward_split_without_reduce, "g-backward-split-without-reduce",
-     "the backward of g takes this rank's rows of the partial dz without any reduction "
-     "(Megatron's gather_from_sequence_parallel_region with tensor_parallel_output_grad=False "
-     "used where the output gradient is a tensor-parallel partial)"},
-};
-
 template <class T>
 Tensor<T> rows(const Tensor<T>& a, std::size_t offset, std::size_t size) {
   Shape s = a.shape();
@@ -196,18 +161,49 @@ struct MutantNorm {
 };
 
 template <Bug B>
-void add_mutant(const MutantInfo& m) {
-  NormRegistry::instance().add_once({std::string("mutant:") + m.name, m.description, true, true},
-                                    std::make_shared<NormAdapter<MutantNorm<B>>>());
+std::shared_ptr<const NormImplementation> make() {
+  return make_mutant<NormImplementation, NormAdapter<MutantNorm<B>>>();
 }
 
-template <std::size_t... I>
-void add_all(std::index_sequence<I...>) {
-  (add_mutant<catalog[I].bug>(catalog[I]), ...);
-}
+// The catalog: each bug's name (as "mutant:<name>") and its story.
+constexpr Mutant<NormImplementation> catalog[] = {
+    {"param-grads-not-reduced",
+     "the sequence-parallel norm returns each rank's partial dgamma/dbeta (a sum over its own "
+     "tokens only) without the all_reduce over the sequence-parallel group: Megatron-LM needs "
+     "an explicit all-reduce of the 'sequence_parallel' LayerNorm gradients for this, and "
+     "forgetting it leaves the replicated parameters drifting apart",
+     &make<Bug::param_grads_not_reduced>},
+    {"param-grads-averaged",
+     "dgamma/dbeta are all_reduced with avg instead of sum, as if they were data-parallel "
+     "gradients: LN weights then learn P times slower (gpt-neox #1259)",
+     &make<Bug::param_grads_averaged>},
+    {"normalized-over-token-axis",
+     "the statistics are taken over the (local) token axis per feature, BatchNorm-style, "
+     "instead of over the hidden axis per token: a transposed reduction axis",
+     &make<Bug::normalized_over_token_axis>},
+    {"eps-outside-sqrt",
+     "rstd = 1/(sqrt(var) + eps) instead of 1/sqrt(var + eps) (the TF-style epsilon placement "
+     "that differs from torch.nn.LayerNorm)",
+     &make<Bug::eps_outside_sqrt>},
+    {"gather-sized-by-local-count",
+     "the block's sequence-parallel all_gather sizes every rank's piece with this rank's own "
+     "token count (Megatron's _gather_along_first_dim: dim_size[0] * world_size), the local "
+     "count where the global split is needed: wrong as soon as the token split is uneven",
+     &make<Bug::gather_sized_by_local_count>},
+    {"g-backward-all-gather",
+     "the backward of g (all_gather forward) is implemented with an all_gather of each rank's "
+     "own rows of its partial dz instead of a reduce_scatter: the wrong conjugate, so the "
+     "tensor-parallel partial gradients are never summed",
+     &make<Bug::g_backward_all_gather>},
+    {"g-backward-split-without-reduce",
+     "the backward of g takes this rank's rows of the partial dz without any reduction "
+     "(Megatron's gather_from_sequence_parallel_region with tensor_parallel_output_grad=False "
+     "used where the output gradient is a tensor-parallel partial)",
+     &make<Bug::g_backward_split_without_reduce>},
+};
 
 }  // namespace
 
-void register_norm_mutants() { add_all(std::make_index_sequence<std::size(catalog)>{}); }
+std::span<const Mutant<NormImplementation>> norm_mutants() { return catalog; }
 
 }  // namespace shardcheck::check

@@ -1,13 +1,11 @@
 #include "suites/norm/norm_run.hpp"
 
 #include "engine/slicing.hpp"
-#include "runtime/launcher.hpp"
 
 namespace shardcheck::check {
 
 template <class T>
 NormRun<T> run_norm(const NormImplementation& impl, const NormCase& c, const NormData<T>& d) {
-  NormRun<T> out;
   const int p = c.world;
   const auto& ts = c.norm().token_split;
   std::vector<BlockRankInputs<T>> inputs;
@@ -23,24 +21,12 @@ NormRun<T> run_norm(const NormImplementation& impl, const NormCase& c, const Nor
     }
     inputs.push_back(std::move(in));
   }
-  out.outputs.resize(static_cast<std::size_t>(p));
-  try {
-    auto result = run(p, [&](Communicator& comm) {
-      const auto r = static_cast<std::size_t>(comm.rank());
-      const auto& in = inputs[r];
-      if (c.op == NormOp::block) {
-        out.outputs[r] = impl.block(comm, c.block, in);
-      } else {
-        auto o = impl.norm(comm, c.norm(), NormRankInputs<T>{in.x, in.gamma, in.beta, in.dy});
-        out.outputs[r] = {
-            std::move(o.y), std::move(o.dx), std::move(o.dgamma), std::move(o.dbeta), {}, {}};
-      }
-    });
-    out.ledgers = std::move(result.ledgers);
-  } catch (const std::exception& e) {
-    out.error = e.what();
-  }
-  return out;
+  return run_on_ranks<BlockRankOutputs<T>>(p, [&](Communicator& comm) -> BlockRankOutputs<T> {
+    const auto& in = inputs[static_cast<std::size_t>(comm.rank())];
+    if (c.op == NormOp::block) return impl.block(comm, c.block, in);
+    auto o = impl.norm(comm, c.norm(), NormRankInputs<T>{in.x, in.gamma, in.beta, in.dy});
+    return {std::move(o.y), std::move(o.dx), std::move(o.dgamma), std::move(o.dbeta), {}, {}};
+  });
 }
 
 NormPlacements norm_placements(const NormCase& c) {
@@ -70,10 +56,7 @@ std::vector<DeclaredCall> norm_declared_traffic(const NormCase& c) {
 
 #define SHARDCHECK_INSTANTIATE(T) \
   template NormRun<T> run_norm<T>(const NormImplementation&, const NormCase&, const NormData<T>&);
-SHARDCHECK_INSTANTIATE(double)
-SHARDCHECK_INSTANTIATE(float)
-SHARDCHECK_INSTANTIATE(bfloat16)
-SHARDCHECK_INSTANTIATE(float16)
+SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
 #undef SHARDCHECK_INSTANTIATE
 
 }  // namespace shardcheck::check

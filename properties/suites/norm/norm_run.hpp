@@ -3,6 +3,7 @@
 // the collectives the op declares.
 #pragma once
 
+#include "engine/rank_family.hpp"
 #include "engine/traffic.hpp"
 #include "layout/placement.hpp"
 #include "suites/norm/norm_case.hpp"
@@ -16,11 +17,7 @@ namespace shardcheck::check {
 
 // Both ops' outputs in one record (the norm leaves dw1/dw2 empty).
 template <class T>
-struct NormRun {
-  std::vector<BlockRankOutputs<T>> outputs;  // by rank
-  std::vector<Ledger> ledgers;               // by rank
-  std::string error;                         // the implementation threw: nothing else is set
-};
+using NormRun = RankRun<BlockRankOutputs<T>>;
 
 template <class T>
 NormRun<T> run_norm(const NormImplementation& impl, const NormCase& c, const NormData<T>& d);

@@ -28,53 +28,6 @@ enum class Bug {
   chain_lse_not_updated,
 };
 
-struct MutantInfo {
-  Bug bug;
-  const char* name;
-  const char* description;
-};
-
-constexpr MutantInfo catalog[] = {
-    {Bug::average_outputs, "average-outputs",
-     "the partial outputs are averaged (out = mean_j out_j over the non-empty parts) instead of "
-     "weighted by exp(lse_j - lse): right only when every part holds the same softmax mass"},
-    {Bug::local_lse_weights, "local-lse-weights",
-     "each partial is rescaled by exp(lse_j - lse_local) relative to the first (local) "
-     "partial's lse and summed, never renormalized to the global lse: the local block's "
-     "normalization leaks into the result (and an empty local block gives exp(+inf))"},
-    {Bug::no_max_shift, "no-max-shift",
-     "w_j = exp(lse_j) without subtracting the max: overflows to inf (inf/inf = NaN) once an "
-     "lse exceeds 88.7 in float32 or 709.8 in float64, and underflows to 0/0 for very "
-     "negative rows"},
-    {Bug::te_log1p_two_way, "te-log1p-two-way",
-     "Transformer Engine's two-way form, chained from the first partial: lse = max + "
-     "log1p(exp(min - max)), out = out_a*exp(lse_a - lse) + out_b*exp(lse_b - lse); "
-     "min - max is NaN when both are -inf (an empty accumulator meets an empty block), and an "
-     "empty block's NaN out leaks through 0*NaN"},
-    {Bug::sigmoid_two_way, "ring-flash-sigmoid",
-     "ring-flash-attention's form, chained from the first partial: out = out - sigmoid(lse_b - "
-     "lse)*(out - out_b), lse = lse - logsigmoid(lse - lse_b): NaN as soon as the "
-     "accumulator's lse is -inf (-inf - logsigmoid(-inf) = -inf + inf)"},
-    {Bug::no_normalization, "no-normalization",
-     "out = sum_j w_j*out_j with w_j = exp(lse_j - m): the division by l = sum_j w_j is "
-     "forgotten (right only when one part holds all the mass)"},
-    {Bug::empty_out_leaks, "empty-out-leaks",
-     "empty partials are not skipped: their weight exp(-inf - m) = 0 multiplies their out, so "
-     "a NaN or inf an empty block left there becomes NaN in the result"},
-    {Bug::unguarded_all_empty, "unguarded-all-empty",
-     "no guard for m = -inf: a row whose every part is empty computes exp(-inf - (-inf)) = "
-     "exp(NaN) and returns NaN instead of out 0, lse -inf"},
-    {Bug::fa2_empty_lse_plus_inf, "fa2-empty-lse-plus-inf",
-     "FlashAttention 2's convention for an empty row, lse = +inf, where ours (FlashAttention "
-     "3's) is -inf, the identity of log-sum-exp: a later merge with +inf gives NaN"},
-    {Bug::lse_missing_max, "lse-missing-max",
-     "lse = log(l) without adding the max back (the shift m is forgotten in the lse while out "
-     "is right)"},
-    {Bug::chain_lse_not_updated, "chain-lse-not-updated",
-     "the two-way step updates the accumulator's out but leaves its lse as it was, so every "
-     "later ring step weights the accumulator with a stale lse (the n-way merge is the chain)"},
-};
-
 template <class A>
 constexpr A kInf = std::numeric_limits<A>::infinity();
 template <class A>
@@ -220,19 +173,65 @@ struct MutantMerge {
 };
 
 template <Bug B>
-void add_mutant(const MutantInfo& m) {
-  SoftmaxMergeRegistry::instance().add_once(
-      {std::string("mutant:") + m.name, m.description, true, false},
-      std::make_shared<SoftmaxMergeAdapter<MutantMerge<B>>>());
+std::shared_ptr<const SoftmaxMergeImplementation> make() {
+  return make_mutant<SoftmaxMergeImplementation, SoftmaxMergeAdapter<MutantMerge<B>>>();
 }
 
-template <std::size_t... I>
-void add_all(std::index_sequence<I...>) {
-  (add_mutant<catalog[I].bug>(catalog[I]), ...);
-}
+// The catalog: each bug's name (as "mutant:<name>") and its story.
+constexpr Mutant<SoftmaxMergeImplementation> catalog[] = {
+    {"average-outputs",
+     "the partial outputs are averaged (out = mean_j out_j over the non-empty parts) instead of "
+     "weighted by exp(lse_j - lse): right only when every part holds the same softmax mass",
+     &make<Bug::average_outputs>, false},
+    {"local-lse-weights",
+     "each partial is rescaled by exp(lse_j - lse_local) relative to the first (local) "
+     "partial's lse and summed, never renormalized to the global lse: the local block's "
+     "normalization leaks into the result (and an empty local block gives exp(+inf))",
+     &make<Bug::local_lse_weights>, false},
+    {"no-max-shift",
+     "w_j = exp(lse_j) without subtracting the max: overflows to inf (inf/inf = NaN) once an "
+     "lse exceeds 88.7 in float32 or 709.8 in float64, and underflows to 0/0 for very "
+     "negative rows",
+     &make<Bug::no_max_shift>, false},
+    {"te-log1p-two-way",
+     "Transformer Engine's two-way form, chained from the first partial: lse = max + "
+     "log1p(exp(min - max)), out = out_a*exp(lse_a - lse) + out_b*exp(lse_b - lse); "
+     "min - max is NaN when both are -inf (an empty accumulator meets an empty block), and an "
+     "empty block's NaN out leaks through 0*NaN",
+     &make<Bug::te_log1p_two_way>, false},
+    {"ring-flash-sigmoid",
+     "ring-flash-attention's form, chained from the first partial: out = out - sigmoid(lse_b - "
+     "lse)*(out - out_b), lse = lse - logsigmoid(lse - lse_b): NaN as soon as the "
+     "accumulator's lse is -inf (-inf - logsigmoid(-inf) = -inf + inf)",
+     &make<Bug::sigmoid_two_way>, false},
+    {"no-normalization",
+     "out = sum_j w_j*out_j with w_j = exp(lse_j - m): the division by l = sum_j w_j is "
+     "forgotten (right only when one part holds all the mass)",
+     &make<Bug::no_normalization>, false},
+    {"empty-out-leaks",
+     "empty partials are not skipped: their weight exp(-inf - m) = 0 multiplies their out, so "
+     "a NaN or inf an empty block left there becomes NaN in the result",
+     &make<Bug::empty_out_leaks>, false},
+    {"unguarded-all-empty",
+     "no guard for m = -inf: a row whose every part is empty computes exp(-inf - (-inf)) = "
+     "exp(NaN) and returns NaN instead of out 0, lse -inf",
+     &make<Bug::unguarded_all_empty>, false},
+    {"fa2-empty-lse-plus-inf",
+     "FlashAttention 2's convention for an empty row, lse = +inf, where ours (FlashAttention "
+     "3's) is -inf, the identity of log-sum-exp: a later merge with +inf gives NaN",
+     &make<Bug::fa2_empty_lse_plus_inf>, false},
+    {"lse-missing-max",
+     "lse = log(l) without adding the max back (the shift m is forgotten in the lse while out "
+     "is right)",
+     &make<Bug::lse_missing_max>, false},
+    {"chain-lse-not-updated",
+     "the two-way step updates the accumulator's out but leaves its lse as it was, so every "
+     "later ring step weights the accumulator with a stale lse (the n-way merge is the chain)",
+     &make<Bug::chain_lse_not_updated>, false},
+};
 
 }  // namespace
 
-void register_softmax_merge_mutants() { add_all(std::make_index_sequence<std::size(catalog)>{}); }
+std::span<const Mutant<SoftmaxMergeImplementation>> softmax_merge_mutants() { return catalog; }
 
 }  // namespace shardcheck::check

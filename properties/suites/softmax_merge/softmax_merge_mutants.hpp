@@ -1,10 +1,15 @@
-// The softmax_merge suite's mutant catalog: deliberately wrong merges, each a realistic bug with
-// its name and story. The suite must kill every one (suite_tests and `shardcheck mutants`).
+// The softmax_merge suite's mutant catalog: deliberately wrong implementations, each a realistic bug
+// with its name and story. The suite must kill every one (the tests and `shardcheck mutants`).
 #pragma once
+
+#include "engine/family.hpp"
+#include "suites/softmax_merge/softmax_merge_impl.hpp"
+
+#include <span>
 
 namespace shardcheck::check {
 
-// Registers every softmax_merge mutant in SoftmaxMergeRegistry as "mutant:<name>".
-void register_softmax_merge_mutants();
+// Every softmax_merge mutant, registered by the suite as "mutant:<name>".
+std::span<const Mutant<SoftmaxMergeImplementation>> softmax_merge_mutants();
 
 }  // namespace shardcheck::check

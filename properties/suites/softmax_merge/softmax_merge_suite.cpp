@@ -4,6 +4,7 @@
 // merges, the two-way chain a context-parallel ring runs, and the special-value conventions.
 #include "suites/softmax_merge/softmax_merge_suite.hpp"
 
+#include "engine/family.hpp"
 #include "engine/verdict.hpp"
 #include "suites/softmax_merge/softmax_merge_case.hpp"
 #include "suites/softmax_merge/softmax_merge_expected.hpp"
@@ -18,40 +19,8 @@
 namespace shardcheck::check {
 namespace {
 
-const std::vector<PropertyInfo>& merge_properties() {
-  static const std::vector<PropertyInfo> props = {
-      {"partition_matches_full_softmax",
-       "merging the partials over ANY partition of the keys (contiguous or scattered parts, "
-       "empty parts whose out holds 0, NaN or inf, masked keys, all-empty rows, score offsets "
-       "up to ±1000 and gaps beyond exp's range), each partial rounded once to A, gives the "
-       "full softmax's out and lse within the bound for rounded inputs",
-       /*numeric=*/true},
-      {"permutation_invariant",
-       "merging the partials in any order gives the exact merge within the same bound (inputs "
-       "taken as exact A values; offsets and gaps up to 1e30)",
-       /*numeric=*/true},
-      {"associative",
-       "merging the merges of any grouping of the partials (empty groups included) gives the "
-       "exact merge of all within the nested bound, and each group its own within its bound",
-       /*numeric=*/true},
-      {"lse_matches_logsumexp",
-       "the merged lse equals the log-sum-exp of all scores (offsets and gaps up to 1e30) "
-       "within the bound for rounded inputs",
-       /*numeric=*/true},
-      {"ring_chain_matches_nway",
-       "the two-way merge_into chain in ring order (rank r merges r, r-1, ..., r+1; the "
-       "accumulator starting as the local partial, out 0 on its empty rows, or empty) "
-       "equals the exact merge within the chain's bound, and the n-way merge within the sum "
-       "of both bounds",
-       /*numeric=*/true},
-      {"special_value_conventions",
-       "partials with lse -inf (whose out holds NaN or inf), NaN and +inf, NaN in a non-empty "
-       "out, and zero partials: the result follows the documented conventions (empty: out 0, "
-       "lse -inf; NaN lse: NaN; +inf lse: out NaN, lse +inf) and finite rows are within bound",
-       /*numeric=*/true},
-  };
-  return props;
-}
+// Each property is a check of its own: which merge it runs and what it compares.
+enum class MergeCheck { partition, permutation, associative, lse, ring_chain, special_values };
 
 template <class A>
 struct Checker {
@@ -69,26 +38,26 @@ void check_both(Checker<A>& check, const std::string& prefix, const SoftmaxParti
 }
 
 template <class A>
-void run_merge_property(const std::string& property, const SoftmaxMergeImplementation& impl,
+void run_merge_property(MergeCheck property, const SoftmaxMergeImplementation& impl,
                         const MergeCase& c, const MergeInputs<A>& in, Checker<A>& check) {
   const std::size_t rows = c.rows, width = c.width;
   const std::span<const SoftmaxPartial<A>> parts(in.parts);
-  if (property == "partition_matches_full_softmax" || property == "lse_matches_logsumexp") {
+  if (property == MergeCheck::partition || property == MergeCheck::lse) {
     const auto got = impl.merge(parts, rows, width);
     const Rows bound = bounded_merge<A>(in.rounded, rows, width);
-    if (property == "partition_matches_full_softmax") {
+    if (property == MergeCheck::partition) {
       check_both(check, "", got, in.full, bound);
     } else {
       check("lse", got.lse, expect_lse(in.full, bound));
     }
-  } else if (property == "permutation_invariant") {
+  } else if (property == MergeCheck::permutation) {
     std::vector<SoftmaxPartial<A>> permuted;
     for (const auto j : c.permutation) permuted.push_back(in.parts[j]);
     const Rows bound = bounded_merge<A>(in.exact_given, rows, width);
     const Rows value = exact_merge(in.exact_given, rows, width);
     check_both(check, "", impl.merge(parts, rows, width), value, bound);
     check_both(check, "permuted ", impl.merge(permuted, rows, width), value, bound);
-  } else if (property == "associative") {
+  } else if (property == MergeCheck::associative) {
     std::vector<SoftmaxPartial<A>> results;
     std::vector<Rows> results_rows;
     for (std::size_t g = 0; g < c.groups; ++g) {
@@ -109,7 +78,7 @@ void run_merge_property(const std::string& property, const SoftmaxMergeImplement
     const auto got = impl.merge(results, rows, width);
     check_both(check, "", got, exact_merge(in.exact_given, rows, width),
                bounded_merge<A>(results_rows, rows, width));
-  } else if (property == "ring_chain_matches_nway") {
+  } else if (property == MergeCheck::ring_chain) {
     const std::size_t n = c.parts;
     std::vector<std::size_t> order;
     for (std::size_t k = 0; k < n; ++k) order.push_back((c.ring_start + n - k) % n);
@@ -146,13 +115,12 @@ void run_merge_property(const std::string& property, const SoftmaxMergeImplement
 }
 
 template <class A>
-void run_typed(const std::string& property, const SoftmaxMergeImplementation& impl,
-               const MergeCase& c) {
+void run_typed(MergeCheck property, const SoftmaxMergeImplementation& impl, const MergeCase& c) {
   CaseVerdict v;
-  begin_verdict(v, property == "ring_chain_matches_nway" ? "merge_into chain" : "softmax_merge",
+  begin_verdict(v, property == MergeCheck::ring_chain ? "merge_into chain" : "softmax_merge",
                 dtype_of<A>, static_cast<int>(c.parts), c.describe());
   Checker<A> check{v};
-  if (property == "special_value_conventions") {
+  if (property == MergeCheck::special_values) {
     const SpecialPartials<A> sp = *genSpecialPartials<A>(c);
     std::vector<SoftmaxPartial<A>> parts;
     std::vector<Rows> rows_in;
@@ -182,34 +150,90 @@ void run_typed(const std::string& property, const SoftmaxMergeImplementation& im
   conclude(v);
 }
 
+// Offsets and gaps up to ±1e30: every property but the one against the full softmax of rounded
+// inputs (exp of such gaps is 0 or inf in any type).
+void huge(MergeCaseOptions& o, const RunConfig&) { o.huge = true; }
+
+struct SoftmaxMergeFamily {
+  using Interface = SoftmaxMergeImplementation;
+  using Case = MergeCase;
+  using Options = MergeCaseOptions;
+  using Own = MergeCheck;
+
+  static constexpr const char* name = "softmax_merge";
+  static constexpr const char* description =
+      "the softmax merge of attention partials (context-parallel attention's combine): n-way, "
+      "nested, ring chains and special values";
+  static constexpr const char* library_description =
+      "the library's merge (lib/ops/softmax_merge/softmax_merge.hpp)";
+
+  static const std::vector<Property<SoftmaxMergeFamily>>& properties() {
+    static const std::vector<Property<SoftmaxMergeFamily>> table = {
+        {{"partition_matches_full_softmax",
+          "merging the partials over ANY partition of the keys (contiguous or scattered parts, "
+          "empty parts whose out holds 0, NaN or inf, masked keys, all-empty rows, score offsets "
+          "up to ±1000 and gaps beyond exp's range), each partial rounded once to A, gives the "
+          "full softmax's out and lse within the bound for rounded inputs",
+          /*numeric=*/true},
+         Check::own, nullptr, false, MergeCheck::partition},
+        {{"permutation_invariant",
+          "merging the partials in any order gives the exact merge within the same bound "
+          "(inputs taken as exact A values; offsets and gaps up to 1e30)",
+          /*numeric=*/true},
+         Check::own, huge, false, MergeCheck::permutation},
+        {{"associative",
+          "merging the merges of any grouping of the partials (empty groups included) gives the "
+          "exact merge of all within the nested bound, and each group its own within its bound",
+          /*numeric=*/true},
+         Check::own, huge, false, MergeCheck::associative},
+        {{"lse_matches_logsumexp",
+          "the merged lse equals the log-sum-exp of all scores (offsets and gaps up to 1e30) "
+          "within the bound for rounded inputs",
+          /*numeric=*/true},
+         Check::own, huge, false, MergeCheck::lse},
+        {{"ring_chain_matches_nway",
+          "the two-way merge_into chain in ring order (rank r merges r, r-1, ..., r+1; the "
+          "accumulator starting as the local partial, out 0 on its empty rows, or empty) equals "
+          "the exact merge within the chain's bound, and the n-way merge within the sum of both "
+          "bounds",
+          /*numeric=*/true},
+         Check::own, huge, false, MergeCheck::ring_chain},
+        {{"special_value_conventions",
+          "partials with lse -inf (whose out holds NaN or inf), NaN and +inf, NaN in a non-empty "
+          "out, and zero partials: the result follows the documented conventions (empty: out 0, "
+          "lse -inf; NaN lse: NaN; +inf lse: out NaN, lse +inf) and finite rows are within bound",
+          /*numeric=*/true},
+         Check::own, huge, false, MergeCheck::special_values},
+    };
+    return table;
+  }
+
+  static std::shared_ptr<const Interface> library() {
+    return std::make_shared<const SoftmaxMergeAdapter<LibrarySoftmaxMerge>>();
+  }
+  static std::span<const Mutant<Interface>> mutants() { return softmax_merge_mutants(); }
+
+  static rc::Gen<Case> gen_case(const RunConfig& config, const Options& options) {
+    return genMergeCase(config, options);
+  }
+  // The merge runs in A = float64 or float32 (the attention kernel's accumulator).
+  template <class Fn>
+  static void visit_types(const Case& c, Fn&& fn) {
+    if (c.dtype == DType::float64) {
+      fn(double{});
+    } else {
+      fn(float{});
+    }
+  }
+  template <class A>
+  static void check_case(const Property<SoftmaxMergeFamily>& p, const Interface& impl,
+                         const Case& c) {
+    run_typed<A>(p.own, impl, c);
+  }
+};
+
 }  // namespace
 
-std::string SoftmaxMergeSuite::name() const { return "softmax_merge"; }
-
-std::string SoftmaxMergeSuite::description() const {
-  return "the softmax merge of attention partials (context-parallel attention's combine): "
-         "n-way, nested, ring chains and special values";
-}
-
-std::vector<PropertyInfo> SoftmaxMergeSuite::properties() const { return merge_properties(); }
-
-void SoftmaxMergeSuite::run_case(const std::string& property, const std::string& impl,
-                                 const RunConfig& config) const {
-  const SoftmaxMergeImplementation& target = implementation(impl);
-  MergeCaseOptions options;
-  options.huge = property != "partition_matches_full_softmax";
-  const MergeCase c = *genMergeCase(config, options);
-  if (c.dtype == DType::float64) {
-    run_typed<double>(property, target, c);
-  } else {
-    run_typed<float>(property, target, c);
-  }
-}
-
-void register_softmax_merge_suite() {
-  register_builtin_suite<SoftmaxMergeSuite>(
-      "the library's merge (lib/ops/softmax_merge/softmax_merge.hpp)",
-      std::make_shared<SoftmaxMergeAdapter<LibrarySoftmaxMerge>>(), register_softmax_merge_mutants);
-}
+void register_softmax_merge_suite() { register_family<SoftmaxMergeFamily>(); }
 
 }  // namespace shardcheck::check

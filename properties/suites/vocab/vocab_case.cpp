@@ -195,9 +195,8 @@ rc::Gen<VocabData<T>> genVocabData(const VocabCase& c) {
   });
 }
 
-template rc::Gen<VocabData<double>> genVocabData<double>(const VocabCase&);
-template rc::Gen<VocabData<float>> genVocabData<float>(const VocabCase&);
-template rc::Gen<VocabData<bfloat16>> genVocabData<bfloat16>(const VocabCase&);
-template rc::Gen<VocabData<float16>> genVocabData<float16>(const VocabCase&);
+#define SHARDCHECK_INSTANTIATE(T) template rc::Gen<VocabData<T>> genVocabData<T>(const VocabCase&);
+SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
+#undef SHARDCHECK_INSTANTIATE
 
 }  // namespace shardcheck::check

@@ -33,9 +33,8 @@ VocabExpected vocab_expected(const VocabCase& c, const VocabData<T>& d) {
   return e;
 }
 
-template VocabExpected vocab_expected<double>(const VocabCase&, const VocabData<double>&);
-template VocabExpected vocab_expected<float>(const VocabCase&, const VocabData<float>&);
-template VocabExpected vocab_expected<bfloat16>(const VocabCase&, const VocabData<bfloat16>&);
-template VocabExpected vocab_expected<float16>(const VocabCase&, const VocabData<float16>&);
+#define SHARDCHECK_INSTANTIATE(T) template VocabExpected vocab_expected<T>(const VocabCase&, const VocabData<T>&);
+SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
+#undef SHARDCHECK_INSTANTIATE
 
 }  // namespace shardcheck::check

@@ -57,10 +57,7 @@ class VocabImplementation {
                                         const VocabRankInputs<T>&) const = 0;                 \
   virtual VocabRankOutputs<T> cross_entropy(Communicator& tp, const VocabCrossEntropyConfig&, \
                                             const VocabRankInputs<T>&) const = 0;
-  SHARDCHECK_VOCAB_IMPL_METHODS(double)
-  SHARDCHECK_VOCAB_IMPL_METHODS(float)
-  SHARDCHECK_VOCAB_IMPL_METHODS(bfloat16)
-  SHARDCHECK_VOCAB_IMPL_METHODS(float16)
+  SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_VOCAB_IMPL_METHODS)
 #undef SHARDCHECK_VOCAB_IMPL_METHODS
 };
 
@@ -78,10 +75,7 @@ class VocabAdapter final : public VocabImplementation {
                                     const VocabRankInputs<T>& in) const override {        \
     return impl_.template cross_entropy<T>(tp, cfg, in);                                  \
   }
-  SHARDCHECK_VOCAB_ADAPT(double)
-  SHARDCHECK_VOCAB_ADAPT(float)
-  SHARDCHECK_VOCAB_ADAPT(bfloat16)
-  SHARDCHECK_VOCAB_ADAPT(float16)
+  SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_VOCAB_ADAPT)
 #undef SHARDCHECK_VOCAB_ADAPT
 
  private:

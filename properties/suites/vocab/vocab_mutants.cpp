@@ -31,66 +31,6 @@ enum class Bug {
   token_weight_missing_in_backward,
 };
 
-struct MutantInfo {
-  Bug bug;
-  const char* name;
-  const char* description;
-};
-
-constexpr MutantInfo catalog[] = {
-    {Bug::mask_excludes_shard_end, "mask-off-by-one-at-shard-end",
-     "the embedding's ownership mask compares the id with the shard's last row using >= where > "
-     "is meant (an inclusive/exclusive vocab_end_index mix-up), so the last row of every shard "
-     "is owned by nobody: its tokens get a zero embedding and its row no gradient"},
-    {Bug::index_masked_output_not_zeroed, "index-masked-output-not-zeroed",
-     "the embedding masks the index of ids it does not own to 0 but forgets to zero the output "
-     "rows: every non-owning rank adds its real local row 0 to the token's embedding"},
-    {Bug::global_padding_idx_on_every_shard, "global-padding-idx-on-every-shard",
-     "the embedding backward applies the global padding_idx as a LOCAL row index on every shard "
-     "(F.embedding(..., padding_idx) called on the shard): the owner's padding row still gets a "
-     "gradient and the row at that local index on every other shard gets none"},
-    {Bug::smoothing_local_vocab_size, "smoothing-local-vocab-size",
-     "label smoothing uses the local vocabulary size V_r instead of the global V for ε/V (in the "
-     "loss and in the gradient), as Megatron-LM's vocab_parallel_cross_entropy does (issues "
-     "#737, #7464)"},
-    {Bug::smoothing_local_mean, "smoothing-local-mean",
-     "label smoothing's mean of log-probabilities is taken over the local shard only (Σ z over "
-     "the rank's columns divided by V_r, never all_reduced), as in Megatron-LM: the loss differs "
-     "from rank to rank"},
-    {Bug::mean_by_local_count, "mean-by-local-count",
-     "the mean reduction divides by the number of non-ignored tokens whose target this rank "
-     "owns (a count built from the ownership mask) instead of the global count"},
-    {Bug::local_max, "local-max",
-     "the sum of exponentials is shifted by the rank's local max and combined as Σ_r exp(m_r)·S_r "
-     "(the all_reduced global max is computed but not used): right for ordinary logits, inf or "
-     "0 once exp(m_r) overflows or underflows (|logits| ~ 1e4)"},
-    {Bug::gathered_logits_as_sharded, "gathered-logits-as-sharded",
-     "the logits are all_gathered first and the full rows are then fed to the sharded algorithm "
-     "as if they were the rank's shard: the sum of exponentials counts every column P times, so "
-     "the loss is off by log P (and the logits travel)"},
-    {Bug::target_from_rank0_only, "target-from-rank0-only",
-     "the target logit is taken from rank 0 (a broadcast of rank 0's masked value) instead of "
-     "summed from its owner: 0 whenever rank 0 does not own the target"},
-    {Bug::owner_grad_missing_onehot, "owner-grad-missing-onehot",
-     "the backward computes softmax − ε/V on every shard but the owner forgets to subtract "
-     "(1 − ε) at the target column"},
-    {Bug::weighted_mean_by_count, "weighted-mean-by-count",
-     "with token or class weights, the mean reduction divides the weighted sum by N, the number "
-     "of non-ignored tokens, instead of the sum of their weights Σ ω_t·c_{y_t} (the loss_mask "
-     "sum / num_tokens slip; PyTorch divides by Σ weight[target])"},
-    {Bug::class_weight_local_index, "class-weight-local-index",
-     "the per-class weight of a column is looked up with the rank's LOCAL column index "
-     "(weight[v_local] instead of weight[offset + v_local]) in the smoothing sum Σ c_v·z_v and "
-     "in the gradient's ε/V·c_v: right on rank 0 only"},
-    {Bug::smoothing_unweighted_with_class_weight, "smoothing-unweighted-with-class-weight",
-     "with class weights and label smoothing, only the nll term is weighted: the smoothing term "
-     "stays ε·(lse − mean z) (Σ z_v and V instead of PyTorch's Σ c_v·z_v and Σ c_v), in the loss "
-     "and in the gradient"},
-    {Bug::token_weight_missing_in_backward, "token-weight-missing-in-backward",
-     "the per-token weight (loss_mask) multiplies the forward's per-token losses but the "
-     "backward scales the gradient by dloss only"},
-};
-
 template <Bug B>
 struct MutantVocab {
   template <class T>
@@ -312,33 +252,81 @@ struct MutantVocab {
 };
 
 template <Bug B>
-void add(VocabRegistry& reg) {
-  for (const auto& m : catalog) {
-    if (m.bug == B) {
-      reg.add_once({std::string("mutant:") + m.name, m.description, true, false},
-                   std::make_shared<VocabAdapter<MutantVocab<B>>>());
-    }
-  }
+std::shared_ptr<const VocabImplementation> make() {
+  return make_mutant<VocabImplementation, VocabAdapter<MutantVocab<B>>>();
 }
+
+// The catalog: each bug's name (as "mutant:<name>") and its story.
+constexpr Mutant<VocabImplementation> catalog[] = {
+    {"mask-off-by-one-at-shard-end",
+     "the embedding's ownership mask compares the id with the shard's last row using >= where > "
+     "is meant (an inclusive/exclusive vocab_end_index mix-up), so the last row of every shard "
+     "is owned by nobody: its tokens get a zero embedding and its row no gradient",
+     &make<Bug::mask_excludes_shard_end>, false},
+    {"index-masked-output-not-zeroed",
+     "the embedding masks the index of ids it does not own to 0 but forgets to zero the output "
+     "rows: every non-owning rank adds its real local row 0 to the token's embedding",
+     &make<Bug::index_masked_output_not_zeroed>, false},
+    {"global-padding-idx-on-every-shard",
+     "the embedding backward applies the global padding_idx as a LOCAL row index on every shard "
+     "(F.embedding(..., padding_idx) called on the shard): the owner's padding row still gets a "
+     "gradient and the row at that local index on every other shard gets none",
+     &make<Bug::global_padding_idx_on_every_shard>, false},
+    {"smoothing-local-vocab-size",
+     "label smoothing uses the local vocabulary size V_r instead of the global V for ε/V (in the "
+     "loss and in the gradient), as Megatron-LM's vocab_parallel_cross_entropy does (issues "
+     "#737, #7464)",
+     &make<Bug::smoothing_local_vocab_size>, false},
+    {"smoothing-local-mean",
+     "label smoothing's mean of log-probabilities is taken over the local shard only (Σ z over "
+     "the rank's columns divided by V_r, never all_reduced), as in Megatron-LM: the loss differs "
+     "from rank to rank",
+     &make<Bug::smoothing_local_mean>, false},
+    {"mean-by-local-count",
+     "the mean reduction divides by the number of non-ignored tokens whose target this rank "
+     "owns (a count built from the ownership mask) instead of the global count",
+     &make<Bug::mean_by_local_count>, false},
+    {"local-max",
+     "the sum of exponentials is shifted by the rank's local max and combined as Σ_r exp(m_r)·S_r "
+     "(the all_reduced global max is computed but not used): right for ordinary logits, inf or "
+     "0 once exp(m_r) overflows or underflows (|logits| ~ 1e4)",
+     &make<Bug::local_max>, false},
+    {"gathered-logits-as-sharded",
+     "the logits are all_gathered first and the full rows are then fed to the sharded algorithm "
+     "as if they were the rank's shard: the sum of exponentials counts every column P times, so "
+     "the loss is off by log P (and the logits travel)",
+     &make<Bug::gathered_logits_as_sharded>, false},
+    {"target-from-rank0-only",
+     "the target logit is taken from rank 0 (a broadcast of rank 0's masked value) instead of "
+     "summed from its owner: 0 whenever rank 0 does not own the target",
+     &make<Bug::target_from_rank0_only>, false},
+    {"owner-grad-missing-onehot",
+     "the backward computes softmax − ε/V on every shard but the owner forgets to subtract "
+     "(1 − ε) at the target column",
+     &make<Bug::owner_grad_missing_onehot>, false},
+    {"weighted-mean-by-count",
+     "with token or class weights, the mean reduction divides the weighted sum by N, the number "
+     "of non-ignored tokens, instead of the sum of their weights Σ ω_t·c_{y_t} (the loss_mask "
+     "sum / num_tokens slip; PyTorch divides by Σ weight[target])",
+     &make<Bug::weighted_mean_by_count>, false},
+    {"class-weight-local-index",
+     "the per-class weight of a column is looked up with the rank's LOCAL column index "
+     "(weight[v_local] instead of weight[offset + v_local]) in the smoothing sum Σ c_v·z_v and "
+     "in the gradient's ε/V·c_v: right on rank 0 only",
+     &make<Bug::class_weight_local_index>, false},
+    {"smoothing-unweighted-with-class-weight",
+     "with class weights and label smoothing, only the nll term is weighted: the smoothing term "
+     "stays ε·(lse − mean z) (Σ z_v and V instead of PyTorch's Σ c_v·z_v and Σ c_v), in the loss "
+     "and in the gradient",
+     &make<Bug::smoothing_unweighted_with_class_weight>, false},
+    {"token-weight-missing-in-backward",
+     "the per-token weight (loss_mask) multiplies the forward's per-token losses but the "
+     "backward scales the gradient by dloss only",
+     &make<Bug::token_weight_missing_in_backward>, false},
+};
 
 }  // namespace
 
-void register_vocab_mutants() {
-  auto& reg = VocabRegistry::instance();
-  add<Bug::mask_excludes_shard_end>(reg);
-  add<Bug::index_masked_output_not_zeroed>(reg);
-  add<Bug::global_padding_idx_on_every_shard>(reg);
-  add<Bug::smoothing_local_vocab_size>(reg);
-  add<Bug::smoothing_local_mean>(reg);
-  add<Bug::mean_by_local_count>(reg);
-  add<Bug::local_max>(reg);
-  add<Bug::gathered_logits_as_sharded>(reg);
-  add<Bug::target_from_rank0_only>(reg);
-  add<Bug::owner_grad_missing_onehot>(reg);
-  add<Bug::weighted_mean_by_count>(reg);
-  add<Bug::class_weight_local_index>(reg);
-  add<Bug::smoothing_unweighted_with_class_weight>(reg);
-  add<Bug::token_weight_missing_in_backward>(reg);
-}
+std::span<const Mutant<VocabImplementation>> vocab_mutants() { return catalog; }
 
 }  // namespace shardcheck::check

@@ -1,10 +1,15 @@
-// The vocab suite's mutant catalog: deliberately wrong vocabulary-parallel embeddings and
-// cross-entropies, each a realistic bug with its name and story. The suite must kill every one.
+// The vocab suite's mutant catalog: deliberately wrong implementations, each a realistic bug
+// with its name and story. The suite must kill every one (the tests and `shardcheck mutants`).
 #pragma once
+
+#include "engine/family.hpp"
+#include "suites/vocab/vocab_impl.hpp"
+
+#include <span>
 
 namespace shardcheck::check {
 
-// Registers every vocab mutant in VocabRegistry as "mutant:<name>".
-void register_vocab_mutants();
+// Every vocab mutant, registered by the suite as "mutant:<name>".
+std::span<const Mutant<VocabImplementation>> vocab_mutants();
 
 }  // namespace shardcheck::check

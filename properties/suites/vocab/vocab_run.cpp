@@ -2,7 +2,6 @@
 
 #include "engine/slicing.hpp"
 #include "runtime/errors.hpp"
-#include "runtime/launcher.hpp"
 
 namespace shardcheck::check {
 
@@ -24,21 +23,13 @@ VocabRankInputs<T> vocab_rank_inputs(const VocabCase& c, const VocabData<T>& d, 
 
 template <class T>
 VocabRun<T> run_vocab(const VocabImplementation& impl, const VocabCase& c, const VocabData<T>& d) {
-  VocabRun<T> out;
   std::vector<VocabRankInputs<T>> inputs;
   for (int r = 0; r < c.world; ++r) inputs.push_back(vocab_rank_inputs(c, d, r));
-  out.outputs.resize(static_cast<std::size_t>(c.world));
-  try {
-    auto result = run(c.world, [&](Communicator& comm) {
-      const auto r = static_cast<std::size_t>(comm.rank());
-      out.outputs[r] = c.op == VocabOp::embedding ? impl.embedding(comm, c.embedding, inputs[r])
-                                                  : impl.cross_entropy(comm, c.ce, inputs[r]);
-    });
-    out.ledgers = std::move(result.ledgers);
-  } catch (const std::exception& e) {
-    out.error = e.what();
-  }
-  return out;
+  return run_on_ranks<VocabRankOutputs<T>>(c.world, [&](Communicator& comm) {
+    const auto& in = inputs[static_cast<std::size_t>(comm.rank())];
+    return c.op == VocabOp::embedding ? impl.embedding(comm, c.embedding, in)
+                                      : impl.cross_entropy(comm, c.ce, in);
+  });
 }
 
 VocabPlacements vocab_placements(const VocabCase& c) {
@@ -71,10 +62,7 @@ std::vector<DeclaredCall> vocab_declared_traffic(const VocabCase& c) {
   template VocabRankInputs<T> vocab_rank_inputs<T>(const VocabCase&, const VocabData<T>&, int); \
   template VocabRun<T> run_vocab<T>(const VocabImplementation&, const VocabCase&,               \
                                     const VocabData<T>&);
-SHARDCHECK_INSTANTIATE(double)
-SHARDCHECK_INSTANTIATE(float)
-SHARDCHECK_INSTANTIATE(bfloat16)
-SHARDCHECK_INSTANTIATE(float16)
+SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
 #undef SHARDCHECK_INSTANTIATE
 
 }  // namespace shardcheck::check

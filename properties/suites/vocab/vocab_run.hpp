@@ -3,6 +3,7 @@
 // the collectives the op declares.
 #pragma once
 
+#include "engine/rank_family.hpp"
 #include "engine/traffic.hpp"
 #include "layout/placement.hpp"
 #include "runtime/ledger.hpp"
@@ -15,11 +16,7 @@
 namespace shardcheck::check {
 
 template <class T>
-struct VocabRun {
-  std::vector<VocabRankOutputs<T>> outputs;  // by rank
-  std::vector<Ledger> ledgers;               // by rank
-  std::string error;                         // the implementation threw: nothing else is set
-};
+using VocabRun = RankRun<VocabRankOutputs<T>>;
 
 template <class T>
 VocabRankInputs<T> vocab_rank_inputs(const VocabCase& c, const VocabData<T>& d, int r);

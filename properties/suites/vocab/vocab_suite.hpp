@@ -1,19 +1,7 @@
-// The vocab suite (see vocab_suite.cpp for its properties).
+// The vocab suite (vocab_suite.cpp: its properties, on the generic engine, engine/family.hpp).
 #pragma once
 
-#include "engine/registry.hpp"
-#include "suites/vocab/vocab_impl.hpp"
-
 namespace shardcheck::check {
-
-class VocabSuite final : public RegistrySuite<VocabImplementation> {
- public:
-  std::string name() const override;
-  std::string description() const override;
-  std::vector<PropertyInfo> properties() const override;
-  void run_case(const std::string& property, const std::string& impl,
-                const RunConfig& config) const override;
-};
 
 // Registers the suite, the library's implementation ("shardcheck") and the mutant catalog.
 void register_vocab_suite();
