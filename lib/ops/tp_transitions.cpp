@@ -128,10 +128,7 @@ Tensor<T> all_gather_last_axis(Communicator& comm, const Tensor<T>& shard,
                                               std::span<const std::size_t>, Algorithm); \
   template Tensor<T> all_gather_last_axis<T>(Communicator&, const Tensor<T>&,           \
                                              std::span<const std::size_t>);
-SHARDCHECK_INSTANTIATE(double)
-SHARDCHECK_INSTANTIATE(float)
-SHARDCHECK_INSTANTIATE(bfloat16)
-SHARDCHECK_INSTANTIATE(float16)
+SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
 #undef SHARDCHECK_INSTANTIATE
 
 }  // namespace shardcheck

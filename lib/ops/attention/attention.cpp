@@ -411,10 +411,7 @@ AttentionGrads<T> attention_backward(const AttentionConfig& cfg, const Tensor<T>
   template AttentionGrads<T> attention_backward<T>(const AttentionConfig&, const Tensor<T>&,     \
                                                    const Tensor<T>&, const Tensor<T>&,           \
                                                    const AttentionOutput<T>&, const Tensor<T>&);
-SHARDCHECK_INSTANTIATE(double)
-SHARDCHECK_INSTANTIATE(float)
-SHARDCHECK_INSTANTIATE(bfloat16)
-SHARDCHECK_INSTANTIATE(float16)
+SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
 // NOLINTEND(bugprone-macro-parentheses)
 #undef SHARDCHECK_INSTANTIATE
 

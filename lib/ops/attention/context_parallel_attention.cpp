@@ -403,10 +403,7 @@ AttentionGrads<T> context_parallel_attention_backward(Communicator& cp, const At
   template AttentionGrads<T> context_parallel_attention_backward(                            \
       Communicator&, const AttentionConfig&, const ContextParallelConfig&, const Tensor<T>&, \
       const Tensor<T>&, const Tensor<T>&, const AttentionOutput<T>&, const Tensor<T>&);
-SHARDCHECK_CP_ATTENTION(double)
-SHARDCHECK_CP_ATTENTION(float)
-SHARDCHECK_CP_ATTENTION(bfloat16)
-SHARDCHECK_CP_ATTENTION(float16)
+SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_CP_ATTENTION)
 #undef SHARDCHECK_CP_ATTENTION
 template Tensor<double> take_lse_positions(const Tensor<double>&, const std::vector<std::size_t>&);
 template Tensor<float> take_lse_positions(const Tensor<float>&, const std::vector<std::size_t>&);

@@ -389,10 +389,7 @@ AttentionLayerGrads<T> attention_layer_backward(Communicator& tp, Communicator& 
                                                AttentionLayerGrads<T>&);                        \
   template void all_reduce_layer_grads_over_cp(Communicator&, const HeadParallelConfig&,        \
                                                AttentionLayerGrads<T>&);
-SHARDCHECK_HEAD_PARALLEL(double)
-SHARDCHECK_HEAD_PARALLEL(float)
-SHARDCHECK_HEAD_PARALLEL(bfloat16)
-SHARDCHECK_HEAD_PARALLEL(float16)
+SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_HEAD_PARALLEL)
 #undef SHARDCHECK_HEAD_PARALLEL
 
 }  // namespace shardcheck

@@ -244,10 +244,7 @@ Tensor<T> split_by_tokens(const Tensor<T>& x, const SplitPolicy& policy, int par
                                                           bool, const Tensor<T>&, Kernel);         \
   template void linear_detail::add_bias<T>(Tensor<T>&, const Tensor<T>&);
 
-SHARDCHECK_INSTANTIATE(double)
-SHARDCHECK_INSTANTIATE(float)
-SHARDCHECK_INSTANTIATE(bfloat16)
-SHARDCHECK_INSTANTIATE(float16)
+SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
 #undef SHARDCHECK_INSTANTIATE
 
 }  // namespace shardcheck

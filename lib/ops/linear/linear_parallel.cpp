@@ -277,10 +277,7 @@ LinearGrads<T> row_parallel_linear_backward(Communicator& tp, const RowParallelC
                                                           const Tensor<T>&, const Tensor<T>&,      \
                                                           bool, const Tensor<T>&);
 
-SHARDCHECK_INSTANTIATE(double)
-SHARDCHECK_INSTANTIATE(float)
-SHARDCHECK_INSTANTIATE(bfloat16)
-SHARDCHECK_INSTANTIATE(float16)
+SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
 #undef SHARDCHECK_INSTANTIATE
 
 }  // namespace shardcheck

@@ -274,10 +274,7 @@ RowParallelConfig sp_block_row_config(const SequenceParallelNormConfig& norm,
   template NormGrads<T> sequence_parallel_norm_backward<T>(                                      \
       Communicator&, const SequenceParallelNormConfig&, const Tensor<T>&, const Tensor<T>&,      \
       const Tensor<T>&);
-SHARDCHECK_INSTANTIATE(double)
-SHARDCHECK_INSTANTIATE(float)
-SHARDCHECK_INSTANTIATE(bfloat16)
-SHARDCHECK_INSTANTIATE(float16)
+SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
 #undef SHARDCHECK_INSTANTIATE
 
 }  // namespace shardcheck

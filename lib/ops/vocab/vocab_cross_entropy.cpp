@@ -287,10 +287,7 @@ Tensor<T> vocab_parallel_cross_entropy_backward(Communicator& tp,
   template Tensor<T> vocab_parallel_cross_entropy_backward<T>(         \
       Communicator&, const VocabCrossEntropyConfig&, const Tensor<T>&, \
       std::span<const std::int64_t>, const VocabCrossEntropySaved<T>&, const Tensor<T>&);
-SHARDCHECK_INSTANTIATE(double)
-SHARDCHECK_INSTANTIATE(float)
-SHARDCHECK_INSTANTIATE(bfloat16)
-SHARDCHECK_INSTANTIATE(float16)
+SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
 #undef SHARDCHECK_INSTANTIATE
 
 }  // namespace shardcheck

@@ -188,10 +188,7 @@ Tensor<T> embedding_backward(std::span<const std::int64_t> ids, const Tensor<T>&
   template Tensor<T> embedding<T>(std::span<const std::int64_t>, const Tensor<T>&);                \
   template Tensor<T> embedding_backward<T>(std::span<const std::int64_t>, const Tensor<T>&,        \
                                            std::size_t, std::optional<std::int64_t>);
-SHARDCHECK_INSTANTIATE(double)
-SHARDCHECK_INSTANTIATE(float)
-SHARDCHECK_INSTANTIATE(bfloat16)
-SHARDCHECK_INSTANTIATE(float16)
+SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
 #undef SHARDCHECK_INSTANTIATE
 
 }  // namespace shardcheck
