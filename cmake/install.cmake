@@ -1,40 +1,65 @@
 # `cmake --install` puts the headers, the libraries and a CMake package in place, so a user's
-# project can find_package(shardcheck), link its own implementation and run the suites on it
-# (examples/custom_linear; tested by the "install" test).
+# project can find_package(shardcheck), link the library and the reference, or link its own
+# implementation and run the suites on it (examples/custom_linear; tested by the "install"
+# tests).
+#
+# Two export sets, so a user who only links the library and the reference needs neither
+# RapidCheck nor Google Test:
+#   shardcheckTargets       lib (all its layers), reference          needs OpenMP, Eigen, Boost
+#   shardcheckCheckTargets  check, reports, cli, main (component "check")   needs RapidCheck too
+# Nothing installed needs Google Test; the test helpers (properties/testing/, runtime/, layout/,
+# budget/, reference/) are not installed.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 # Installed names match the aliases used in this tree (shardcheck::lib, shardcheck::check, ...).
-foreach(t lib lib_base runtime layout kernels ops budget reference warnings check reports cli
-          main)
+set(lib_targets lib lib_base runtime layout kernels ops budget reference warnings)
+set(check_targets check reports cli main)
+foreach(t ${lib_targets})
   set_target_properties(shardcheck_${t} PROPERTIES EXPORT_NAME ${t})
 endforeach()
-
-install(TARGETS shardcheck_lib shardcheck_lib_base shardcheck_runtime shardcheck_layout
-                shardcheck_kernels shardcheck_ops shardcheck_budget shardcheck_reference shardcheck_warnings shardcheck_check
-                shardcheck_reports shardcheck_cli shardcheck_main
+list(TRANSFORM lib_targets PREPEND shardcheck_)
+install(TARGETS ${lib_targets}
         EXPORT shardcheckTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-        OBJECTS DESTINATION ${CMAKE_INSTALL_LIBDIR}/shardcheck-objects
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/shardcheck)
-install(TARGETS shardcheck RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(EXPORT shardcheckTargets NAMESPACE shardcheck::
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/shardcheck)
 
 # Headers keep the include paths they have in the tree:
 #   "runtime/…", "ops/…" (lib/)           -> include/shardcheck/
 #   "reference/…", "reports/…", "tools/…" -> include/shardcheck/
-#   "engine/…", "linear/…" (properties/)  -> include/shardcheck/properties/
+#   "engine/…", "suites/…" (properties/)  -> include/shardcheck/properties/
 install(DIRECTORY lib/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/shardcheck
         FILES_MATCHING PATTERN "*.hpp")
 install(DIRECTORY reference DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/shardcheck
         FILES_MATCHING PATTERN "*.hpp")
-install(DIRECTORY reports DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/shardcheck
-        FILES_MATCHING PATTERN "*.hpp")
-install(FILES tools/shardcheck/cli.hpp
-        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/shardcheck/tools/shardcheck)
-install(DIRECTORY properties/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/shardcheck/properties
-        FILES_MATCHING PATTERN "*.hpp")
+
+if(SHARDCHECK_BUILD_CHECK)
+  foreach(t ${check_targets})
+    set_target_properties(shardcheck_${t} PROPERTIES EXPORT_NAME ${t})
+  endforeach()
+  list(TRANSFORM check_targets PREPEND shardcheck_)
+  install(TARGETS ${check_targets}
+          EXPORT shardcheckCheckTargets
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          OBJECTS DESTINATION ${CMAKE_INSTALL_LIBDIR}/shardcheck-objects
+          INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/shardcheck)
+  install(TARGETS shardcheck RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  install(EXPORT shardcheckCheckTargets NAMESPACE shardcheck::
+          DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/shardcheck)
+  install(DIRECTORY reports DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/shardcheck
+          FILES_MATCHING PATTERN "*.hpp")
+  install(FILES tools/shardcheck/cli.hpp
+          DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/shardcheck/tools/shardcheck)
+  # The engine, the suites (not their unit tests: only headers are installed, and the suites'
+  # headers are what a user's implementation includes) and the generators the cases use.
+  foreach(dir engine suites generators)
+    install(DIRECTORY properties/${dir}
+            DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/shardcheck/properties
+            FILES_MATCHING PATTERN "*.hpp")
+  endforeach()
+endif()
 
 configure_package_config_file(cmake/shardcheckConfig.cmake.in
   ${CMAKE_CURRENT_BINARY_DIR}/shardcheckConfig.cmake
@@ -45,14 +70,27 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/shardcheckConfig.cmake
               ${CMAKE_CURRENT_BINARY_DIR}/shardcheckConfigVersion.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/shardcheck)
 
-# The test: install into the build tree, build examples/custom_linear against the installed
-# package with the same compiler, and run the linear suite on its implementation.
-# Packaging, not memory safety: the sanitizer presets skip it.
-if(BUILD_TESTING AND NOT CMAKE_CXX_FLAGS MATCHES "sanitize")
-  add_test(NAME install.custom_linear_example
-    COMMAND ${CMAKE_COMMAND}
-      -DSOURCE_DIR=${PROJECT_SOURCE_DIR} -DBUILD_DIR=${CMAKE_BINARY_DIR}
-      -DCXX=${CMAKE_CXX_COMPILER} -DCXX_FLAGS=${CMAKE_CXX_FLAGS}
-      -P ${PROJECT_SOURCE_DIR}/cmake/test_install.cmake)
-  set_tests_properties(install.custom_linear_example PROPERTIES LABELS "install" TIMEOUT 1200)
+# The tests: install into the build tree, then
+#   install.custom_linear_example  build examples/custom_linear against the installed package
+#                                  with the same compiler and run the linear suite on it
+#   install.library_only           configure and build a project that links only shardcheck::lib
+#                                  and ::reference with RapidCheck and Google Test made
+#                                  unfindable (CMAKE_DISABLE_FIND_PACKAGE_*)
+# Packaging, not memory safety: the sanitizer presets skip them.
+if(BUILD_TESTING AND SHARDCHECK_BUILD_TESTS AND SHARDCHECK_BUILD_CHECK AND
+   NOT CMAKE_CXX_FLAGS MATCHES "sanitize")
+  foreach(case custom_linear_example library_only)
+    add_test(NAME install.${case}
+      COMMAND ${CMAKE_COMMAND}
+        -DSOURCE_DIR=${PROJECT_SOURCE_DIR} -DBUILD_DIR=${CMAKE_BINARY_DIR}
+        -DCXX=${CMAKE_CXX_COMPILER} -DCXX_FLAGS=${CMAKE_CXX_FLAGS} -DCASE=${case}
+        -P ${PROJECT_SOURCE_DIR}/cmake/test_install.cmake)
+    set_tests_properties(install.${case} PROPERTIES LABELS "install" TIMEOUT 1200
+                         RESOURCE_LOCK install_prefix)
+  endforeach()
+  # The check engine and the command configure and compile without Google Test.
+  add_test(NAME packaging.check_without_gtest
+    COMMAND ${CMAKE_COMMAND} -DSOURCE_DIR=${PROJECT_SOURCE_DIR} -DBUILD_DIR=${CMAKE_BINARY_DIR}
+            -DCXX=${CMAKE_CXX_COMPILER} -P ${PROJECT_SOURCE_DIR}/cmake/check_without_gtest.cmake)
+  set_tests_properties(packaging.check_without_gtest PROPERTIES LABELS "install" TIMEOUT 300)
 endif()

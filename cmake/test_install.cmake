@@ -1,7 +1,7 @@
-# Run by the install.custom_linear_example test (cmake -P): install, build the example against
-# the installed package, run its checks. Fails on any step.
+# Run by the install.* tests (cmake -P, CASE = custom_linear_example or library_only): install
+# the build tree, build a consumer against the installed package, run it. Fails on any step.
 set(prefix ${BUILD_DIR}/install-test/prefix)
-set(example_build ${BUILD_DIR}/install-test/example)
+set(consumer_build ${BUILD_DIR}/install-test/${CASE})
 file(REMOVE_RECURSE ${BUILD_DIR}/install-test)
 
 function(step)
@@ -12,8 +12,25 @@ function(step)
 endfunction()
 
 step(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
-step(${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples/custom_linear -B ${example_build} -G Ninja
-     -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_CXX_COMPILER=${CXX} "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}"
-     -DCMAKE_BUILD_TYPE=Release)
-step(${CMAKE_COMMAND} --build ${example_build} -j2)
-step(${example_build}/my_shardcheck check linear --impl my-linear --cases 30)
+if(CASE STREQUAL "custom_linear_example")
+  step(${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples/custom_linear -B ${consumer_build} -G Ninja
+       -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_CXX_COMPILER=${CXX} "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}"
+       -DCMAKE_BUILD_TYPE=Release)
+  step(${CMAKE_COMMAND} --build ${consumer_build} -j2)
+  step(${consumer_build}/my_shardcheck check linear --impl my-linear --cases 30)
+elseif(CASE STREQUAL "library_only")
+  # The test helpers are not installed.
+  foreach(helper properties/testing properties/runtime properties/layout properties/budget)
+    if(EXISTS ${prefix}/include/shardcheck/${helper})
+      message(FATAL_ERROR "install test: test helpers were installed: include/shardcheck/${helper}")
+    endif()
+  endforeach()
+  step(${CMAKE_COMMAND} -S ${SOURCE_DIR}/cmake/library_only_example -B ${consumer_build} -G Ninja
+       -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_CXX_COMPILER=${CXX} "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}"
+       -DCMAKE_BUILD_TYPE=Release -DCMAKE_DISABLE_FIND_PACKAGE_rapidcheck=TRUE
+       -DCMAKE_DISABLE_FIND_PACKAGE_GTest=TRUE)
+  step(${CMAKE_COMMAND} --build ${consumer_build} -j2)
+  step(${consumer_build}/library_only)
+else()
+  message(FATAL_ERROR "install test: unknown CASE '${CASE}'")
+endif()
