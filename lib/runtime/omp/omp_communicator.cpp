@@ -1,7 +1,9 @@
 #include "runtime/omp/omp_communicator.hpp"
 
+#include "runtime/counts.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/omp/fold.hpp"
+#include "runtime/wire_bytes.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -14,9 +16,7 @@
 namespace shardcheck::omp {
 namespace {
 
-std::uint64_t sum(std::span<const std::size_t> v) {
-  return std::accumulate(v.begin(), v.end(), std::uint64_t{0});
-}
+std::uint64_t sum(std::span<const std::size_t> v) { return counts_total(v); }
 
 std::string join(std::span<const std::size_t> v) {
   std::string s = "[";
@@ -27,23 +27,11 @@ std::string join(std::span<const std::size_t> v) {
   return s + ']';
 }
 
-// Prefix sums: offsets[k] = sum(counts[0..k)).
 std::vector<std::size_t> offsets_of(std::span<const std::size_t> counts) {
-  std::vector<std::size_t> off(counts.size() + 1, 0);
-  for (std::size_t k = 0; k < counts.size(); ++k) off[k + 1] = off[k] + counts[k];
-  return off;
+  return counts_offsets(counts);
 }
 
-// The balanced split of n elements into p chunks (first n mod p chunks one longer): the
-// chunks all_reduce finishes on each rank.
-std::vector<std::size_t> balanced_counts(std::uint64_t n, int p) {
-  std::vector<std::size_t> c(static_cast<std::size_t>(p));
-  const auto up = static_cast<std::uint64_t>(p);
-  for (std::size_t k = 0; k < c.size(); ++k) c[k] = n / up + (k < n % up ? 1 : 0);
-  return c;
-}
-
-int mod(int a, int p) { return ((a % p) + p) % p; }
+int mod(int a, int p) { return wrap_rank(a, p); }
 
 // The fold order of chunk `owner` (group ranks).
 std::vector<int> fold_order(Algorithm algo, int owner, int p) {
@@ -283,11 +271,10 @@ void OmpCommunicator::check_agreement(const std::vector<Slot>& slots) const {
   }
 }
 
-void OmpCommunicator::leave(const CallDesc& desc, std::uint64_t count, std::uint64_t sent,
-                            std::uint64_t recvd) {
+void OmpCommunicator::leave(const CallDesc& desc, std::uint64_t count, wire::WireBytes bytes) {
   sync(name(desc.op), /*interruptible=*/false);
-  ledger().record({desc.op, ledger_members_, desc.dtype, count, sent, recvd, desc.algorithm,
-                   desc.reduce_op, -1, step_});
+  ledger().record({desc.op, ledger_members_, desc.dtype, count, bytes.sent, bytes.recv,
+                   desc.algorithm, desc.reduce_op, -1, step_});
   ++step_;
   finish();
 }
@@ -300,8 +287,9 @@ void OmpCommunicator::do_barrier() {
   d.dtype = DType::float32;
   enter(std::move(d), nullptr, nullptr);
   // One episode suffices: slots are double-buffered (group_state.hpp), so no closing wait.
-  ledger().record({Collective::barrier, ledger_members_, DType::float32, 0, 0, 0, Algorithm::none,
-                   ReduceOp::sum, -1, step_});
+  const auto bytes = wire::barrier();
+  ledger().record({Collective::barrier, ledger_members_, DType::float32, 0, bytes.sent, bytes.recv,
+                   Algorithm::none, ReduceOp::sum, -1, step_});
   ++step_;
   finish();
 }
@@ -315,10 +303,11 @@ void OmpCommunicator::do_broadcast(MutBuffer buf, int root) {
   d.root = root;
   d.count = buf.count;
   auto& slots = enter(d, buf.data, buf.data);
-  const std::uint64_t bytes = buf.count * size_of(buf.dtype);
-  if (rank_ != root) copy_bytes(buf.data, slots[static_cast<std::size_t>(root)].recv, bytes);
-  const int last = mod(root - 1, size());
-  leave(d, buf.count, rank_ == last ? 0 : bytes, rank_ == root ? 0 : bytes);
+  const auto es = size_of(buf.dtype);
+  if (rank_ != root) {
+    copy_bytes(buf.data, slots[static_cast<std::size_t>(root)].recv, buf.count * es);
+  }
+  leave(d, buf.count, wire::broadcast(buf.count, es, size(), rank_, root));
 }
 
 void OmpCommunicator::do_reduce(ConstBuffer send, MutBuffer recv, ReduceOp op, int root) {
@@ -350,8 +339,7 @@ void OmpCommunicator::do_reduce(ConstBuffer send, MutBuffer recv, ReduceOp op, i
     }
     fold(send.dtype, op, inputs, 0, send.count, recv.data, p);
   }
-  const std::uint64_t bytes = send.count * size_of(send.dtype);
-  leave(d, send.count, rank_ == root ? 0 : bytes, rank_ == mod(root + 1, p) ? 0 : bytes);
+  leave(d, send.count, wire::reduce(send.count, size_of(send.dtype), p, rank_, root));
 }
 
 void OmpCommunicator::do_all_reduce(ConstBuffer send, MutBuffer recv, ReduceOp op, Algorithm algo) {
@@ -377,7 +365,7 @@ void OmpCommunicator::do_all_reduce(ConstBuffer send, MutBuffer recv, ReduceOp o
   auto& slots = enter(d, send.data, recv.data);
   const int p = size();
   const auto es = size_of(send.dtype);
-  const auto chunk = balanced_counts(send.count, p);
+  const auto chunk = balanced_chunks(send.count, p);
   const auto off = offsets_of(chunk);
   const auto r = static_cast<std::size_t>(rank_);
 
@@ -395,15 +383,7 @@ void OmpCommunicator::do_all_reduce(ConstBuffer send, MutBuffer recv, ReduceOp o
     outs[k] = static_cast<std::byte*>(slots[k].recv) + off[r] * es;
   }
   fold_to(send.dtype, op, inputs, off[r], chunk[r], outs, p);
-  const std::uint64_t S = send.count * es;
-  const std::uint64_t c_r = chunk[r] * es;
-  const std::uint64_t c_next = chunk[static_cast<std::size_t>(mod(rank_ + 1, p))] * es;
-  const std::uint64_t c_prev = chunk[static_cast<std::size_t>(mod(rank_ - 1, p))] * es;
-  const std::uint64_t sent = (S - c_r) + (S - c_next);
-  const std::uint64_t recvd = algo == Algorithm::ring
-                                  ? (S - c_prev) + (S - c_r)
-                                  : static_cast<std::uint64_t>(p - 1) * c_r + (S - c_r);
-  leave(d, send.count, sent, recvd);
+  leave(d, send.count, wire::all_reduce(send.count, es, p, rank_, algo));
 }
 
 void OmpCommunicator::do_all_gather(ConstBuffer send, MutBuffer recv,
@@ -435,9 +415,7 @@ void OmpCommunicator::do_all_gather(ConstBuffer send, MutBuffer recv,
   for (std::size_t k = 0; k < counts.size(); ++k) {
     copy_bytes(static_cast<std::byte*>(recv.data) + off[k] * es, slots[k].send, counts[k] * es);
   }
-  const int p = size();
-  const std::uint64_t S = total * es;
-  leave(d, total, S - counts[static_cast<std::size_t>(mod(rank_ + 1, p))] * es, S - counts[r] * es);
+  leave(d, total, wire::all_gather(counts, es, rank_));
 }
 
 void OmpCommunicator::do_reduce_scatter(ConstBuffer send, MutBuffer recv,
@@ -492,13 +470,7 @@ void OmpCommunicator::do_reduce_scatter(ConstBuffer send, MutBuffer recv,
     inputs[j] = slots[static_cast<std::size_t>(order[j])].send;
   }
   fold(send.dtype, op, inputs, off[r], counts[r], recv.data, p);
-  const auto es = size_of(send.dtype);
-  const std::uint64_t S = total * es;
-  const std::uint64_t c_r = counts[r] * es;
-  const std::uint64_t recvd = algo == Algorithm::ring
-                                  ? S - counts[static_cast<std::size_t>(mod(rank_ - 1, p))] * es
-                                  : static_cast<std::uint64_t>(p - 1) * c_r;
-  leave(d, total, S - c_r, recvd);
+  leave(d, total, wire::reduce_scatter(counts, size_of(send.dtype), rank_, algo));
 }
 
 void OmpCommunicator::do_all_to_all(ConstBuffer send, std::span<const std::size_t> send_counts,
@@ -532,8 +504,7 @@ void OmpCommunicator::do_all_to_all(ConstBuffer send, std::span<const std::size_
                static_cast<const std::byte*>(slots[s].send) + send_off[r] * es,
                recv_counts[s] * es);
   }
-  leave(d, send.count, (sum(send_counts) - send_counts[r]) * es,
-        (sum(recv_counts) - recv_counts[r]) * es);
+  leave(d, send.count, wire::all_to_all(send_counts, recv_counts, es, rank_));
 }
 
 std::vector<std::size_t> OmpCommunicator::check_rooted_counts(
@@ -567,7 +538,6 @@ void OmpCommunicator::do_gather(ConstBuffer send, MutBuffer recv,
                                 std::span<const std::size_t> counts, int root) {
   const auto off = check_rooted_counts("gather", send, recv, counts, root, "send", send.count,
                                        "recv", recv.count);
-  const auto r = static_cast<std::size_t>(rank_);
   const auto total = sum(counts);
   CallDesc d;
   d.op = Collective::gather;
@@ -582,9 +552,7 @@ void OmpCommunicator::do_gather(ConstBuffer send, MutBuffer recv,
       copy_bytes(static_cast<std::byte*>(recv.data) + off[k] * es, slots[k].send, counts[k] * es);
     }
   }
-  const auto root_u = static_cast<std::size_t>(root);
-  leave(d, total, rank_ == root ? 0 : counts[r] * es,
-        rank_ == root ? (total - counts[root_u]) * es : 0);
+  leave(d, total, wire::gather(counts, es, rank_, root));
 }
 
 void OmpCommunicator::do_scatter(ConstBuffer send, MutBuffer recv,
@@ -605,9 +573,7 @@ void OmpCommunicator::do_scatter(ConstBuffer send, MutBuffer recv,
       recv.data,
       static_cast<const std::byte*>(slots[static_cast<std::size_t>(root)].send) + off[r] * es,
       counts[r] * es);
-  const auto root_u = static_cast<std::size_t>(root);
-  leave(d, total, rank_ == root ? (total - counts[root_u]) * es : 0,
-        rank_ == root ? 0 : counts[r] * es);
+  leave(d, total, wire::scatter(counts, es, rank_, root));
 }
 
 void OmpCommunicator::do_ring_shift(ConstBuffer send, MutBuffer recv, int shift) {
@@ -626,8 +592,7 @@ void OmpCommunicator::do_ring_shift(ConstBuffer send, MutBuffer recv, int shift)
   const auto es = size_of(send.dtype);
   const int src = mod(rank_ - d.shift, p);
   copy_bytes(recv.data, slots[static_cast<std::size_t>(src)].send, recv.count * es);
-  const bool moves = d.shift != 0;
-  leave(d, send.count, moves ? send.count * es : 0, moves ? recv.count * es : 0);
+  leave(d, send.count, wire::ring_shift(send.count, recv.count, es, p, d.shift));
 }
 
 // ---- point to point ----
@@ -662,8 +627,9 @@ void OmpCommunicator::do_send(ConstBuffer buf, int dst, int tag) {
     throw;
   }
   if (!ch.error.empty()) throw CollectiveMismatch(ch.error);
-  ledger().record({Collective::send, ledger_members_, buf.dtype, buf.count,
-                   buf.count * size_of(buf.dtype), 0, Algorithm::direct, ReduceOp::sum, dst, seq});
+  const auto bytes = wire::send(buf.count, size_of(buf.dtype));
+  ledger().record({Collective::send, ledger_members_, buf.dtype, buf.count, bytes.sent, bytes.recv,
+                   Algorithm::direct, ReduceOp::sum, dst, seq});
 }
 
 void OmpCommunicator::do_recv(MutBuffer buf, int src, int tag) {
@@ -694,8 +660,9 @@ void OmpCommunicator::do_recv(MutBuffer buf, int src, int tag) {
   ch.consumed.store(seq + 1, std::memory_order_release);
   world_.notify();
   if (!error.empty()) throw CollectiveMismatch(error);
-  ledger().record({Collective::recv, ledger_members_, buf.dtype, buf.count, 0,
-                   buf.count * size_of(buf.dtype), Algorithm::direct, ReduceOp::sum, src, seq});
+  const auto bytes = wire::recv(buf.count, size_of(buf.dtype));
+  ledger().record({Collective::recv, ledger_members_, buf.dtype, buf.count, bytes.sent, bytes.recv,
+                   Algorithm::direct, ReduceOp::sum, src, seq});
 }
 
 // ---- groups ----

@@ -9,6 +9,7 @@
 #include "runtime/communicator.hpp"
 #include "runtime/omp/group_state.hpp"
 #include "runtime/omp/world.hpp"
+#include "runtime/wire_bytes.hpp"
 
 #include <exception>
 #include <map>
@@ -63,7 +64,7 @@ class OmpCommunicator final : public Communicator {
   // Rethrows an error kept by sync() once the collective is over.
   void finish();
   // The closing wait of a collective, then its ledger entry.
-  void leave(const CallDesc& desc, std::uint64_t count, std::uint64_t sent, std::uint64_t recvd);
+  void leave(const CallDesc& desc, std::uint64_t count, wire::WireBytes bytes);
   void check_agreement(const std::vector<Slot>& slots) const;
   [[noreturn]] void mismatch(const std::vector<Slot>& slots, const std::string& detail) const;
   [[noreturn]] void usage(std::string_view op, const std::string& problem) const;
