@@ -7,8 +7,8 @@
 #include "ops/vocab/vocab_cross_entropy.hpp"
 #include "ops/vocab/vocab_embedding.hpp"
 #include "runtime/errors.hpp"
+#include "runtime/wire_bytes.hpp"
 
-#include <numeric>
 #include <string>
 
 namespace shardcheck::budget {
@@ -18,20 +18,11 @@ Bytes collective_bytes(Collective op, int n, double S) {
     throw UsageError("collective_bytes: n = " + std::to_string(n) +
                      " ranks; pass the group size n >= 1");
   }
-  // (n-1)·S/n rather than ((n-1)/n)·S: exact whenever n divides S.
-  const double f = static_cast<double>(n - 1) * S / n;
-  double per = 0;
-  switch (op) {
-    case Collective::all_reduce: per = 2 * f; break;
-    case Collective::all_gather:
-    case Collective::reduce_scatter:
-    case Collective::all_to_all: per = f; break;
-    case Collective::broadcast:
-    case Collective::reduce: per = n > 1 ? S : 0; break;
-    default:
-      throw UsageError("collective_bytes: " + std::string(name(op)) +
-                       " has no ring factor; count its messages instead");
+  if (!wire::has_bus_factor(op)) {
+    throw UsageError("collective_bytes: " + std::string(name(op)) +
+                     " has no ring factor; count its messages instead");
   }
+  const double per = wire::bus_bytes(op, n, S);
   return {per, per * n};
 }
 
@@ -85,7 +76,7 @@ std::string LedgerCall::to_string() const {
 
 namespace {
 
-std::size_t at(int k, int p) { return static_cast<std::size_t>(((k % p) + p) % p); }
+std::size_t at(int k, int p) { return static_cast<std::size_t>(wrap_rank(k, p)); }
 
 std::vector<std::size_t> times(std::vector<std::size_t> v, std::size_t by) {
   for (auto& x : v) x *= by;
@@ -96,45 +87,35 @@ void append(std::vector<LedgerCall>& to, const std::vector<LedgerCall>& from) {
   to.insert(to.end(), from.begin(), from.end());
 }
 
+// The runtime's bytes for one call (runtime/wire_bytes.hpp) as a ledger entry.
+LedgerCall call_of(Collective op, wire::WireBytes b) { return {op, b.sent, b.recv}; }
+
 }  // namespace
 
 LedgerCall all_reduce_call(std::uint64_t elements, std::uint64_t element_bytes, int p, int r,
                            Algorithm algo) {
-  const auto chunks = split_sizes(SplitPolicy::balanced(), elements, p);
-  const std::uint64_t S = elements * element_bytes;
-  const std::uint64_t c_r = chunks[at(r, p)] * element_bytes;
-  const std::uint64_t c_next = chunks[at(r + 1, p)] * element_bytes;
-  const std::uint64_t c_prev = chunks[at(r - 1, p)] * element_bytes;
-  const std::uint64_t recv = algo == Algorithm::ring
-                                 ? (S - c_prev) + (S - c_r)
-                                 : static_cast<std::uint64_t>(p - 1) * c_r + (S - c_r);
-  return {Collective::all_reduce, (S - c_r) + (S - c_next), recv};
+  return call_of(Collective::all_reduce,
+                 wire::all_reduce(elements, element_bytes, p, wrap_rank(r, p), algo));
 }
 
 LedgerCall all_gather_call(std::span<const std::size_t> counts, std::uint64_t element_bytes,
                            int r) {
   const int p = static_cast<int>(counts.size());
-  const std::uint64_t S =
-      std::accumulate(counts.begin(), counts.end(), std::uint64_t{0}) * element_bytes;
-  return {Collective::all_gather, S - counts[at(r + 1, p)] * element_bytes,
-          S - counts[at(r, p)] * element_bytes};
+  return call_of(Collective::all_gather, wire::all_gather(counts, element_bytes, wrap_rank(r, p)));
 }
 
 LedgerCall reduce_scatter_call(std::span<const std::size_t> counts, std::uint64_t element_bytes,
                                int r, Algorithm algo) {
   const int p = static_cast<int>(counts.size());
-  const std::uint64_t S =
-      std::accumulate(counts.begin(), counts.end(), std::uint64_t{0}) * element_bytes;
-  const std::uint64_t c_r = counts[at(r, p)] * element_bytes;
-  const std::uint64_t recv = algo == Algorithm::ring ? S - counts[at(r - 1, p)] * element_bytes
-                                                     : static_cast<std::uint64_t>(p - 1) * c_r;
-  return {Collective::reduce_scatter, S - c_r, recv};
+  return call_of(Collective::reduce_scatter,
+                 wire::reduce_scatter(counts, element_bytes, wrap_rank(r, p), algo));
 }
 
+// The ops shift their rings by one (ring attention).
 LedgerCall ring_shift_call(std::uint64_t send_elements, std::uint64_t recv_elements,
                            std::uint64_t element_bytes, int p) {
-  if (p <= 1) return {Collective::ring_shift, 0, 0};
-  return {Collective::ring_shift, send_elements * element_bytes, recv_elements * element_bytes};
+  return call_of(Collective::ring_shift,
+                 wire::ring_shift(send_elements, recv_elements, element_bytes, p, 1));
 }
 
 std::map<Collective, CollectiveTotals> totals(const std::vector<LedgerCall>& calls) {

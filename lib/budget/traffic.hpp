@@ -1,11 +1,9 @@
 // Collective traffic: the bytes a collective moves per rank with the ring algorithms (nccl-tests
 // PERFORMANCE.md bus-bandwidth factors, the same the runtime's ledger records when the buffer
-// splits evenly), the aggregate network bytes (per rank x ranks), and per-layer counts.
-//
-//   all_reduce                          2(n-1)/n · S per rank
-//   all_gather, reduce_scatter,
-//   all_to_all                          (n-1)/n · S per rank        (S = the full buffer)
-//   broadcast, reduce                   S (the chain: every rank but one sends S)
+// splits evenly), the aggregate network bytes (per rank x ranks), and per-layer counts. The
+// factors and the exact per-rank formulas are the runtime's, runtime/wire_bytes.hpp (all_reduce
+// 2(n-1)/n · S per rank; all_gather, reduce_scatter, all_to_all (n-1)/n · S; broadcast, reduce
+// S); this file only applies them to the layers and ops.
 //
 // Per transformer layer, forward + backward (Shoeybi et al. 2019, Megatron-LM; Korthikanti et
 // al. 2022 §4.2.2): tensor parallelism alone does 4 all_reduces of the s·b·h activations (2
@@ -17,15 +15,9 @@
 // Per op and per rank, exactly (the second half of this header): the ordered list of ledger
 // entries (collective, bytes sent, bytes received) each op of lib/ops records on one rank, as a
 // function of its configuration, shapes, splits (uneven and empty pieces included), element
-// type and group size. The ledger's exact formulas (runtime/communicator.hpp), with c_k the
-// bytes of rank k's piece and S the full buffer's bytes:
-//   all_reduce      pieces: the balanced split of the elements over p;
-//                   sent = (S − c_r) + (S − c_{r+1}); recv = (S − c_{r−1}) + (S − c_r) (ring),
-//                   (p − 1)·c_r + (S − c_r) (sequential)
-//   all_gather      sent = S − c_{r+1}, recv = S − c_r
-//   reduce_scatter  sent = S − c_r; recv = S − c_{r−1} (ring), (p − 1)·c_r (sequential)
-//   ring_shift      sent = this rank's message, recv = the source's (p > 1)
-// The budget suite (properties/budget/) runs every op and finds exactly these entries in every
+// type and group size. Each call's bytes are the ledger's exact formulas, wire::all_reduce,
+// wire::all_gather, wire::reduce_scatter and wire::ring_shift of runtime/wire_bytes.hpp. The
+// budget suite (properties/budget/) runs every op and finds exactly these entries in every
 // rank's ledger.
 #pragma once
 
@@ -57,7 +49,7 @@ struct Bytes {
   double aggregate = 0;  // over all n ranks: per_rank · n
 };
 
-// One collective over n ranks on a full buffer of S bytes.
+// One collective over n ranks on a full buffer of S bytes: wire::bus_bytes per rank.
 // @throws UsageError for a collective without a ring factor (send, recv, ...) or n < 1.
 Bytes collective_bytes(Collective op, int n, double S);
 
@@ -106,7 +98,8 @@ struct OpTraffic {
   std::vector<LedgerCall> forward, backward;
 };
 
-// The runtime's exact per-rank bytes for one call; counts in elements.
+// The runtime's exact per-rank bytes for one call (wire_bytes.hpp); counts in elements. r is
+// taken mod p; ring_shift_call is the shift by one the ops use.
 LedgerCall all_reduce_call(std::uint64_t elements, std::uint64_t element_bytes, int p, int r,
                            Algorithm algo = Algorithm::ring);
 LedgerCall all_gather_call(std::span<const std::size_t> counts, std::uint64_t element_bytes, int r);

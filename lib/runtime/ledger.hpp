@@ -3,15 +3,11 @@
 // declares, so its byte counts are exact, integer, and defined by the algorithm's schedule
 // (communicator.hpp documents each), not measured.
 //
-// Byte conventions (nccl-tests PERFORMANCE.md bus-bandwidth factors; S = the full buffer's
-// bytes, p = group size). For the ring algorithms with S split evenly over the ranks:
-//   all_reduce (ring or sequential)        sent = recv = 2(p-1)/p * S
-//   all_gather, reduce_scatter             sent = recv = (p-1)/p * S
-//   all_to_all (equal counts)              sent = recv = (p-1)/p * S
-//   broadcast, reduce (chain)              sent, recv = S or 0 (see communicator.hpp)
-// With uneven per-rank counts c_0..c_{p-1} the ring moves whole chunks, so a rank's bytes
-// depend on which chunk it does not send or receive (communicator.hpp gives the exact
-// formulas); summed over the ranks they are always (p-1)*S for all_gather and reduce_scatter.
+// The bytes of every entry are those of wire_bytes.hpp, the one place the formulas live: with
+// the buffer split evenly over p ranks they are nccl-tests' bus-bandwidth factors (PERFORMANCE.md:
+// all_reduce 2(p-1)/p * S; all_gather, reduce_scatter, all_to_all (p-1)/p * S; broadcast,
+// reduce S), and with uneven per-rank counts the exact per-rank integers of the ring, which
+// depend on which chunk a rank does not send or receive.
 #pragma once
 
 #include "runtime/dtype.hpp"

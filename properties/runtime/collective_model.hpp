@@ -1,8 +1,8 @@
 // The sequential model of every collective: plain loops over all ranks' buffers, written from
-// the documentation in lib/runtime/communicator.hpp, reduce_op.hpp and ledger.hpp, never from
-// the library's code. The property suites (properties/runtime/) and the fuzz harness compare
-// each rank's result with these functions bitwise, and each rank's ledger with the byte
-// formulas at the bottom.
+// the documentation in lib/runtime/communicator.hpp, reduce_op.hpp, ledger.hpp and
+// wire_bytes.hpp, never from the library's code. The property suites (properties/runtime/) and the
+// fuzz harness compare each rank's result with these functions bitwise, and each rank's ledger with
+// the byte formulas at the bottom.
 //
 // Why a second implementation of the binary ops: the library's combine() is what is under
 // test, so the model spells the documented semantics out on its own (NaN-propagating max/min
@@ -286,7 +286,9 @@ Bufs<T> ring_shift(const Bufs<T>& send, int shift) {
 }
 
 // ---------------------------------------------------------------- ledger bytes per rank
-// Transcribed from communicator.hpp's per-collective "Ledger:" paragraphs. All in bytes;
+// Transcribed from the documented formulas (docs/runtime.md's table, the comments of
+// lib/runtime/wire_bytes.hpp), not from that header's code, which the backends' ledgers use:
+// this model does not include it, so a wrong formula there shows up here. All in bytes;
 // `elem` is the element size, counts in elements.
 
 struct Traffic {

@@ -1,4 +1,4 @@
-// The ledger against the byte formulas of communicator.hpp and ledger.hpp, exactly.
+// The ledger against the byte formulas documented in runtime/wire_bytes.hpp, exactly.
 //
 // The property runs one call of every collective (and a few messages) on a generated group
 // with generated counts, and compares each rank's entries field by field with what the

@@ -1,11 +1,10 @@
-// What the members of one group share in the OpenMP-thread backend: a barrier, the call slots
-// through which ranks publish what they called (checked for mismatches) and where their
-// buffers are, and the point-to-point channels.
+// What the members of one group share in the OpenMP-thread backend: a barrier, the calls and
+// buffer slots through which ranks publish what they called (compared by the shared layer,
+// call_desc.hpp) and where their buffers are, and the point-to-point channels.
 #pragma once
 
+#include "runtime/call_desc.hpp"
 #include "runtime/dtype.hpp"
-#include "runtime/ledger.hpp"
-#include "runtime/reduce_op.hpp"
 
 #include <atomic>
 #include <cstddef>
@@ -16,27 +15,9 @@
 
 namespace shardcheck::omp {
 
-// What one rank called at one step. Every field that must agree across ranks is here; the
-// vectors are copies, so a rank that throws cannot leave a peer reading freed memory.
-struct CallDesc {
-  Collective op = Collective::barrier;
-  DType dtype = DType::float32;
-  ReduceOp reduce_op = ReduceOp::sum;
-  Algorithm algorithm = Algorithm::none;
-  int root = -1;
-  int shift = 0;
-  std::uint64_t count = 0;          // broadcast, reduce, all_reduce: buffer elements
-  std::vector<std::size_t> counts;  // all_gather, reduce_scatter, gather, scatter; all_to_all: send
-  std::vector<std::size_t> counts2;  // all_to_all: recv counts
-  std::uint64_t send_count = 0;      // ring_shift: this rank's message sizes
-  std::uint64_t recv_count = 0;
-
-  std::string describe() const;  // "all_reduce(float32, count=16, op=sum, algorithm=ring)"
-};
-
-// Cache-line aligned: each rank writes its own slot at every step while the others read theirs.
+// Where one rank's buffers are for the current step, published with its call. Cache-line
+// aligned: each rank writes its own slot at every step while the others read theirs.
 struct alignas(64) Slot {
-  CallDesc desc;
   const void* send = nullptr;
   void* recv = nullptr;
 };
@@ -62,6 +43,7 @@ struct GroupState {
       : members(std::make_shared<const std::vector<int>>(world_members)),
         size(static_cast<int>(world_members.size())),
         channels(world_members.size() * world_members.size()) {
+    for (auto& c : calls) c.resize(world_members.size());
     for (auto& s : slots) s.resize(world_members.size());
   }
 
@@ -79,9 +61,11 @@ struct GroupState {
   static constexpr std::uint64_t barrier_count_mask = barrier_abandoned - 1;
   alignas(64) std::atomic<std::uint64_t> barrier{0};
 
-  // slots[step % 2][group rank]. Two sets, so a fast rank publishing step k+1 never overwrites
-  // what a slow rank still reads for step k (it cannot reach step k+2 before the slow rank
-  // has arrived at step k+1).
+  // calls[step % 2][group rank] and slots[step % 2][group rank]: what each rank called and
+  // where its buffers are. Two sets, so a fast rank publishing step k+1 never overwrites what
+  // a slow rank still reads for step k (it cannot reach step k+2 before the slow rank has
+  // arrived at step k+1). The calls are contiguous: the shared layer reads them as a span.
+  std::vector<CallDesc> calls[2];
   std::vector<Slot> slots[2];
 
   std::vector<Channel> channels;  // [src * size + dst]

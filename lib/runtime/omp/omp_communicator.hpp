@@ -1,20 +1,20 @@
 // The OpenMP-thread backend of Communicator: ranks are threads of one team, and a collective is
-// "publish what I called and where my buffers are; wait for the group; check that everyone
-// called the same thing; read peers' buffers in the documented order; wait again so nobody
-// reuses a buffer a peer still reads". Every arithmetic step follows the order documented in
-// communicator.hpp, so results are the same bits on every run; the ledger records the bytes
-// the documented algorithm would move between processes.
+// "publish what I called and where my buffers are; wait for the group (do_exchange; the shared
+// layer then checks that everyone called the same thing); read peers' buffers in the
+// documented order; wait again so nobody reuses a buffer a peer still reads". Every arithmetic
+// step follows the order documented in communicator.hpp, so results are the same bits on every
+// run; the ledger records the bytes the documented algorithm would move between processes
+// (wire_bytes.hpp). Argument checks and mismatch messages are the shared layer's
+// (call_checks.hpp, call_desc.hpp); this backend has none of its own.
 #pragma once
 
 #include "runtime/communicator.hpp"
 #include "runtime/omp/group_state.hpp"
 #include "runtime/omp/world.hpp"
+#include "runtime/wire_bytes.hpp"
 
 #include <exception>
-#include <map>
 #include <memory>
-#include <optional>
-#include <string>
 #include <string_view>
 #include <vector>
 
@@ -28,10 +28,11 @@ class OmpCommunicator final : public Communicator {
   int size() const noexcept override { return state_->size; }
   int world_rank() const noexcept override { return world_rank_; }
   const std::vector<int>& members() const noexcept override { return *state_->members; }
-  std::unique_ptr<Communicator> group(std::span<const int> ranks) override;
   Ledger& ledger() noexcept override { return world_.ledger(world_rank_); }
 
  protected:
+  GroupCalls do_exchange(const CallDesc& call, const void* send, void* recv) override;
+  std::unique_ptr<Communicator> do_group(std::span<const int> ranks) override;
   void do_barrier() override;
   void do_broadcast(MutBuffer buf, int root) override;
   void do_reduce(ConstBuffer send, MutBuffer recv, ReduceOp op, int root) override;
@@ -51,9 +52,12 @@ class OmpCommunicator final : public Communicator {
   void do_ring_shift(ConstBuffer send, MutBuffer recv, int shift) override;
 
  private:
-  // Publishes `desc` and the buffers, waits for the group, and checks that every rank called
-  // the same thing. Returns the step's slots (one per group rank).
-  std::vector<Slot>& enter(CallDesc desc, const void* send, void* recv);
+  // The current step's buffer slots (one per group rank) and this rank's own call, as
+  // do_exchange published them.
+  std::vector<Slot>& slots() { return state_->slots[step_ % 2]; }
+  const CallDesc& my_call() const {
+    return state_->calls[step_ % 2][static_cast<std::size_t>(rank_)];
+  }
   // Waits until every rank of the group has arrived (one barrier episode). An interruptible
   // sync that is aborted abandons the episode (no late rank can complete it) and rethrows; if
   // the episode completed meanwhile, it returns and keeps the error in `pending_` for
@@ -62,32 +66,11 @@ class OmpCommunicator final : public Communicator {
   void sync(std::string_view what, bool interruptible);
   // Rethrows an error kept by sync() once the collective is over.
   void finish();
-  // The closing wait of a collective, then its ledger entry.
-  void leave(const CallDesc& desc, std::uint64_t count, std::uint64_t sent, std::uint64_t recvd);
-  void check_agreement(const std::vector<Slot>& slots) const;
-  [[noreturn]] void mismatch(const std::vector<Slot>& slots, const std::string& detail) const;
-  [[noreturn]] void usage(std::string_view op, const std::string& problem) const;
-  std::string who(int group_rank) const;  // "rank 2" or "rank 1 (world rank 3)"
-
-  void check_root(std::string_view op, int root) const;
-  void check_counts(std::string_view op, std::span<const std::size_t> counts,
-                    std::string_view name) const;
-  void check_dtype(std::string_view op, DType a, DType b) const;
-  void check_reduce_op(std::string_view op, ReduceOp rop, DType t) const;
-  // Refuses send/recv that overlap unless send sits exactly `in_place_offset` elements into
-  // recv (the call's in-place form); nullopt: the call has no in-place form.
-  void check_no_partial_overlap(std::string_view op, ConstBuffer send, MutBuffer recv,
-                                std::optional<std::size_t> in_place_offset) const;
-  // gather and scatter: `counts` is valid, this rank's own buffer (`local_name`, `local_count`
-  // elements) holds counts[rank], and on the root the rooted buffer (`rooted_name`,
-  // `rooted_count`) holds their sum, with send and recv of one type and placed apart or
-  // in place. Returns the counts' offsets.
-  std::vector<std::size_t> check_rooted_counts(std::string_view op, ConstBuffer send,
-                                               MutBuffer recv, std::span<const std::size_t> counts,
-                                               int root, std::string_view local_name,
-                                               std::size_t local_count,
-                                               std::string_view rooted_name,
-                                               std::size_t rooted_count) const;
+  // The end of a collective step: its ledger entry (my_call()'s collective, `count` as
+  // LedgerEntry::count, `bytes` from wire_bytes.hpp), the next step, and any kept error.
+  void record_step(std::uint64_t count, wire::WireBytes bytes);
+  // The closing wait of a collective, then record_step().
+  void leave(std::uint64_t count, wire::WireBytes bytes);
 
   World& world_;
   std::shared_ptr<GroupState> state_;

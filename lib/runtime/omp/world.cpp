@@ -20,7 +20,8 @@ inline void cpu_relax() noexcept {
 }
 
 // Spinning only pays when every rank has a core; beyond that it steals the core of the rank
-// being waited for (docs/building.md, "Traps on this toolchain"). Yielding lasts this long before a waiter goes to sleep.
+// being waited for (docs/runtime.md, "Waiting"; measured in docs/benchmarks.md). Yielding
+// lasts this long before a waiter goes to sleep.
 constexpr int spin_iterations = 2000;
 constexpr auto yield_phase = std::chrono::microseconds(200);
 // A sleeper wakes at least this often to look at its deadline.
