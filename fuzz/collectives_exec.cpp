@@ -44,6 +44,9 @@ RankBuffers prepare(const Program& prog, int w, const Action& act) {
   const Group& g = prog.groups[static_cast<std::size_t>(s.group)];
   const int p = static_cast<int>(g.members.size());
   const int r = rank_in(g, w);
+  // A deviation can leave world rank w out of the call's group (a group with a repeated rank):
+  // it gets no buffers, and the runtime refuses the group before any buffer is touched.
+  if (r < 0) return rb;
   const auto ur = static_cast<std::size_t>(r);
   const std::size_t e = size_of(s.dtype);
   const Call& original = prog.calls[static_cast<std::size_t>(act.call)];
