@@ -83,10 +83,10 @@ struct Harness {
   }
 
   Rows bounded(const std::vector<Rows>& inputs) const {
-    return reference::merge_rows<hp>(inputs, in.rows, in.width, &f);
+    return reference::softmax_merge<hp>(inputs, in.rows, in.width, &f);
   }
   Rows exact(const std::vector<Rows>& inputs) const {
-    return reference::merge_rows<hp>(inputs, in.rows, in.width, nullptr);
+    return reference::softmax_merge<hp>(inputs, in.rows, in.width, nullptr);
   }
 
   // got against value (the exact merge, with its own error in err) under bound.err.

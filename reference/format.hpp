@@ -53,7 +53,7 @@ template <class T>
 concept StorageFloat = is_storage_float<T>;
 
 // A scalar the reference computes in: anything but the storage types themselves (so that
-// linear_forward(Tensor<float>...) converts to hp instead of computing in float).
+// linear(Tensor<float>...) converts to hp instead of computing in float).
 template <class R>
 concept HighPrecision = !is_storage_float<R>;
 

@@ -77,7 +77,7 @@ Evaluation<hp> loss(const LinearCase& c, const Tensor<hp>& theta) {
   const Tensor<hp> b = c.has_bias
                            ? Tensor<hp>({c.out}, std::vector<hp>(t + nx + nw, t + nx + nw + c.out))
                            : Tensor<hp>();
-  const auto y = reference::linear_forward<hp>(x, w, b);
+  const auto y = reference::linear<hp>(x, w, b);
   hp value(0), abs_terms(0);
   for (std::size_t e = 0; e < y.value.size(); ++e) {
     value += c.dy[e] * y.value[e];

@@ -47,11 +47,12 @@ void require_linear_shapes(const Tensor<R>& x, const Tensor<R>& w, const Tensor<
 }
 }  // namespace detail
 
-// y = x·Wᵀ + b. `in_parts`: shard sizes of the input features when the contraction is split
-// (row-parallel), empty for one part. @pre x [tokens, in], w [out, in], b empty or [out].
+// y = x·Wᵀ + b: the library's linear(x, w, b, kernel), with the reference-only `in_parts` last:
+// shard sizes of the input features when the contraction is split (row-parallel), empty for one
+// part. @pre x [tokens, in], w [out, in], b empty or [out].
 template <HighPrecision R = hp>
-Contraction<R> linear_forward(const Tensor<R>& x, const Tensor<R>& w, const Tensor<R>& b,
-                              std::span<const std::size_t> in_parts = {}) {
+Contraction<R> linear(const Tensor<R>& x, const Tensor<R>& w, const Tensor<R>& b,
+                      std::span<const std::size_t> in_parts = {}) {
   detail::require_linear_shapes<R>(x, w, &b, nullptr);
   const std::size_t tokens = x.dim(0), in = x.dim(1), out = w.dim(0);
   Contraction<R> c;
@@ -78,8 +79,10 @@ struct LinearBackward {
   Contraction<R> db;  // [out]; value empty when the layer has no bias
 };
 
-// Gradients of y = x·Wᵀ + b for the upstream gradient dy [tokens, out]. `out_parts`: shard sizes
-// of the output features when dx's contraction is split (column-parallel), empty for one part.
+// Gradients of y = x·Wᵀ + b for the upstream gradient dy [tokens, out]: the library's
+// linear_backward(x, w, has_bias, dy, kernel), with the reference-only `out_parts` last: shard
+// sizes of the output features when dx's contraction is split (column-parallel), empty for one
+// part.
 template <HighPrecision R = hp>
 LinearBackward<R> linear_backward(const Tensor<R>& x, const Tensor<R>& w, bool has_bias,
                                   const Tensor<R>& dy,
@@ -130,9 +133,9 @@ LinearBackward<R> linear_backward(const Tensor<R>& x, const Tensor<R>& w, bool h
 
 // The same, from storage-typed tensors (converted exactly).
 template <class R = hp, StorageFloat T>
-Contraction<R> linear_forward(const Tensor<T>& x, const Tensor<T>& w, const Tensor<T>& b,
-                              std::span<const std::size_t> in_parts = {}) {
-  return linear_forward<R>(to_hp<R>(x), to_hp<R>(w), to_hp<R>(b), in_parts);
+Contraction<R> linear(const Tensor<T>& x, const Tensor<T>& w, const Tensor<T>& b,
+                      std::span<const std::size_t> in_parts = {}) {
+  return linear<R>(to_hp<R>(x), to_hp<R>(w), to_hp<R>(b), in_parts);
 }
 
 template <class R = hp, StorageFloat T>

@@ -254,13 +254,13 @@ void require_norm_shapes(NormKind kind, const Shape& x, const Tensor<R>& gamma,
 }
 }  // namespace detail
 
-// The forward, per token, following lib/ops/norm/norm.hpp step by step. x may carry errors (the
-// Megatron block feeds exact x; the bound machinery does not care). `eps` is the accumulator's
-// eps (acc_t<T>(eps), exact in R).
+// The forward, per token, following lib/ops/norm/norm.hpp step by step: the library's
+// norm_forward(cfg, x, gamma, beta) with cfg.kind first and the reference-only arguments last:
+// `eps`, the accumulator's eps (acc_t<T>(cfg.eps), exact in R), and the propagator P. x may carry
+// errors (the Megatron block feeds exact x; the bound machinery does not care).
 template <HighPrecision R = hp>
-NormForwardTracked<R> norm_forward_tracked(NormKind kind, const TrackedTensor<R>& x,
-                                           const Tensor<R>& gamma, const Tensor<R>& beta,
-                                           const R& eps, const Propagator<R>& P) {
+NormForwardTracked<R> norm_forward(NormKind kind, const TrackedTensor<R>& x, const Tensor<R>& gamma,
+                                   const Tensor<R>& beta, const R& eps, const Propagator<R>& P) {
   detail::require_norm_shapes(kind, x.shape, gamma, beta, nullptr);
   const std::size_t tokens = x.shape[0], n = x.shape[1];
   const auto count = Propagator<R>::exact(R(n));
@@ -304,14 +304,15 @@ struct NormBackwardTracked {
   TrackedTensor<R> dbeta;   // [hidden], empty without beta
 };
 
-// The backward. `token_parts`: the token counts of the ranks in order (empty: one part, the
-// dense op); each part's partial dgamma/dbeta is a sum in A rounded to T, then the parts are
-// summed in T. dy may carry errors (the block's dz).
+// The backward: the library's norm_backward(cfg, x, gamma, dy), arguments as norm_forward's.
+// `token_parts`: the token counts of the ranks in order (empty: one part, the dense op); each
+// part's partial dgamma/dbeta is a sum in A rounded to T, then the parts are summed in T. dy may
+// carry errors (the block's dz).
 template <HighPrecision R = hp>
-NormBackwardTracked<R> norm_backward_tracked(NormKind kind, const TrackedTensor<R>& x,
-                                             const Tensor<R>& gamma, const TrackedTensor<R>& dy,
-                                             const R& eps, const Propagator<R>& P,
-                                             std::span<const std::size_t> token_parts = {}) {
+NormBackwardTracked<R> norm_backward(NormKind kind, const TrackedTensor<R>& x,
+                                     const Tensor<R>& gamma, const TrackedTensor<R>& dy,
+                                     const R& eps, const Propagator<R>& P,
+                                     std::span<const std::size_t> token_parts = {}) {
   detail::require_norm_shapes(kind, x.shape, gamma,
                               kind == NormKind::layer_norm ? gamma : Tensor<R>(), &dy.shape);
   const std::size_t tokens = x.shape[0], n = x.shape[1];
@@ -322,8 +323,8 @@ NormBackwardTracked<R> norm_backward_tracked(NormKind kind, const TrackedTensor<
   if (total != tokens)
     throw std::invalid_argument("reference::norm_backward: token_parts must add up to tokens");
   const Tensor<R> no_beta;
-  const auto fwd = norm_forward_tracked<R>(kind, x, gamma,
-                                           kind == NormKind::layer_norm ? gamma : no_beta, eps, P);
+  const auto fwd =
+      norm_forward<R>(kind, x, gamma, kind == NormKind::layer_norm ? gamma : no_beta, eps, P);
   const auto count = Propagator<R>::exact(R(n));
   NormBackwardTracked<R> out;
   out.dx = TrackedTensor<R>(x.shape);
@@ -387,9 +388,9 @@ NormExpected<R> norm_expected(NormKind kind, const Tensor<R>& x, const Tensor<R>
   detail::require_norm_shapes(kind, x.shape(), gamma, beta, &dy.shape());
   const Propagator<R> P(arith);
   const auto xt = TrackedTensor<R>::exact(x);
-  const auto fwd = norm_forward_tracked<R>(kind, xt, gamma, beta, eps, P);
+  const auto fwd = norm_forward<R>(kind, xt, gamma, beta, eps, P);
   const auto bwd =
-      norm_backward_tracked<R>(kind, xt, gamma, TrackedTensor<R>::exact(dy), eps, P, token_parts);
+      norm_backward<R>(kind, xt, gamma, TrackedTensor<R>::exact(dy), eps, P, token_parts);
   NormExpected<R> e;
   e.y = fwd.y.values();
   e.y_bound = fwd.y.bounds(P);

@@ -1,7 +1,8 @@
 // The softmax merge in the high-precision scalar R, the exact softmax / log-sum-exp of a list of
-// scores, and an a-priori elementwise error bound for lib/ops/softmax_merge/softmax_merge.hpp's merge computed
-// in A (float64 or float32), for one merge, for nested merges and chains, and for partials that
-// are themselves rounded. docs/attention.md ("The softmax merge") has the same in prose.
+// scores, and an a-priori elementwise error bound for lib/ops/softmax_merge/softmax_merge.hpp's
+// merge computed in A (float64 or float32), for one merge, for nested merges and chains, and for
+// partials that are themselves rounded. docs/attention.md ("The softmax merge") has the same in
+// prose.
 //
 // Everything is in the row layout: out [rows, width], lse [rows]. A value carries the bound of
 // its own error (SoftmaxRows: out_err, lse_err, bounds on |value − exact|), so bounds compose:
@@ -65,11 +66,11 @@
 // lse: u_R'·(|m| + log l + 1), out: u_R'·Σ c_j·(1 + |d_j| + n)·|o_je|. Every bound is finally
 // multiplied by (1 + 2^−100) for its own evaluation in R.
 //
-// Special values (the library's conventions, lib/ops/softmax_merge/softmax_merge.hpp): all parts empty or no
-// parts: lse −inf, out +0 (bound 0: exact); any non-empty NaN lse: lse and out NaN; otherwise
-// any +inf lse: lse +inf, out NaN; NaN or ±inf in a non-empty part's out propagates (R computes
-// c_j·inf with c_j > 0, i.e. ±inf; the library may give NaN there when its ĉ_j underflows, which
-// the convention allows). Bounds of non-finite values are 0.
+// Special values (the library's conventions, lib/ops/softmax_merge/softmax_merge.hpp): all parts
+// empty or no parts: lse −inf, out +0 (bound 0: exact); any non-empty NaN lse: lse and out NaN;
+// otherwise any +inf lse: lse +inf, out NaN; NaN or ±inf in a non-empty part's out propagates (R
+// computes c_j·inf with c_j > 0, i.e. ±inf; the library may give NaN there when its ĉ_j underflows,
+// which the convention allows). Bounds of non-finite values are 0.
 #pragma once
 
 #include "reference/format.hpp"
@@ -81,6 +82,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace shardcheck::reference {
@@ -233,7 +235,208 @@ SoftmaxRows<R> with_rounding_error(const SoftmaxRows<R>& x, const Tensor<R>& rou
   return s;
 }
 
-// The merge of `parts` (each [rows, width] / [rows], values with their error bounds).
+namespace merge_detail {
+
+template <class R>
+void require_part_shapes(std::span<const SoftmaxRows<R>> parts, std::size_t rows,
+                         std::size_t width) {
+  for (const auto& p : parts) {
+    if (p.out.shape() != Shape{rows, width} || p.lse.shape() != Shape{rows}) {
+      throw std::invalid_argument(
+          "reference::softmax_merge: a part has out " + format_shape(p.out.shape()) + " and lse " +
+          format_shape(p.lse.shape()) + ", not [" + std::to_string(rows) + ", " +
+          std::to_string(width) + "] and [" + std::to_string(rows) + "]");
+    }
+  }
+}
+
+// Row i's non-empty parts J (finite lse) and m = max_J λ_j; whether an lse is NaN or +inf.
+template <class R>
+struct RowParts {
+  std::vector<std::size_t> J;
+  R m = -inf<R>();
+  bool any_nan = false, any_pinf = false;
+};
+
+template <class R>
+RowParts<R> row_parts(std::span<const SoftmaxRows<R>> parts, std::size_t i) {
+  using std::isnan;
+  RowParts<R> r;
+  for (std::size_t j = 0; j < parts.size(); ++j) {
+    const R& v = parts[j].lse[i];
+    if (isnan(v)) {
+      r.any_nan = true;
+    } else if (v == inf<R>()) {
+      r.any_pinf = true;
+    } else if (v != -inf<R>()) {
+      r.J.push_back(j);
+      if (v > r.m) r.m = v;
+    }
+  }
+  return r;
+}
+
+// The exact merge of the given values (the definition): W_j = e^{λ_j − m}, l = Σ_J W_j,
+// L = m + log l, c_j = W_j / l; merged_out is O_e = Σ_J c_j·o_je.
+template <class R>
+struct ExactMerge {
+  std::vector<R> W, c;
+  R l{0}, logl{0}, L{0};
+};
+
+template <class R>
+ExactMerge<R> exact_merge(std::span<const SoftmaxRows<R>> parts, const RowParts<R>& row,
+                          std::size_t i) {
+  using std::exp;
+  using std::log;
+  const std::size_t n = row.J.size();
+  ExactMerge<R> x;
+  x.W.assign(n, R(0));
+  for (std::size_t k = 0; k < n; ++k) {
+    x.W[k] = exp(parts[row.J[k]].lse[i] - row.m);
+    x.l += x.W[k];
+  }
+  x.logl = log(x.l);
+  x.L = row.m + x.logl;
+  x.c.assign(n, R(0));
+  for (std::size_t k = 0; k < n; ++k) x.c[k] = x.W[k] / x.l;
+  return x;
+}
+
+template <class R>
+R merged_out(std::span<const SoftmaxRows<R>> parts, const RowParts<R>& row, const ExactMerge<R>& x,
+             std::size_t i, std::size_t e) {
+  R acc(0);
+  for (std::size_t k = 0; k < row.J.size(); ++k) acc += x.c[k] * parts[row.J[k]].out(i, e);
+  return acc;
+}
+
+// ---- inputs with errors: D (0 for exact lse inputs) and Δc_j ----
+template <class R>
+struct PropagatedErrors {
+  R D{0};
+  std::vector<R> dc;
+};
+
+template <class R>
+PropagatedErrors<R> propagated_errors(std::span<const SoftmaxRows<R>> parts, const RowParts<R>& row,
+                                      const ExactMerge<R>& x, std::size_t i) {
+  using std::exp;
+  using std::log;
+  using std::max;
+  const std::size_t n = row.J.size();
+  PropagatedErrors<R> r;
+  bool exact_inputs = true;
+  for (std::size_t k = 0; k < n; ++k) exact_inputs = exact_inputs && parts[row.J[k]].lerr(i) == 0;
+  if (!exact_inputs) {
+    R sum(0);
+    for (std::size_t k = 0; k < n; ++k)
+      sum += exp(parts[row.J[k]].lse[i] - x.L + parts[row.J[k]].lerr(i));
+    r.D = max(R(0), R(log(sum)));
+  }
+  r.dc.assign(n, R(0));
+  for (std::size_t k = 0; k < n; ++k) {
+    const R a = parts[row.J[k]].lerr(i) + r.D;
+    if (a == 0) continue;
+    const R d = parts[row.J[k]].lse[i] - x.L;
+    r.dc[k] = max(R(exp(d + a) - x.c[k]), R(x.c[k] - exp(d - a)));
+  }
+  return r;
+}
+
+// ---- the implementation's rounding in A: one function per step of the header's derivation ----
+template <class R>
+struct RoundingModel {
+  bool rounds = false;  // false: the exact merge (no rounding errors)
+  R u{0}, eta{0};       // of A
+
+  // d̂_j = fl(λ_j − m) (shift), ŵ_j = exp_A(d̂_j): hi_j of the enclosure [lo_j, hi_j] of ŵ_j, εw_j.
+  std::pair<R, R> shift_exp_error(const R& d, const R& W) const {
+    using std::exp;
+    using std::max;
+    const R hi = exp(d * (1 - u)) * (1 + 2 * u) + eta;
+    const R lo = max(R(0), R(exp(d * (1 + u)) * (1 - 2 * u) - eta));
+    return {hi, max(R(hi - W), R(W - lo))};
+  }
+  // l̂ = Σ ŵ_j: εl = Σ εw_j + γ_{n−1}·Σ hi_j.
+  R normalizer_error(const R& sum_ew, const R& sum_hi, std::size_t n) const {
+    return sum_ew + (n >= 2 ? gamma<R>(n - 1, u) * sum_hi : R(0));
+  }
+  // ĝ = log_A(l̂): εg = εl/(l − εl) + 2u·(log l + εl/(l − εl)) + η.
+  R log_error(const R& el, const R& lden, const R& logl) const {
+    const R elog = el / lden;
+    return elog + 2 * u * (logl + elog) + eta;
+  }
+  // lse = fl(m + ĝ): εL = εg + u·(|L| + εg).
+  R lse_error(const R& eg, const R& L) const {
+    using std::abs;
+    return eg + u * (abs(L) + eg);
+  }
+  // ĉ_j = fl(ŵ_j / l̂): εc_j = p_j + u·(c_j + p_j) + η/2, p_j = (εw_j + c_j·εl)/(l − εl).
+  R coefficient_error(const R& ew, const R& c, const R& el, const R& lden) const {
+    const R p = (ew + c * el) / lden;
+    return p + u * (c + p) + eta / 2;
+  }
+};
+
+template <class R>
+struct RoundingErrors {
+  R eL{0};
+  std::vector<R> cerr;     // εc_j
+  bool unbounded = false;  // l − εl ≤ 0
+};
+
+template <class R>
+RoundingErrors<R> rounding_errors(std::span<const SoftmaxRows<R>> parts, const RowParts<R>& row,
+                                  const ExactMerge<R>& x, std::size_t i,
+                                  const RoundingModel<R>& a) {
+  const std::size_t n = row.J.size();
+  RoundingErrors<R> r;
+  r.cerr.assign(n, R(0));
+  if (!a.rounds) return r;
+  std::vector<R> ew(n);
+  R sum_hi(0), sum_ew(0);
+  for (std::size_t k = 0; k < n; ++k) {
+    const auto [hi, e] = a.shift_exp_error(R(parts[row.J[k]].lse[i] - row.m), x.W[k]);
+    ew[k] = e;
+    sum_hi += hi;
+    sum_ew += ew[k];
+  }
+  const R el = a.normalizer_error(sum_ew, sum_hi, n);
+  const R lden = x.l - el;
+  r.unbounded = !(lden > 0);
+  if (r.unbounded) return r;
+  r.eL = a.lse_error(a.log_error(el, lden, x.logl), x.L);
+  for (std::size_t k = 0; k < n; ++k) r.cerr[k] = a.coefficient_error(ew[k], x.c[k], el, lden);
+  return r;
+}
+
+// εO_e + the propagated error of out + R's own, raised by 1 + u_R' for its evaluation in R.
+template <class R>
+R out_error(std::span<const SoftmaxRows<R>> parts, const RowParts<R>& row, const ExactMerge<R>& x,
+            const PropagatedErrors<R>& in, const RoundingErrors<R>& rd, std::size_t i,
+            std::size_t e, const RoundingModel<R>& a) {
+  using std::abs;
+  const std::size_t n = row.J.size();
+  const R gn = a.rounds ? gamma<R>(n, a.u) : R(0);
+  R comp(0), mag(0), prop(0), own(0);
+  for (std::size_t k = 0; k < n; ++k) {
+    const auto& p = parts[row.J[k]];
+    const R o = abs(p.out(i, e));
+    const R b = p.oerr(i, e);
+    comp += times(rd.cerr[k], o);
+    mag += times(R(x.c[k] + rd.cerr[k]), o);
+    prop += times(x.c[k], b) + times(in.dc[k], R(o + b));
+    own += times(R(x.c[k] * (1 + abs(p.lse[i] - row.m) + R(n))), o);
+  }
+  comp += gn * mag + (a.rounds ? R(R(n) * (a.eta / 2) * (1 + gn)) : R(0));
+  return (comp + prop + slack<R>() * own) * (1 + slack<R>());
+}
+
+}  // namespace merge_detail
+
+// The merge of `parts` (each [rows, width] / [rows], values with their error bounds): the
+// library's softmax_merge(parts, rows, width), with the arithmetic of the bound last.
 //   arith == nullptr: the exact merge of the given values; err bounds |value − exact merge of
 //                     the exact inputs| (propagated input errors + R's rounding).
 //   arith == &f:      value as above; err bounds |library's merge of the given values in f −
@@ -241,139 +444,39 @@ SoftmaxRows<R> with_rounding_error(const SoftmaxRows<R>& x, const Tensor<R>& rou
 //                     + R's rounding). f is float64 or float32 (A).
 // @throws std::invalid_argument on shapes that differ from [rows, width] / [rows].
 template <class R = hp>
-SoftmaxRows<R> merge_rows(std::span<const SoftmaxRows<R>> parts, std::size_t rows,
-                          std::size_t width, const Format* arith) {
+SoftmaxRows<R> softmax_merge(std::span<const SoftmaxRows<R>> parts, std::size_t rows,
+                             std::size_t width, const Format* arith) {
   using std::abs;
-  using std::exp;
-  using std::isnan;
-  using std::log;
-  using std::max;
-  for (const auto& p : parts) {
-    if (p.out.shape() != Shape{rows, width} || p.lse.shape() != Shape{rows}) {
-      throw std::invalid_argument(
-          "reference::merge_rows: a part has out " + format_shape(p.out.shape()) + " and lse " +
-          format_shape(p.lse.shape()) + ", not [" + std::to_string(rows) + ", " +
-          std::to_string(width) + "] and [" + std::to_string(rows) + "]");
-    }
-  }
-  const R inf = merge_detail::inf<R>();
-  const R ur = merge_detail::slack<R>();
-  const R u = arith ? unit_roundoff<R>(*arith) : R(0);
-  const R eta = arith ? smallest_subnormal<R>(*arith) : R(0);
+  merge_detail::require_part_shapes(parts, rows, width);
+  const R inf = merge_detail::inf<R>(), ur = merge_detail::slack<R>();
+  merge_detail::RoundingModel<R> a;
+  if (arith) a = {true, unit_roundoff<R>(*arith), smallest_subnormal<R>(*arith)};
   auto s = merge_detail::shaped<R>(rows, width);
-  std::vector<std::size_t> J;
-  std::vector<R> W, c, cerr, dc;
   for (std::size_t i = 0; i < rows; ++i) {
-    bool any_nan = false, any_pinf = false;
-    J.clear();
-    R m = -inf;
-    for (std::size_t j = 0; j < parts.size(); ++j) {
-      const R& v = parts[j].lse[i];
-      if (isnan(v)) {
-        any_nan = true;
-      } else if (v == inf) {
-        any_pinf = true;
-      } else if (v != -inf) {
-        J.push_back(j);
-        if (v > m) m = v;
-      }
-    }
-    if (any_nan || any_pinf) {
-      s.lse[i] = any_nan ? merge_detail::nan<R>() : inf;
+    const auto row = merge_detail::row_parts(parts, i);
+    if (row.any_nan || row.any_pinf) {
+      s.lse[i] = row.any_nan ? merge_detail::nan<R>() : inf;
       for (std::size_t e = 0; e < width; ++e) s.out(i, e) = merge_detail::nan<R>();
       continue;
     }
-    if (J.empty()) {
+    if (row.J.empty()) {
       s.lse[i] = -inf;  // out 0, bounds 0
       continue;
     }
-    const std::size_t n = J.size();
-    // Exact merge of the given values.
-    W.assign(n, R(0));
-    R l(0);
-    for (std::size_t k = 0; k < n; ++k) {
-      W[k] = exp(parts[J[k]].lse[i] - m);
-      l += W[k];
-    }
-    const R logl = log(l);
-    const R L = m + logl;
-    c.assign(n, R(0));
-    for (std::size_t k = 0; k < n; ++k) c[k] = W[k] / l;
-    s.lse[i] = L;
-    for (std::size_t e = 0; e < width; ++e) {
-      R acc(0);
-      for (std::size_t k = 0; k < n; ++k) acc += c[k] * parts[J[k]].out(i, e);
-      s.out(i, e) = acc;
-    }
-    // Propagated input errors.
-    bool exact_inputs = true;
-    for (std::size_t k = 0; k < n; ++k) {
-      if (parts[J[k]].lerr(i) != 0) exact_inputs = false;
-    }
-    R D(0);
-    if (!exact_inputs) {
-      R sum(0);
-      for (std::size_t k = 0; k < n; ++k) sum += exp(parts[J[k]].lse[i] - L + parts[J[k]].lerr(i));
-      D = max(R(0), R(log(sum)));
-    }
-    dc.assign(n, R(0));
-    for (std::size_t k = 0; k < n; ++k) {
-      const R a = parts[J[k]].lerr(i) + D;
-      if (a == 0) continue;
-      const R d = parts[J[k]].lse[i] - L;
-      dc[k] = max(R(exp(d + a) - c[k]), R(c[k] - exp(d - a)));
-    }
-    // The implementation's rounding in A.
-    R eL(0), el(0), lden(1);
-    cerr.assign(n, R(0));
-    bool unbounded = false;
-    if (arith) {
-      std::vector<R> ew(n);
-      R sum_hi(0), sum_ew(0);
-      for (std::size_t k = 0; k < n; ++k) {
-        const R d = parts[J[k]].lse[i] - m;
-        const R hi = exp(d * (1 - u)) * (1 + 2 * u) + eta;
-        const R lo = max(R(0), R(exp(d * (1 + u)) * (1 - 2 * u) - eta));
-        ew[k] = max(R(hi - W[k]), R(W[k] - lo));
-        sum_hi += hi;
-        sum_ew += ew[k];
-      }
-      el = sum_ew + (n >= 2 ? gamma<R>(n - 1, u) * sum_hi : R(0));
-      lden = l - el;
-      if (!(lden > 0)) {
-        unbounded = true;
-      } else {
-        const R elog = el / lden;
-        const R eg = elog + 2 * u * (logl + elog) + eta;
-        eL = eg + u * (abs(L) + eg);
-        for (std::size_t k = 0; k < n; ++k) {
-          const R p = (ew[k] + c[k] * el) / lden;
-          cerr[k] = p + u * (c[k] + p) + eta / 2;
-        }
-      }
-    }
-    const R margin = 1 + ur;
-    if (unbounded) {
+    const auto x = merge_detail::exact_merge(parts, row, i);
+    s.lse[i] = x.L;
+    for (std::size_t e = 0; e < width; ++e)
+      s.out(i, e) = merge_detail::merged_out(parts, row, x, i, e);
+    const auto in = merge_detail::propagated_errors(parts, row, x, i);
+    const auto rd = merge_detail::rounding_errors(parts, row, x, i, a);
+    if (rd.unbounded) {
       s.lse_err[i] = inf;
       for (std::size_t e = 0; e < width; ++e) s.out_err(i, e) = inf;
       continue;
     }
-    s.lse_err[i] = (eL + D + ur * (abs(m) + logl + 1)) * margin;
-    const R gn = arith ? gamma<R>(n, u) : R(0);
-    for (std::size_t e = 0; e < width; ++e) {
-      R comp(0), mag(0), prop(0), own(0);
-      for (std::size_t k = 0; k < n; ++k) {
-        const auto& p = parts[J[k]];
-        const R o = abs(p.out(i, e));
-        const R b = p.oerr(i, e);
-        comp += merge_detail::times(cerr[k], o);
-        mag += merge_detail::times(R(c[k] + cerr[k]), o);
-        prop += merge_detail::times(c[k], b) + merge_detail::times(dc[k], R(o + b));
-        own += merge_detail::times(R(c[k] * (1 + abs(p.lse[i] - m) + R(n))), o);
-      }
-      comp += gn * mag + (arith ? R(R(n) * (eta / 2) * (1 + gn)) : R(0));
-      s.out_err(i, e) = (comp + prop + ur * own) * margin;
-    }
+    s.lse_err[i] = (rd.eL + in.D + ur * (abs(row.m) + x.logl + 1)) * (1 + ur);
+    for (std::size_t e = 0; e < width; ++e)
+      s.out_err(i, e) = merge_detail::out_error(parts, row, x, in, rd, i, e, a);
   }
   return s;
 }

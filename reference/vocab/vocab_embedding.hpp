@@ -46,17 +46,17 @@ inline void require_ids(std::span<const std::int64_t> ids, std::size_t vocab) {
 inline void require_padding(std::optional<std::int64_t> pad, std::size_t vocab) {
   if (pad && (*pad < 0 || static_cast<std::uint64_t>(*pad) >= vocab)) {
     throw std::invalid_argument("reference::embedding_backward: padding_idx " +
-                                std::to_string(*pad) + " is outside the vocabulary [0, V = " +
-                                std::to_string(vocab) +
+                                std::to_string(*pad) +
+                                " is outside the vocabulary [0, V = " + std::to_string(vocab) +
                                 "); pass a global row id in [0, V) (V - 1 for PyTorch's -1), or "
                                 "no padding_idx");
   }
 }
 }  // namespace detail
 
-// y = W[ids] (exact; its bound is 0 everywhere).
+// y = W[ids], the library's embedding(ids, w) (exact; its bound is 0 everywhere).
 template <HighPrecision R = hp>
-Tensor<R> embedding_forward(std::span<const std::int64_t> ids, const Tensor<R>& w) {
+Tensor<R> embedding(std::span<const std::int64_t> ids, const Tensor<R>& w) {
   detail::require_ids(ids, w.dim(0));
   const std::size_t h = w.dim(1);
   Tensor<R> y({ids.size(), h});
@@ -66,7 +66,8 @@ Tensor<R> embedding_forward(std::span<const std::int64_t> ids, const Tensor<R>& 
   return y;
 }
 
-// dW and its bound under `arith` (storage T, accumulator acc_t<T>).
+// dW and its bound: the library's embedding_backward(ids, dy, vocab, padding_idx), with `arith`
+// (storage T, accumulator acc_t<T>) last.
 // @throws std::invalid_argument for an id outside [0, V) or a padding_idx outside [0, V).
 template <HighPrecision R = hp>
 EmbeddingBackward<R> embedding_backward(std::span<const std::int64_t> ids, const Tensor<R>& dy,

@@ -24,7 +24,7 @@ LinearExpected linear_expected(const LinearCase& c, const LinearData<T>& d) {
       column ? std::vector<std::size_t>{} : split_sizes(c.row.in_split, c.in, c.world);
   const std::vector<std::size_t> out_parts =
       column ? split_sizes(c.column.out_split, c.out, c.world) : std::vector<std::size_t>{};
-  const auto fwd = reference::linear_forward<hp>(d.x, d.w, d.b, in_parts);
+  const auto fwd = reference::linear<hp>(d.x, d.w, d.b, in_parts);
   const auto bwd = reference::linear_backward<hp>(d.x, d.w, c.has_bias, d.dy, out_parts);
   LinearExpected e;
   e.y = expect<T>(fwd);

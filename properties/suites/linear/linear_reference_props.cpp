@@ -53,7 +53,7 @@ RC_GTEST_PROP(linear_reference, forward_and_backward_equal_exact_integer_arithme
              dy = small_ints({tokens, out});
   const auto b = has_bias ? small_ints({out}) : Tensor<double>();
   const auto in_parts = *genPartition(in), out_parts = *genPartition(out);
-  const auto y = reference::linear_forward(x, w, b, in_parts);
+  const auto y = reference::linear(x, w, b, in_parts);
   const auto g = reference::linear_backward(x, w, has_bias, dy, out_parts);
   auto X = [&](std::size_t t, std::size_t i) { return static_cast<I>(x(t, i)); };
   auto W = [&](std::size_t o, std::size_t i) { return static_cast<I>(w(o, i)); };
@@ -119,7 +119,7 @@ std::string error_of(F&& f) {
 
 TEST(linear_reference, errors_name_the_shapes_and_the_fix) {
   const Tensor<float> x({2, 3}), w({4, 5}), b({4}), dy({2, 4});
-  EXPECT_EQ(error_of([&] { (void)reference::linear_forward(x, w, b); }),
+  EXPECT_EQ(error_of([&] { (void)reference::linear(x, w, b); }),
             "reference::linear: x [2, 3], w [4, 5], b [4]: x's in (last axis) must equal w's in "
             "(axis 1)");
   const Tensor<float> w3({4, 3});
@@ -129,7 +129,7 @@ TEST(linear_reference, errors_name_the_shapes_and_the_fix) {
             "reference::linear: x [2, 3], w [4, 3], dy [2, 5]: dy must be [tokens, out]");
   const std::size_t parts[] = {1, 1};
   EXPECT_EQ(
-      error_of([&] { (void)reference::linear_forward(x, w3, b, parts); }),
+      error_of([&] { (void)reference::linear(x, w3, b, parts); }),
       "reference: the parts of in (linear forward, row-parallel split) sum to 2 but the contracted "
       "axis has length 3; pass the shard sizes of that axis (one per rank, zeros allowed)");
   (void)dy;

@@ -69,8 +69,8 @@ NormExpected norm_expected(const NormCase& c, const NormData<T>& d) {
   const auto dy = TrackedTensor<hp>::exact(reference::to_hp<hp>(d.dy));
   NormExpected e;
   if (c.op == NormOp::norm) {
-    const auto f = reference::norm_forward_tracked<hp>(kind, x, gamma, beta, eps, P);
-    const auto b = reference::norm_backward_tracked<hp>(kind, x, gamma, dy, eps, P, token_parts);
+    const auto f = reference::norm_forward<hp>(kind, x, gamma, beta, eps, P);
+    const auto b = reference::norm_backward<hp>(kind, x, gamma, dy, eps, P, token_parts);
     e.y = expect(f.y, P);
     e.dx = expect(b.dx, P);
     e.dgamma = expect(b.dgamma, P);
@@ -82,7 +82,7 @@ NormExpected norm_expected(const NormCase& c, const NormData<T>& d) {
   const std::vector<std::size_t> whole_h{h}, whole_t{tokens};
   const auto w1 = TrackedTensor<hp>::exact(reference::to_hp<hp>(d.w1));  // [ffn, h]
   const auto w2 = TrackedTensor<hp>::exact(reference::to_hp<hp>(d.w2));  // [h, ffn]
-  const auto z = reference::norm_forward_tracked<hp>(kind, x, gamma, beta, eps, P).y;
+  const auto z = reference::norm_forward<hp>(kind, x, gamma, beta, eps, P).y;
   // a [tokens, ffn] = z·W1ᵀ: one dot over hidden.
   const auto a = contract(P, {&z, false}, {&w1, false}, tokens, ffn, whole_h);
   // y [tokens, h] = a·W2ᵀ over ffn, split by the ffn shards.
@@ -94,7 +94,7 @@ NormExpected norm_expected(const NormCase& c, const NormData<T>& d) {
   const auto dw1 = contract(P, {&da, true}, {&z, true}, ffn, h, whole_t);
   // dz [tokens, h] = da·W1 over ffn, split by the ffn shards (reduce_scatter of partials).
   const auto dz = contract(P, {&da, false}, {&w1, true}, tokens, h, ffn_parts);
-  const auto b = reference::norm_backward_tracked<hp>(kind, x, gamma, dz, eps, P, token_parts);
+  const auto b = reference::norm_backward<hp>(kind, x, gamma, dz, eps, P, token_parts);
   e.y = expect(y, P);
   e.dx = expect(b.dx, P);
   e.dgamma = expect(b.dgamma, P);

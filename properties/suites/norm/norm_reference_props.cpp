@@ -102,8 +102,8 @@ Unpacked unpack(const NormCase& c, const Tensor<hp>& th) {
 Evaluation<hp> loss(const NormCase& c, const Tensor<hp>& th) {
   using std::abs;
   const auto u = unpack(c, th);
-  const auto f = reference::norm_forward_tracked<hp>(c.kind, TrackedTensor<hp>::exact(u.x), u.g,
-                                                     u.b, c.eps, propagator());
+  const auto f = reference::norm_forward<hp>(c.kind, TrackedTensor<hp>::exact(u.x), u.g, u.b, c.eps,
+                                             propagator());
   hp value(0), err(0), mag(0);
   for (std::size_t e = 0; e < c.dy.size(); ++e) {
     value += c.dy[e] * f.y.data[e].v;
@@ -153,8 +153,8 @@ struct Gradient {
 Gradient analytic_gradient(const NormCase& c, bool drop_c2) {
   const auto& P = propagator();
   const auto x = TrackedTensor<hp>::exact(c.x);
-  const auto b = reference::norm_backward_tracked<hp>(c.kind, x, c.gamma_,
-                                                      TrackedTensor<hp>::exact(c.dy), c.eps, P);
+  const auto b =
+      reference::norm_backward<hp>(c.kind, x, c.gamma_, TrackedTensor<hp>::exact(c.dy), c.eps, P);
   Gradient g;
   for (const auto* t : {&b.dx, &b.dgamma, &b.dbeta}) {
     for (const auto& v : t->data) {
@@ -164,8 +164,8 @@ Gradient analytic_gradient(const NormCase& c, bool drop_c2) {
   }
   if (drop_c2) {
     // dx_i + xhat_i·c2·rstd: recompute the term in R from the forward.
-    const auto f = reference::norm_forward_tracked<hp>(
-        c.kind, x, c.gamma_, c.has_beta() ? c.beta : Tensor<hp>(), c.eps, P);
+    const auto f = reference::norm_forward<hp>(c.kind, x, c.gamma_,
+                                               c.has_beta() ? c.beta : Tensor<hp>(), c.eps, P);
     for (std::size_t t = 0; t < c.tokens; ++t) {
       hp c2(0);
       for (std::size_t i = 0; i < c.hidden; ++i) {

@@ -53,11 +53,11 @@ Rows exact_rows(const SoftmaxPartial<A>& p) {
 template <class A>
 Rows bounded_merge(const std::vector<Rows>& inputs, std::size_t rows, std::size_t width) {
   constexpr auto f = reference::format_of<A>();
-  return reference::merge_rows<hp>(inputs, rows, width, &f);
+  return reference::softmax_merge<hp>(inputs, rows, width, &f);
 }
 
 Rows exact_merge(const std::vector<Rows>& inputs, std::size_t rows, std::size_t width) {
-  return reference::merge_rows<hp>(inputs, rows, width, nullptr);
+  return reference::softmax_merge<hp>(inputs, rows, width, nullptr);
 }
 
 ExpectedTensor expect_out(const Rows& value, const Rows& bound) {

@@ -31,7 +31,7 @@ template <class A>
 Rows exact_rows(const SoftmaxPartial<A>& p);
 
 // The library's merge in A of `inputs` (values with their bounds) is within .err of the exact
-// merge of the exact inputs: reference::merge_rows with A's format.
+// merge of the exact inputs: reference::softmax_merge with A's format.
 template <class A>
 Rows bounded_merge(const std::vector<Rows>& inputs, std::size_t rows, std::size_t width);
 

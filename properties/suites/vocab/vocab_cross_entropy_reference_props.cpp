@@ -72,7 +72,7 @@ rc::Gen<CeCase> genCeCase() {
 Evaluation<hp> objective(const CeCase& c, const Tensor<hp>& theta) {
   using std::abs;
   const Tensor<hp> z({c.tokens, c.vocab}, theta.values());
-  const auto r = reference::cross_entropy<hp>(z, c.targets, c.dloss, c.opt,
+  const auto r = reference::cross_entropy<hp>(c.opt, z, c.targets, c.dloss,
                                               reference::arithmetic_of<double>());
   hp value(0), err(0), mag(0);
   for (std::size_t t = 0; t < c.tokens; ++t) {
@@ -121,7 +121,7 @@ void ce_fd_case(bool perturb) {
   const Tensor<hp> theta({c.tokens * c.vocab}, c.z.values());
   const auto fd = central_difference_gradient<hp>(
       [&](const Tensor<hp>& th) { return objective(c, th); }, theta, fo);
-  const auto r = reference::cross_entropy<hp>(c.z, c.targets, c.dloss, c.opt,
+  const auto r = reference::cross_entropy<hp>(c.opt, c.z, c.targets, c.dloss,
                                               reference::arithmetic_of<double>());
   std::vector<hp> g = r.grad.values(), err(g.size());
   const hp g_ref = gamma<hp>(4 * c.vocab + 64, u_hp);
@@ -176,7 +176,7 @@ RC_GTEST_PROP(embedding_reference, backward_matches_central_differences, ()) {
   const auto dy = to_hp(Tensor<double>({tokens, h}, dv));
   auto f = [&](const Tensor<hp>& th) {
     const Tensor<hp> wt({vocab, h}, th.values());
-    const auto y = reference::embedding_forward<hp>(ids, wt);
+    const auto y = reference::embedding<hp>(ids, wt);
     hp value(0), mag(0);
     for (std::size_t t = 0; t < tokens; ++t) {
       if (pad && ids[t] == *pad) continue;  // padding rows do not contribute (no gradient)

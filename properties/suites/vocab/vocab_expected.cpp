@@ -11,7 +11,7 @@ VocabExpected vocab_expected(const VocabCase& c, const VocabData<T>& d) {
   VocabExpected e;
   const auto arith = reference::arithmetic_of<T>();
   if (c.op == VocabOp::embedding) {
-    e.y.value = reference::embedding_forward<hp>(c.ids, reference::to_hp<hp>(d.w));
+    e.y.value = reference::embedding<hp>(c.ids, reference::to_hp<hp>(d.w));
     e.y.bound = Tensor<hp>(e.y.value.shape());  // zeros
     auto g = reference::embedding_backward<hp>(c.ids, reference::to_hp<hp>(d.dy), c.vocab,
                                                c.embedding.padding_idx, arith);
@@ -26,8 +26,8 @@ VocabExpected vocab_expected(const VocabCase& c, const VocabData<T>& d) {
   opt.reduction = c.ce.reduction == LossReduction::none  ? reference::CeReduction::none
                   : c.ce.reduction == LossReduction::sum ? reference::CeReduction::sum
                                                          : reference::CeReduction::mean;
-  auto r = reference::cross_entropy<hp>(reference::to_hp<hp>(d.logits), c.ids,
-                                        reference::to_hp<hp>(d.dloss), opt, arith);
+  auto r = reference::cross_entropy<hp>(opt, reference::to_hp<hp>(d.logits), c.ids,
+                                        reference::to_hp<hp>(d.dloss), arith);
   e.loss = {std::move(r.loss), std::move(r.loss_bound)};
   e.dlogits = {std::move(r.grad), std::move(r.grad_bound)};
   return e;

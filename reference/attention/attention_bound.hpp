@@ -1,0 +1,500 @@
+// An a-priori elementwise error bound for an implementation that follows
+// lib/ops/attention/attention.hpp's arithmetic contract, computed on ANY partition of the keys
+// into at most `parts` blocks merged with the softmax merge
+// (lib/ops/softmax_merge/softmax_merge.hpp) and any partition of the queries for dk/dv, in any
+// summation order; evaluated at the values of the definition (attention_definition.hpp). Each step
+// (1)–(6) below is a function of detail::AttentionModel named after it; docs/attention.md has the
+// same in prose.
+//
+// ================================================================ the error bound
+// Notation: u, η the unit roundoff and smallest subnormal of A = acc_t<T>; u_T, η_T those of T;
+// γ_n = n·u/(1 − n·u) (γ_0 = 0); p = parts; eq, ek, ev, edo the given elementwise bounds on the
+// implementation's inputs (|q̂ − q| ≤ eq, ...; 0 when the inputs are exact); |x|⁺ = |x| + e_x.
+// exp and log of A are assumed within 2u relative (glibc documents < 1 ulp for exp, expf, log,
+// logf), and within η absolute below the normal range. Rounding: |fl(z) − z| ≤ u|z| + η/2
+// (η/2 only for products and quotients; additions are exact when subnormal, Hauser 1996).
+// Every rounded step is written (1 + δ), |δ| ≤ u; n such factors give 1 + θ_n, |θ_n| ≤ γ_n
+// (Higham, ASNA 2nd ed., Lemma 3.1), whatever the order of the sums (Higham (3.4)).
+//
+// (1) Score. σ̂ = fl_A(σ): δσ = |σ̂ − σ| (0 for A = float64: σ is a double). The dot of length
+//     d in A, then one multiply by σ̂:
+//       E_w   = γ_d·Σ_e |q_e|⁺|k_se|⁺ + d·η + Σ_e (|q_e|ek_se + |k_se|eq_e + eq_e·ek_se)
+//       ε_s   = σ⁺·E_w + δσ·|q·k_s| + u·σ⁺·(|q·k_s| + E_w) + η/2,      σ⁺ = |σ| + δσ
+//     so |ŝ_s − s_s| ≤ ε_s (first term: the dot's rounding and the input errors; then the
+//     rounded scale; then the multiply's rounding).
+// (2) Weights. Within a block j the kernel computes p̂_s = fl(exp(fl(ŝ_s − m̂_j))),
+//     l̂_j = Σ p̂_s, lse_j = fl(m̂_j + fl(log l̂_j)); the merge computes
+//     w_j = fl(exp(fl(lse_j − m))), m = max lse_j, l = Σ w_j. The weight the output puts on v_s
+//     (s in block j) is ω̂_s = (w_j/l)·(p̂_s/l̂_j); using exp(lse_j)/l̂_j = exp(m̂_j + λ_j)
+//     (λ_j = lse_j's rounding) and dividing by Z = Σ exp(s_k):
+//       ω̂_s / P_s = N_s / Σ_k P_k·D_k
+//     with, per key k, N_k = e^{ŝ_k − s_k}(1 + α_k)·[e^{λ_j}(1 + α'_j)] and
+//     D_k = N_k(1 + θ_k)(1 + θ''_j): α_k the shift's subtraction (relative u on
+//     |x_k| = m̂_j − ŝ_k ≤ X_k) and exp (2u); α'_j the merge's subtraction (u on
+//     m − lse_j ≤ Y_k) and exp (2u); θ_k the sum l̂_j (γ_{n−1}); θ''_j the sum l (γ_{p−1}).
+//     Bounds: m̂_j ≤ M + ε_max and ŝ_k ≥ s_k − ε_k give
+//       X_k = M + ε_max − s_k + ε_k,   Lm = log n + γ_n ≥ log l̂_j (p̂ ≤ 1, so l̂_j ≤ n(1 + γ_n)),
+//       |lse_j| ≤ LSE = (max|s| + ε_max + Lm(1 + 2u))(1 + u),  |λ_j| ≤ Λ = 2u·Lm + u·LSE,
+//       Y_k = X_k + Lm + Λ   (lse_j ≥ m̂_j ≥ ŝ_k since fl(log l̂_j) ≥ 0, and m ≤ M + ε_max + Lm + Λ)
+//     so |log N_k| ≤ a_k with (−log(1 − 2u) ≤ 2u(1 + 2u))
+//       a_k = ε_k + u·X_k + 2u(1 + 2u)  [+ Λ + u·Y_k + 2u(1 + 2u) when p ≥ 2]
+//     and D_k ∈ [1 − d_k, 1 + d_k] with d_k = e^{a_k}(1 + γ_{n−1})(1 + γ_{p−1}) − 1. The
+//     denominator is a P-weighted average, so with underflow of the p̂ and w (≤ η each, relative
+//     to l̂_j ≥ 1 and l ≥ 1)
+//       Δ = Σ_k P_k·d_k + 4(n + p)·η,      ρ_s = e^{a_s}/(1 − Δ) − 1  ≥ |ω̂_s/P_s − 1|
+//     (+∞ when Δ ≥ 1). For p = 1 this is the dense kernel: no λ, α', θ''. The P-weighting makes
+//     keys with large errors but negligible weight (very negative scores) cost nothing: the
+//     cruder form is ρ ≤ exp(2·max ε) − 1 + O(u·(M − min s)).
+// (3) Output. acc_j = Σ fl(p̂_s·v̂_s), out_j = fl(acc_j/l̂_j), out = Σ_j fl(fl(w_j/l)·out_j):
+//     each term passes through ≤ n + p + 2 roundings (n + 1 when p = 1), g_out = γ_{n+p+2}
+//     (γ_{n+1}):
+//       E_out = Σ_s [(ρ_s + (1 + ρ_s)·g_out)·P_s·|v_s|⁺ + P_s·ev_s] + 4(n + p + 2)·η·(1 +
+//       2·max|v_s|⁺)
+//     (the last term: every product, quotient and exp that may underflow, each ≤ η·max|v|⁺ after
+//     the later scalings by factors ≤ 1 + small).
+//     lse = fl(m + fl(log l)) with m + log l = lse* + log Σ_k P_k D_k exactly, so
+//       E_lse = −log(1 − Δ) + 2u·Lm + u·(|lse*| − log(1 − Δ) + 2u·Lm).
+// (4) Backward, given the forward's out in T (bound E_oT = E_out + u_T(|out| + E_out) + η_T/2)
+//     and lse in A (E_lse), dout with edo:
+//       E_D    = γ_d·Σ_e |dout_e|⁺(|out_e| + E_oT) + Σ_e (|dout|·E_oT + |out|·edo + edo·E_oT) + d·η
+//       E_dP_s = γ_d·Σ_e |dout_e|⁺|v_se|⁺ + Σ_e (|dout|·ev + |v|·edo + edo·ev) + d·η
+//       P̂_s = fl(exp(fl(ŝ_s − lse))): |P̂_s − P_s| ≤ π_s·P_s + η with
+//       π_s = exp(ε_s + E_lse + u·(lse* − s_s + ε_s + E_lse))·(1 + 2u) − 1
+//       diff = fl(dP − D):  E_diff = E_dP + E_D + u·(|dP − D| + E_dP + E_D)     (cancellation in
+//                           dP − D is carried by magnitudes: the rounding is relative to the
+//                           computed difference, never to dP or D alone)
+//       dS = fl(P̂·diff):   E_dS = (π·P + η)·|dP − D| + (P(1 + π) + η)·E_diff + u·M_dS + η/2,
+//                           M_dS = (P(1 + π) + η)(|dP − D| + E_diff),  |dŜ| ≤ M_dS(1 + u) + η/2
+//       dq_e = fl(σ̂·Σ_s dS_s·k_se), summed over ≤ p key blocks: n + p roundings per term
+//         E_dq = Σ_s [σ⁺(E_dS·|k|⁺ + |dS|·ek) + δσ·|dS|·|k|] + γ_{n+p}·σ⁺·Σ_s |dŜ|·|k|⁺ + (n + 2)η
+//       dk_se: the same over the N (head, query) pairs that see s, with q for k: γ_{N+p}
+//       dv_se = Σ P̂·dout: E_dv = Σ [(π·P + η)|dout|⁺ + P·edo] + γ_{N+p−1}·Σ (P(1 + π) + η)|dout|⁺
+//               + (N + 1)η
+// (5) Rounding to T (out, dq, dk, dv; not lse, which stays in A): E + u_T(|x| + E) + η_T/2
+//     (nothing when T = A).
+// (6) The reference itself and the bound's evaluation. The reference follows the same steps in R,
+//     so (1)–(4) with u_R (exp/log of R within 2u_R, no input errors) bound its own error; every
+//     term above is a nonnegative, nondecreasing, convex function of u vanishing at u = 0, plus
+//     terms independent of u, so R's error is ≤ (u_R/u)·bound ≤ 2^-60·bound. The magnitudes the
+//     bound is evaluated from (P, |out|, |dP − D|, ...) are R values within a relative 2^-100 of
+//     the exact ones or, for differences, within 2^-100 of the magnitudes already in the error
+//     terms next to them. The final bound is raised by the factor 1 + 2^-40, which covers these
+//     and the evaluation of the formulas in R.
+// Overflow is excluded (scores, sums and products stay far below A's and T's overflow
+// thresholds for the value ranges the suites draw); NaN/inf inputs are not bounded.
+//
+// Tightness: realistic bugs (top-left causal alignment, lse without its max, the wrong GQA head,
+// dk without the group sum) change the results by O(|v|) or O(1) in the lse, far above the
+// bound; properties/suites/attention/attention_unit_tests.cpp prints the measured max |err|/bound
+// per dtype.
+#pragma once
+
+#include "reference/attention/attention_definition.hpp"
+#include "reference/bounds.hpp"
+#include "reference/precision.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace shardcheck::reference {
+
+// Options of the bound.
+template <class R = hp>
+struct AttentionBoundOptions {
+  // The most blocks the keys (forward merge, dq) and the queries (dk, dv) are split into.
+  std::size_t parts = 1;
+  // Elementwise bounds on the implementation's inputs: |q̂ − q| ≤ q_error, ... (shapes of q, k,
+  // v, dout). Empty: exact inputs.
+  Tensor<R> q_error, k_error, v_error, dout_error;
+};
+
+// Elementwise bounds on |implementation − reference|.
+template <class R = hp>
+struct AttentionBounds {
+  Tensor<R> out, lse;                // out rounded to T; lse in A
+  Tensor<R> dq, dk, dv;              // rounded to T (empty without dout)
+  Tensor<R> out_acc;                 // out before its rounding to T (a merged partial, in A)
+  Tensor<R> dq_acc, dk_acc, dv_acc;  // the gradients before their rounding to T
+};
+
+namespace detail {
+
+// The error model of the header's steps (1)–(5) for one arithmetic.
+template <class R>
+struct ErrorModel {
+  R u{0}, eta{0};      // A
+  R u_t{0}, eta_t{0};  // T
+  bool round_t = false;
+  R scale_error{0};  // δσ
+  std::size_t parts = 1;
+  const Tensor<R>* eq = nullptr;
+  const Tensor<R>* ek = nullptr;
+  const Tensor<R>* ev = nullptr;
+  const Tensor<R>* edo = nullptr;
+};
+
+// (1) The score errors of one row: |ŝ_s − s_s| ≤ ε_s per visible key, their max and max |s|.
+template <class R>
+struct ScoreErrors {
+  std::vector<R> eps;
+  R eps_max{0}, abs_s_max{0};
+};
+
+// (2) The weights' errors of one row: Lm, a_k per visible key and Δ.
+template <class R>
+struct WeightErrors {
+  R lm{0};
+  std::vector<R> a;
+  R delta{0};
+};
+
+// (4) One visible key's dS = fl(P̂·fl(dP − D)): P and π (P̂'s relative error), the bound on P̂,
+// E_dS, the exact dS and the bound on |dŜ|.
+template <class R>
+struct ScoreGradientErrors {
+  R p{0}, pi{0}, p_hat{0}, e_ds{0}, ds{0}, ds_hat{0};
+};
+
+// The header's steps for one arithmetic, row by row: add_rows() runs (1)–(4) on every query row,
+// finish() the sums over rows of dk and dv, (5) and (6).
+template <class R>
+class AttentionModel {
+ public:
+  AttentionModel(const AttentionConfig& cfg, const Tensor<R>& q, const Tensor<R>& k,
+                 const Tensor<R>& v, const Tensor<R>& dout, const ErrorModel<R>& em)
+      : cfg_(cfg),
+        q_(q),
+        k_(k),
+        v_(v),
+        dout_(dout),
+        em_(em),
+        D_(attention_dims(cfg, q, k, v, &dout)),
+        backward_(!dout.empty()),
+        u_(em.u),
+        eta_(em.eta),
+        dsig_(em.scale_error),
+        p_(em.parts == 0 ? 1 : em.parts),
+        gd_(gamma<R>(D_.d, u_)),
+        fwd_(reference::attention_forward<R>(cfg, q, k, v)) {
+    using std::abs;
+    sig_hat_ = abs(R(cfg.effective_scale())) + em.scale_error;
+    B_.out_acc = Tensor<R>(q.shape());
+    B_.out = Tensor<R>(q.shape());
+    B_.lse = Tensor<R>(Shape{D_.batch, D_.h, D_.lq});
+    if (backward_) {
+      B_.dq_acc = Tensor<R>(q.shape());
+      for (auto* t : {&dk_err_, &dk_mag_, &dv_err_, &dv_mag_}) *t = Tensor<R>(k.shape());
+      kv_count_.assign(D_.batch * D_.lk * D_.g, 0);
+    }
+  }
+
+  void add_rows() {
+    for (std::size_t b = 0; b < D_.batch; ++b) {
+      for (std::size_t i = 0; i < D_.h; ++i) {
+        for (std::size_t t = 0; t < D_.lq; ++t) add_row(b, i, t);
+      }
+    }
+  }
+
+  AttentionBounds<R> finish(const R& raise) {
+    if (backward_) gradient_sums();
+    // (5) rounding to T, (6) the raise. The T rounding needs the exact values.
+    for (auto& x : B_.out_acc.values()) x *= raise;
+    for (auto& x : B_.out.values()) x *= raise;
+    for (auto& x : B_.lse.values()) x *= raise;
+    if (backward_) {
+      AttentionGrads<R> g;
+      if (em_.round_t) g = reference::attention_backward<R>(cfg_, q_, k_, v_, fwd_, dout_);
+      B_.dq = Tensor<R>(q_.shape());
+      B_.dk = Tensor<R>(k_.shape());
+      B_.dv = Tensor<R>(k_.shape());
+      for (std::size_t x = 0; x < B_.dq.size(); ++x) {
+        B_.dq_acc[x] *= raise;
+        B_.dq[x] = B_.dq_acc[x] == 0 ? R(0) : to_storage(value_of(g.dq, x), B_.dq_acc[x]);
+      }
+      for (std::size_t x = 0; x < B_.dk.size(); ++x) {
+        B_.dk_acc[x] *= raise;
+        B_.dv_acc[x] *= raise;
+        B_.dk[x] = B_.dk_acc[x] == 0 ? R(0) : to_storage(value_of(g.dk, x), B_.dk_acc[x]);
+        B_.dv[x] = B_.dv_acc[x] == 0 ? R(0) : to_storage(value_of(g.dv, x), B_.dv_acc[x]);
+      }
+    }
+    return std::move(B_);
+  }
+
+ private:
+  static R at_or_zero(const Tensor<R>* t, std::size_t i) {
+    return t == nullptr || t->empty() ? R(0) : (*t)[i];
+  }
+  static R gamma0(std::size_t n, const R& u) { return n == 0 ? R(0) : gamma<R>(n, u); }
+  // A value of the definition's result, 0 when it was not needed (T = A: nothing rounds).
+  static R value_of(const Tensor<R>& t, std::size_t x) { return t.empty() ? R(0) : t[x]; }
+
+  // (5) E + u_T(|x| + E) + η_T/2, nothing when T = A.
+  R to_storage(const R& x, const R& e) const {
+    using std::abs;
+    return em_.round_t ? R(e + em_.u_t * (abs(x) + e) + em_.eta_t / 2) : e;
+  }
+
+  void add_row(std::size_t b, std::size_t i, std::size_t t) {
+    if (!row_softmax(cfg_, D_, q_, k_, b, i, t, row_)) return;  // empty row: exact, bound 0
+    const auto se = score_errors(b, i, t);
+    const auto we = weight_errors(se);
+    if (!(we.delta < 1)) {
+      unbounded_row(b, i, t);
+      return;
+    }
+    output_errors(we, b, i, t);
+    const R e_lse = lse_error(we);
+    B_.lse[D_.li(b, i, t)] = e_lse;
+    if (backward_) gradient_errors(se, e_lse, b, i, t);
+  }
+
+  // (1) ε_s = σ⁺·E_w + δσ·|q·k_s| + u·σ⁺·(|q·k_s| + E_w) + η/2, E_w the dot's error.
+  ScoreErrors<R> score_errors(std::size_t b, std::size_t i, std::size_t t) const {
+    using std::abs;
+    const std::size_t j = i / D_.group, n = row_.keys.size();
+    const R u = u_, eta = eta_;
+    ScoreErrors<R> r;
+    r.eps.assign(n, R(0));
+    for (std::size_t x = 0; x < n; ++x) {
+      const std::size_t s = row_.keys[x];
+      R absqk(0), inerr(0);
+      for (std::size_t e = 0; e < D_.d; ++e) {
+        const std::size_t a = D_.qi(b, t, i, e), c = D_.ki(b, s, j, e);
+        const R eqa = at_or_zero(em_.eq, a), ekc = at_or_zero(em_.ek, c);
+        absqk += (abs(q_[a]) + eqa) * (abs(k_[c]) + ekc);
+        inerr += abs(q_[a]) * ekc + abs(k_[c]) * eqa + eqa * ekc;
+      }
+      const R ew = gd_ * absqk + R(D_.d) * eta + inerr;
+      const R qk = abs(row_.qk[x]);
+      r.eps[x] = sig_hat_ * ew + dsig_ * qk + u * sig_hat_ * (qk + ew) + eta / 2;
+      r.eps_max = r.eps[x] > r.eps_max ? r.eps[x] : r.eps_max;
+      r.abs_s_max = abs(row_.score[x]) > r.abs_s_max ? R(abs(row_.score[x])) : r.abs_s_max;
+    }
+    return r;
+  }
+
+  // (2) a_k = ε_k + u·X_k + 2u(1 + 2u) [+ Λ + u·Y_k + 2u(1 + 2u) when p ≥ 2];
+  // Δ = Σ_k P_k·d_k + 4(n + p)·η, d_k = e^{a_k}(1 + γ_{n−1})(1 + γ_{p−1}) − 1.
+  WeightErrors<R> weight_errors(const ScoreErrors<R>& se) const {
+    using std::exp;
+    using std::log;
+    const std::size_t n = row_.keys.size();
+    const R u = u_, c2 = 2 * u * (1 + 2 * u);
+    WeightErrors<R> r;
+    r.lm = log(R(n)) + gamma<R>(n, u);
+    const R lse_mag = (se.abs_s_max + se.eps_max + r.lm * (1 + 2 * u)) * (1 + u);
+    const R lam = 2 * u * r.lm + u * lse_mag;
+    r.a.resize(n);
+    r.delta = 4 * R(n + p_) * eta_;
+    const R gsum = (1 + gamma0(n - 1, u)) * (1 + gamma0(p_ - 1, u));
+    for (std::size_t x = 0; x < n; ++x) {
+      const R X = row_.max + se.eps_max - row_.score[x] + se.eps[x];
+      r.a[x] = se.eps[x] + u * X + c2;
+      if (p_ >= 2) r.a[x] += lam + u * (X + r.lm + lam) + c2;
+      r.delta += row_.p[x] * (exp(r.a[x]) * gsum - 1);
+    }
+    return r;
+  }
+
+  // Δ ≥ 1: the weights are not bounded; neither is anything of the row.
+  void unbounded_row(std::size_t b, std::size_t i, std::size_t t) {
+    const R inf = std::numeric_limits<R>::infinity();
+    const std::size_t j = i / D_.group;
+    B_.lse[D_.li(b, i, t)] = inf;
+    for (std::size_t e = 0; e < D_.d; ++e) {
+      B_.out_acc[D_.qi(b, t, i, e)] = inf;
+      B_.out[D_.qi(b, t, i, e)] = inf;
+    }
+    if (!backward_) return;
+    for (std::size_t e = 0; e < D_.d; ++e) B_.dq_acc[D_.qi(b, t, i, e)] = inf;
+    for (std::size_t s : row_.keys) {
+      for (std::size_t e = 0; e < D_.d; ++e) {
+        dk_err_[D_.ki(b, s, j, e)] = inf;
+        dv_err_[D_.ki(b, s, j, e)] = inf;
+      }
+      ++kv_count_[(b * D_.lk + s) * D_.g + j];
+    }
+  }
+
+  // (3) E_out = Σ_s [(ρ_s + (1 + ρ_s)·g_out)·P_s·|v_s|⁺ + P_s·ev_s] + 4(n + p + 2)·η·(1 +
+  // 2·max|v_s|⁺), ρ_s = e^{a_s}/(1 − Δ) − 1; in A (out_acc) and rounded to T (out).
+  void output_errors(const WeightErrors<R>& we, std::size_t b, std::size_t i, std::size_t t) {
+    using std::abs;
+    using std::exp;
+    const std::size_t j = i / D_.group, n = row_.keys.size();
+    const R g_out = p_ == 1 ? gamma<R>(n + 1, u_) : gamma<R>(n + p_ + 2, u_);
+    for (std::size_t e = 0; e < D_.d; ++e) {
+      R err(0), vmax(0);
+      for (std::size_t x = 0; x < n; ++x) {
+        const std::size_t c = D_.ki(b, row_.keys[x], j, e);
+        const R evc = at_or_zero(em_.ev, c);
+        const R vm = abs(v_[c]) + evc;
+        const R rho = exp(we.a[x]) / (1 - we.delta) - 1;
+        err += (rho + (1 + rho) * g_out) * row_.p[x] * vm + row_.p[x] * evc;
+        vmax = vm > vmax ? vm : vmax;
+      }
+      err += 4 * R(n + p_ + 2) * eta_ * (1 + 2 * vmax);
+      const std::size_t oi = D_.qi(b, t, i, e);
+      B_.out_acc[oi] = err;
+      B_.out[oi] = to_storage(fwd_.out[oi], err);
+    }
+  }
+
+  // (3) E_lse = −log(1 − Δ) + 2u·Lm + u·(|lse*| − log(1 − Δ) + 2u·Lm).
+  R lse_error(const WeightErrors<R>& we) const {
+    using std::abs;
+    using std::log;
+    const R lnd = -log(1 - we.delta);
+    return lnd + 2 * u_ * we.lm + u_ * (abs(row_.lse) + lnd + 2 * u_ * we.lm);
+  }
+
+  // (4) The row's gradient errors: E_D, then per visible key dS and its terms of dq, dk, dv.
+  void gradient_errors(const ScoreErrors<R>& se, const R& e_lse, std::size_t b, std::size_t i,
+                       std::size_t t) {
+    const std::size_t n = row_.keys.size();
+    const R dval = output_dot(b, i, t);
+    const R e_d = output_dot_error(b, i, t);
+    std::vector<R> dq_err(D_.d, R(0)), dq_mag(D_.d, R(0));
+    for (std::size_t x = 0; x < n; ++x) {
+      const auto g = score_gradient_errors(se, e_lse, e_d, dval, x, b, i, t);
+      add_gradient_errors(g, x, b, i, t, dq_err, dq_mag);
+    }
+    const R g_dq = gamma<R>(n + p_, u_);
+    for (std::size_t e = 0; e < D_.d; ++e) {
+      B_.dq_acc[D_.qi(b, t, i, e)] = dq_err[e] + g_dq * dq_mag[e] + R(n + 2) * eta_;
+    }
+  }
+
+  // D = dout·out, at the definition's out.
+  R output_dot(std::size_t b, std::size_t i, std::size_t t) const {
+    R dval(0);
+    for (std::size_t e = 0; e < D_.d; ++e) {
+      const std::size_t oi = D_.qi(b, t, i, e);
+      dval += dout_[oi] * fwd_.out[oi];
+    }
+    return dval;
+  }
+
+  // (4) E_D, with the forward's out in T (its bound E_oT: out's step (3) bound rounded to T).
+  R output_dot_error(std::size_t b, std::size_t i, std::size_t t) const {
+    using std::abs;
+    R mag(0), in(0);
+    for (std::size_t e = 0; e < D_.d; ++e) {
+      const std::size_t oi = D_.qi(b, t, i, e);
+      const R ed = at_or_zero(em_.edo, oi), o = fwd_.out[oi], e_ot = B_.out[oi];
+      mag += (abs(dout_[oi]) + ed) * (abs(o) + e_ot);
+      in += abs(dout_[oi]) * e_ot + abs(o) * ed + ed * e_ot;
+    }
+    return gd_ * mag + in + R(D_.d) * eta_;
+  }
+
+  // (4) E_dP, π, E_diff and E_dS of visible key x.
+  ScoreGradientErrors<R> score_gradient_errors(const ScoreErrors<R>& se, const R& e_lse,
+                                               const R& e_d, const R& dval, std::size_t x,
+                                               std::size_t b, std::size_t i, std::size_t t) const {
+    using std::abs;
+    using std::exp;
+    const std::size_t j = i / D_.group, s = row_.keys[x];
+    const R u = u_, eta = eta_;
+    R dp(0), mag(0), in(0);
+    for (std::size_t e = 0; e < D_.d; ++e) {
+      const std::size_t oi = D_.qi(b, t, i, e), c = D_.ki(b, s, j, e);
+      const R ed = at_or_zero(em_.edo, oi), evc = at_or_zero(em_.ev, c);
+      dp += dout_[oi] * v_[c];
+      mag += (abs(dout_[oi]) + ed) * (abs(v_[c]) + evc);
+      in += abs(dout_[oi]) * evc + abs(v_[c]) * ed + ed * evc;
+    }
+    const R e_dp = gd_ * mag + in + R(D_.d) * eta;
+    ScoreGradientErrors<R> g;
+    g.p = row_.p[x];
+    const R eps = se.eps[x];
+    g.pi = exp(eps + e_lse + u * (row_.lse - row_.score[x] + eps + e_lse)) * (1 + 2 * u) - 1;
+    const R diff = dp - dval;
+    const R e_diff = e_dp + e_d + u * (abs(diff) + e_dp + e_d);
+    g.p_hat = g.p * (1 + g.pi) + eta;
+    const R m_ds = g.p_hat * (abs(diff) + e_diff);
+    g.e_ds = (g.pi * g.p + eta) * abs(diff) + g.p_hat * e_diff + u * m_ds + eta / 2;
+    g.ds = g.p * diff;
+    g.ds_hat = m_ds * (1 + u) + eta / 2;
+    return g;
+  }
+
+  // (4) Key x's terms of E_dq (this row's), E_dk and E_dv (summed over rows), and of the
+  // magnitudes their γ factors multiply.
+  void add_gradient_errors(const ScoreGradientErrors<R>& g, std::size_t x, std::size_t b,
+                           std::size_t i, std::size_t t, std::vector<R>& dq_err,
+                           std::vector<R>& dq_mag) {
+    using std::abs;
+    const std::size_t j = i / D_.group, s = row_.keys[x];
+    for (std::size_t e = 0; e < D_.d; ++e) {
+      const std::size_t oi = D_.qi(b, t, i, e), c = D_.ki(b, s, j, e);
+      const R ekc = at_or_zero(em_.ek, c), eqa = at_or_zero(em_.eq, oi);
+      const R edo = at_or_zero(em_.edo, oi);
+      dq_err[e] += sig_hat_ * (g.e_ds * (abs(k_[c]) + ekc) + abs(g.ds) * ekc) +
+                   dsig_ * abs(g.ds) * abs(k_[c]);
+      dq_mag[e] += sig_hat_ * g.ds_hat * (abs(k_[c]) + ekc);
+      dk_err_[c] += sig_hat_ * (g.e_ds * (abs(q_[oi]) + eqa) + abs(g.ds) * eqa) +
+                    dsig_ * abs(g.ds) * abs(q_[oi]);
+      dk_mag_[c] += sig_hat_ * g.ds_hat * (abs(q_[oi]) + eqa);
+      dv_err_[c] += (g.pi * g.p + eta_) * (abs(dout_[oi]) + edo) + g.p * edo;
+      dv_mag_[c] += g.p_hat * (abs(dout_[oi]) + edo);
+    }
+    ++kv_count_[(b * D_.lk + s) * D_.g + j];
+  }
+
+  // (4) dk and dv over the N (head, query) pairs that see each key: γ_{N+p}, γ_{N+p−1}.
+  void gradient_sums() {
+    B_.dk_acc = Tensor<R>(k_.shape());
+    B_.dv_acc = Tensor<R>(k_.shape());
+    for (std::size_t b = 0; b < D_.batch; ++b) {
+      for (std::size_t s = 0; s < D_.lk; ++s) {
+        for (std::size_t j = 0; j < D_.g; ++j) {
+          const std::size_t cnt = kv_count_[(b * D_.lk + s) * D_.g + j];
+          if (cnt == 0) continue;
+          for (std::size_t e = 0; e < D_.d; ++e) {
+            const std::size_t c = D_.ki(b, s, j, e);
+            B_.dk_acc[c] = dk_err_[c] + gamma<R>(cnt + p_, u_) * dk_mag_[c] + R(cnt + 2) * eta_;
+            B_.dv_acc[c] = dv_err_[c] + gamma<R>(cnt + p_ - 1, u_) * dv_mag_[c] + R(cnt + 1) * eta_;
+          }
+        }
+      }
+    }
+  }
+
+  const AttentionConfig& cfg_;
+  const Tensor<R>& q_;
+  const Tensor<R>& k_;
+  const Tensor<R>& v_;
+  const Tensor<R>& dout_;
+  const ErrorModel<R>& em_;
+  const AttentionDims D_;
+  const bool backward_;
+  const R u_, eta_;
+  const R dsig_;         // δσ
+  const std::size_t p_;  // parts
+  const R gd_;           // γ_d
+  const AttentionOutput<R> fwd_;
+  R sig_hat_;  // σ⁺ = |σ| + δσ
+  AttentionBounds<R> B_;
+  Tensor<R> dk_err_, dk_mag_, dv_err_, dv_mag_;  // dk, dv: sums over the rows that see a key
+  std::vector<std::size_t> kv_count_;
+  RowSoftmax<R> row_;  // the current row
+};
+
+template <class R>
+AttentionBounds<R> attention_model(const AttentionConfig& cfg, const Tensor<R>& q,
+                                   const Tensor<R>& k, const Tensor<R>& v, const Tensor<R>& dout,
+                                   const ErrorModel<R>& em, const R& raise) {
+  AttentionModel<R> model(cfg, q, k, v, dout, em);
+  model.add_rows();
+  return model.finish(raise);
+}
+
+}  // namespace detail
+}  // namespace shardcheck::reference

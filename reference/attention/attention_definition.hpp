@@ -1,0 +1,259 @@
+// Scaled dot-product attention (grouped-query heads, masks, key padding), forward and backward,
+// in plain loops in the high-precision scalar R: the definition. The bound on an implementation's
+// error is attention_bound.hpp; attention.hpp includes both.
+//
+// Layout BSHD (lib/ops/attention/attention.hpp): q [batch, Lq, h, d], k, v [batch, Lk, g, d], out
+// like q, lse [batch, h, Lq]; query head i reads kv head i/(h/g). Per row (b, i, t), over the set
+// S of visible keys (n = |S|), σ = cfg.effective_scale() (a double, exact in R):
+//   s_s = σ·(q·k_s),  M = max s_s,  lse = log Σ exp(s_s),  P_s = exp(s_s − lse),
+//   out = Σ P_s v_s;  D = dout·out,  dP_s = dout·v_s,  dS_s = P_s(dP_s − D),
+//   dq = σ Σ_s dS_s k_s,  dk_s = σ Σ_(i,t) dS q_t,  dv_s = Σ_(i,t) P dout_t   (dk, dv summed
+//   over the h/g query heads of the kv head and the queries that see s).
+// An empty row (n = 0): out 0, lse −inf, no gradient contribution.
+// lse is evaluated with the max shift, M + log Σ exp(s_s − M), as the implementation does (so the
+// bound's analysis, with u = u_R, also bounds R's own error: attention_reference_error).
+// Sources: Vaswani et al. 2017; Ainslie et al. 2023 (GQA); Dao 2023 (FlashAttention-2) for lse
+// and the backward's D = dout·out form.
+#pragma once
+
+#include "reference/precision.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace shardcheck::reference {
+
+// Mirrors shardcheck::MaskKind, AttentionMask and AttentionConfig (reference/ does not include
+// lib/ops): same fields, same meaning, same visibility rule. attention_config_of copies a
+// library config field by field.
+enum class MaskKind { none, causal, explicit_mask };
+
+struct AttentionMask {
+  MaskKind kind = MaskKind::none;
+  std::size_t q_len = 0;                 // global Lq
+  std::size_t k_len = 0;                 // global Lk
+  std::vector<std::size_t> key_lengths;  // per sequence; empty: no padding
+  Tensor<std::uint8_t> allowed;          // explicit_mask: [batch, q_len, k_len], 1 = visible
+  bool visible(std::size_t b, std::size_t t, std::size_t s) const {
+    if (!key_lengths.empty() && s >= key_lengths[b]) return false;
+    switch (kind) {
+      case MaskKind::none: return true;
+      case MaskKind::causal: return s + q_len <= t + k_len;  // bottom-right aligned
+      case MaskKind::explicit_mask: return allowed[(b * q_len + t) * k_len + s] != 0;
+    }
+    return false;
+  }
+};
+
+struct AttentionConfig {
+  std::size_t q_heads = 1;
+  std::size_t kv_heads = 1;
+  std::size_t head_dim = 1;
+  double scale = 0;  // 0: 1/sqrt(d)
+  AttentionMask mask;
+  double effective_scale() const {
+    return scale != 0 ? scale : 1.0 / std::sqrt(static_cast<double>(head_dim));
+  }
+};
+
+// A copy of a library config (shardcheck::AttentionConfig, or anything with the same fields).
+template <class LibConfig>
+AttentionConfig attention_config_of(const LibConfig& c) {
+  AttentionConfig r;
+  r.q_heads = c.q_heads;
+  r.kv_heads = c.kv_heads;
+  r.head_dim = c.head_dim;
+  r.scale = c.scale;
+  r.mask.kind = static_cast<MaskKind>(static_cast<int>(c.mask.kind));
+  r.mask.q_len = c.mask.q_len;
+  r.mask.k_len = c.mask.k_len;
+  r.mask.key_lengths = c.mask.key_lengths;
+  r.mask.allowed = c.mask.allowed;
+  return r;
+}
+
+template <class R = hp>
+struct AttentionOutput {
+  Tensor<R> out;  // [batch, Lq, h, d]
+  Tensor<R> lse;  // [batch, h, Lq], −inf on empty rows
+};
+
+template <class R = hp>
+struct AttentionGrads {
+  Tensor<R> dq, dk, dv;  // shapes of q, k, v
+};
+
+namespace detail {
+
+struct AttentionDims {
+  std::size_t batch, lq, lk, h, g, d, group;
+  std::size_t qi(std::size_t b, std::size_t t, std::size_t i, std::size_t e) const {
+    return ((b * lq + t) * h + i) * d + e;
+  }
+  std::size_t ki(std::size_t b, std::size_t s, std::size_t j, std::size_t e) const {
+    return ((b * lk + s) * g + j) * d + e;
+  }
+  std::size_t li(std::size_t b, std::size_t i, std::size_t t) const { return (b * h + i) * lq + t; }
+};
+
+template <class R>
+AttentionDims attention_dims(const AttentionConfig& cfg, const Tensor<R>& q, const Tensor<R>& k,
+                             const Tensor<R>& v, const Tensor<R>* dout) {
+  auto fail = [&](const std::string& why) {
+    throw std::invalid_argument("reference::attention: q " + format_shape(q.shape()) + ", k " +
+                                format_shape(k.shape()) + ", v " + format_shape(v.shape()) + ": " +
+                                why);
+  };
+  if (q.ndim() != 4 || k.ndim() != 4 || v.ndim() != 4) fail("q, k, v must be 4-D (BSHD)");
+  if (cfg.kv_heads == 0 || cfg.q_heads % cfg.kv_heads != 0) fail("kv_heads must divide q_heads");
+  if (q.dim(2) != cfg.q_heads || k.dim(2) != cfg.kv_heads) fail("head counts differ from cfg");
+  if (q.dim(3) != cfg.head_dim || k.dim(3) != cfg.head_dim) fail("head_dim differs from cfg");
+  if (k.shape() != v.shape() || q.dim(0) != k.dim(0)) fail("k, v must be [batch, Lk, g, d]");
+  if (dout != nullptr && !dout->empty() && dout->shape() != q.shape())
+    fail("dout must be q's shape");
+  const auto& m = cfg.mask;
+  const bool unset = m.q_len == 0 && m.k_len == 0;
+  if (!(unset && m.kind == MaskKind::none && m.key_lengths.empty()) &&
+      (m.q_len != q.dim(1) || m.k_len != k.dim(1))) {
+    fail("the dense reference needs cfg.mask.q_len = Lq and k_len = Lk");
+  }
+  if (!m.key_lengths.empty() && m.key_lengths.size() != q.dim(0))
+    fail("one key length per sequence");
+  if (m.kind == MaskKind::explicit_mask &&
+      m.allowed.shape() != Shape{q.dim(0), q.dim(1), k.dim(1)}) {
+    fail("the explicit mask must be [batch, Lq, Lk]");
+  }
+  return {q.dim(0), q.dim(1), k.dim(1), q.dim(2), k.dim(2), q.dim(3), q.dim(2) / k.dim(2)};
+}
+
+// Exact (in R) visible keys and softmax of one row: returns false for an empty row.
+template <class R>
+struct RowSoftmax {
+  std::vector<std::size_t> keys;  // visible keys, in order
+  std::vector<R> score, p;        // per visible key: s, P
+  std::vector<R> qk;              // q·k (unscaled)
+  R max{0}, lse{0};
+};
+
+template <class R>
+bool row_softmax(const AttentionConfig& cfg, const AttentionDims& D, const Tensor<R>& q,
+                 const Tensor<R>& k, std::size_t b, std::size_t i, std::size_t t,
+                 RowSoftmax<R>& row) {
+  using std::exp;
+  using std::log;
+  const R sigma = R(cfg.effective_scale());
+  const std::size_t j = i / D.group;
+  row.keys.clear();
+  row.score.clear();
+  row.p.clear();
+  row.qk.clear();
+  for (std::size_t s = 0; s < D.lk; ++s) {
+    if (!cfg.mask.visible(b, t, s)) continue;
+    R dot(0);
+    for (std::size_t e = 0; e < D.d; ++e) dot += q[D.qi(b, t, i, e)] * k[D.ki(b, s, j, e)];
+    row.keys.push_back(s);
+    row.qk.push_back(dot);
+    row.score.push_back(sigma * dot);
+  }
+  if (row.keys.empty()) return false;
+  row.max = row.score[0];
+  for (const R& s : row.score) row.max = s > row.max ? s : row.max;
+  R l(0);
+  for (const R& s : row.score) l += exp(s - row.max);
+  row.lse = row.max + log(l);
+  for (const R& s : row.score) row.p.push_back(exp(s - row.lse));
+  return true;
+}
+
+}  // namespace detail
+
+// ================================================================ the reference
+
+// out and lse of the dense op (positions 0..L−1). @pre q [batch, Lq, h, d], k, v [batch, Lk, g,
+// d] with h = cfg.q_heads, g = cfg.kv_heads, d = cfg.head_dim; cfg.mask's q_len/k_len = Lq/Lk
+// (or 0 with kind none and no padding). @throws std::invalid_argument otherwise.
+template <HighPrecision R = hp>
+AttentionOutput<R> attention_forward(const AttentionConfig& cfg, const Tensor<R>& q,
+                                     const Tensor<R>& k, const Tensor<R>& v) {
+  const auto D = detail::attention_dims<R>(cfg, q, k, v, nullptr);
+  AttentionOutput<R> r{Tensor<R>(q.shape()), Tensor<R>(Shape{D.batch, D.h, D.lq})};
+  detail::RowSoftmax<R> row;
+  for (std::size_t b = 0; b < D.batch; ++b) {
+    for (std::size_t i = 0; i < D.h; ++i) {
+      const std::size_t j = i / D.group;
+      for (std::size_t t = 0; t < D.lq; ++t) {
+        if (!detail::row_softmax(cfg, D, q, k, b, i, t, row)) {
+          r.lse[D.li(b, i, t)] = -std::numeric_limits<R>::infinity();
+          continue;
+        }
+        r.lse[D.li(b, i, t)] = row.lse;
+        for (std::size_t e = 0; e < D.d; ++e) {
+          R acc(0);
+          for (std::size_t x = 0; x < row.keys.size(); ++x)
+            acc += row.p[x] * v[D.ki(b, row.keys[x], j, e)];
+          r.out[D.qi(b, t, i, e)] = acc;
+        }
+      }
+    }
+  }
+  return r;
+}
+
+// dq, dk, dv of L = Σ dout ⊙ out, given the forward's out and lse (FlashAttention 2's D = dout·out
+// form; fwd.out enters only through D, fwd.lse through P = exp(s − lse)).
+template <HighPrecision R = hp>
+AttentionGrads<R> attention_backward(const AttentionConfig& cfg, const Tensor<R>& q,
+                                     const Tensor<R>& k, const Tensor<R>& v,
+                                     const AttentionOutput<R>& fwd, const Tensor<R>& dout) {
+  using std::exp;
+  const auto D = detail::attention_dims<R>(cfg, q, k, v, &dout);
+  if (dout.shape() != q.shape() || fwd.out.shape() != q.shape() ||
+      fwd.lse.shape() != Shape{D.batch, D.h, D.lq}) {
+    throw std::invalid_argument(
+        "reference::attention_backward: dout and fwd.out must be q's shape, fwd.lse [batch, h, "
+        "Lq]");
+  }
+  const R sigma = R(cfg.effective_scale());
+  AttentionGrads<R> g{Tensor<R>(q.shape()), Tensor<R>(k.shape()), Tensor<R>(k.shape())};
+  for (std::size_t b = 0; b < D.batch; ++b) {
+    for (std::size_t i = 0; i < D.h; ++i) {
+      const std::size_t j = i / D.group;
+      for (std::size_t t = 0; t < D.lq; ++t) {
+        const R lse = fwd.lse[D.li(b, i, t)];
+        if (lse == -std::numeric_limits<R>::infinity()) continue;
+        R dd(0);
+        for (std::size_t e = 0; e < D.d; ++e)
+          dd += dout[D.qi(b, t, i, e)] * fwd.out[D.qi(b, t, i, e)];
+        for (std::size_t s = 0; s < D.lk; ++s) {
+          if (!cfg.mask.visible(b, t, s)) continue;
+          R dot(0), dp(0);
+          for (std::size_t e = 0; e < D.d; ++e) {
+            dot += q[D.qi(b, t, i, e)] * k[D.ki(b, s, j, e)];
+            dp += dout[D.qi(b, t, i, e)] * v[D.ki(b, s, j, e)];
+          }
+          const R P = exp(sigma * dot - lse);
+          const R dS = P * (dp - dd);
+          for (std::size_t e = 0; e < D.d; ++e) {
+            g.dq[D.qi(b, t, i, e)] += sigma * dS * k[D.ki(b, s, j, e)];
+            g.dk[D.ki(b, s, j, e)] += sigma * dS * q[D.qi(b, t, i, e)];
+            g.dv[D.ki(b, s, j, e)] += P * dout[D.qi(b, t, i, e)];
+          }
+        }
+      }
+    }
+  }
+  return g;
+}
+
+// The same from storage-typed tensors (converted exactly).
+template <class R = hp, StorageFloat T>
+AttentionOutput<R> attention_forward(const AttentionConfig& cfg, const Tensor<T>& q,
+                                     const Tensor<T>& k, const Tensor<T>& v) {
+  return attention_forward<R>(cfg, to_hp<R>(q), to_hp<R>(k), to_hp<R>(v));
+}
+
+}  // namespace shardcheck::reference

@@ -1,0 +1,244 @@
+// The dense cross-entropy over the vocabulary as PyTorch's F.cross_entropy defines it (its
+// per-class `weight`, label smoothing over the global vocabulary, ignore_index), with per-token
+// weights, forward and backward, in plain loops in the high-precision scalar R: the definition.
+// The bound on an implementation's error is vocab_cross_entropy_bound.hpp; cross_entropy()
+// (vocab_cross_entropy.hpp) pairs every value with its bound.
+//
+// Per token t (not ignored), target y, ε = label smoothing, V the global vocabulary size, c_v the
+// class weights and ω_t the token weights (1 when not given):
+//   m = max z;  S = Σ_v exp(z_v − m);  lse = log S + m;  Z = Σ_v z_v;  Z_c = Σ_v c_v·z_v;
+//   C = Σ_v c_v
+//   loss_t = ω_t·((1 − ε)·c_y·(lse − z_y) + (ε/V)·(C·lse − Z_c))
+//          = ω_t·(lse − (1 − ε)·z_y − (ε/V)·Z)                       without class weights
+//   ∂loss_t/∂z_v = ω_t·(K·exp(z_v − m)/S − (ε/V)·c_v − (v = y)·(1 − ε)·c_y),
+//   K = (1 − ε)·c_y + (ε/V)·C
+// i.e. PyTorch's (1 − ε)·c_y·(−log p_y) + (ε/V)·Σ_v c_v·(−log p_v), times ω_t.
+// Reductions: none (loss [tokens]); sum (Σ_t loss_t); mean (sum / D, D = Σ_{t non-ignored}
+// ω_t·c_{y_t}, = N without weights; 0, with gradient 0, when D = 0, the library's documented
+// convention where PyTorch gives NaN). Ignored tokens: loss 0, gradient 0.
+// Each quantity is evaluated in the grouping lib/ops/vocab/vocab_cross_entropy.cpp uses (e.g.
+// lse − ((1 − ε)·z_y + (ε/V)·Z)), so the bound's steps apply to these values one by one.
+#pragma once
+
+#include "reference/precision.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace shardcheck::reference {
+
+// Mirrors shardcheck::LossReduction.
+enum class CeReduction { none, sum, mean };
+
+// Mirrors shardcheck::VocabCrossEntropyConfig's semantic fields (the split and the collective's
+// algorithm are the library's business), with the weights as values of R.
+template <class R = hp>
+struct CrossEntropyOptions {
+  std::optional<std::int64_t> ignore_index = -100;
+  R label_smoothing{0};
+  CeReduction reduction = CeReduction::mean;
+  std::vector<R> class_weight;  // PyTorch's per-class `weight`: empty (none) or [V]
+  std::vector<R> token_weight;  // per-token weights ω_t: empty (none) or [tokens]
+};
+
+namespace detail {
+
+// logits [tokens, V], one target per token in [0, V) or ignore_index, dloss [tokens] (none) or
+// [1], class_weight empty or [V], token_weight empty or [tokens].
+// @throws std::invalid_argument otherwise.
+template <class R>
+void require_cross_entropy_inputs(const Tensor<R>& logits, std::span<const std::int64_t> targets,
+                                  const Tensor<R>& dloss, const CrossEntropyOptions<R>& opt) {
+  auto fail = [](const std::string& why) {
+    throw std::invalid_argument("reference::cross_entropy: " + why);
+  };
+  if (logits.ndim() != 2 || targets.size() != logits.dim(0))
+    fail("logits must be [tokens, V] with one target per token");
+  const std::size_t tokens = logits.dim(0), V = logits.dim(1);
+  if (dloss.size() != (opt.reduction == CeReduction::none ? tokens : 1))
+    fail("dloss must be [tokens] for none, [1] otherwise");
+  if ((!opt.class_weight.empty() && opt.class_weight.size() != V) ||
+      (!opt.token_weight.empty() && opt.token_weight.size() != tokens))
+    fail("class_weight must be empty or [V], token_weight empty or [tokens]");
+  for (const std::int64_t y : targets) {
+    if (opt.ignore_index && y == *opt.ignore_index) continue;
+    if (y < 0 || static_cast<std::uint64_t>(y) >= V)
+      fail("target " + std::to_string(y) + " outside [0, V)");
+  }
+}
+
+// The options as the formulas read them: ε, ε/V, c_v, ω_t (1 when not given) and C = Σ_v c_v.
+template <class R>
+struct CeSpec {
+  CeSpec(const CrossEntropyOptions<R>& o, std::size_t vocab)
+      : opt(o), V(vocab), eps(o.label_smoothing), q(eps / R(vocab)) {
+    for (std::size_t v = 0; v < V; ++v) c_total += cls(v);
+  }
+  bool by_class() const { return !opt.class_weight.empty(); }
+  bool by_token() const { return !opt.token_weight.empty(); }
+  bool weighted() const { return by_class() || by_token(); }
+  bool mean() const { return opt.reduction == CeReduction::mean; }
+  bool ignored(std::int64_t y) const { return opt.ignore_index && y == *opt.ignore_index; }
+  R cls(std::size_t v) const { return by_class() ? opt.class_weight[v] : R(1); }  // c_v
+  R tok(std::size_t t) const { return by_token() ? opt.token_weight[t] : R(1); }  // ω_t
+
+  const CrossEntropyOptions<R>& opt;
+  std::size_t V;
+  R eps, q;      // ε, ε/V
+  R c_total{0};  // C
+};
+
+// D = Σ_{t non-ignored} ω_t·c_{y_t} (N exactly without weights) and N.
+template <class R>
+struct LossDenominator {
+  R value{0};
+  R magnitude{0};  // Σ |ω_t·c_{y_t}|: 0 exactly when every term is 0, where the mean gives 0
+  std::size_t count = 0;
+  bool zero() const { return magnitude == 0; }
+};
+
+template <class R>
+LossDenominator<R> loss_denominator(const CeSpec<R>& spec, std::span<const std::int64_t> targets) {
+  using std::abs;
+  LossDenominator<R> d;
+  for (std::size_t t = 0; t < targets.size(); ++t) {
+    if (spec.ignored(targets[t])) continue;
+    ++d.count;
+    const auto y = static_cast<std::size_t>(targets[t]);
+    d.value += spec.tok(t) * spec.cls(y);
+    d.magnitude += abs(spec.tok(t) * spec.cls(y));
+  }
+  if (!spec.weighted()) d.value = d.magnitude = R(d.count);
+  return d;
+}
+
+// One token's log-sum-exp with the max shift: m = max_v z_v, e_v = exp(z_v − m), S = Σ_v e_v,
+// lse = log S + m.
+template <class R>
+struct TokenLogSumExp {
+  R m{0};
+  std::vector<R> e;
+  R s{0}, log_s{0}, lse{0};
+};
+
+template <class R>
+TokenLogSumExp<R> token_logsumexp(const Tensor<R>& z, std::size_t t) {
+  using std::exp;
+  using std::log;
+  const std::size_t V = z.dim(1);
+  TokenLogSumExp<R> r;
+  r.m = z(t, 0);
+  for (std::size_t v = 1; v < V; ++v) r.m = z(t, v) > r.m ? z(t, v) : r.m;
+  r.e.resize(V);
+  for (std::size_t v = 0; v < V; ++v) {
+    r.e[v] = exp(z(t, v) - r.m);
+    r.s += r.e[v];
+  }
+  r.log_s = log(r.s);
+  r.lse = r.log_s + r.m;
+  return r;
+}
+
+// loss_t = ω_t·l_t, with the intermediate values the bound is evaluated at:
+//   without class weights  a = (1 − ε)·z_y, b = (ε/V)·Z, w = a + b, l_t = lse − w
+//   with class weights     k = (1 − ε)·c_y, a = lse − z_y, nll = k·a; when ε > 0 also
+//                          cl = C·lse, b = cl − Z_c, sm = (ε/V)·b; l_t = nll + sm
+template <class R>
+struct TokenLoss {
+  R z_y{0}, z_sum{0}, zc_sum{0};  // z_y, Z (without class weights), Z_c (with)
+  R k{0}, a{0}, b{0}, w{0}, nll{0}, cl{0}, sm{0};
+  R l{0}, loss{0};
+};
+
+template <class R>
+TokenLoss<R> token_loss(const Tensor<R>& z, std::size_t t, std::size_t y,
+                        const TokenLogSumExp<R>& s, const CeSpec<R>& spec) {
+  const R& eps = spec.eps;
+  TokenLoss<R> r;
+  r.z_y = z(t, y);
+  r.k = (1 - eps) * spec.cls(y);
+  if (!spec.by_class()) {
+    for (std::size_t v = 0; v < spec.V; ++v) r.z_sum += z(t, v);
+    r.a = (1 - eps) * r.z_y;
+    r.b = spec.q * r.z_sum;
+    r.w = r.a + r.b;
+    r.l = s.lse - r.w;
+  } else {
+    for (std::size_t v = 0; v < spec.V; ++v) r.zc_sum += spec.cls(v) * z(t, v);
+    r.a = s.lse - r.z_y;
+    r.nll = r.k * r.a;
+    r.l = r.nll;
+    if (eps > 0) {
+      r.cl = spec.c_total * s.lse;
+      r.b = r.cl - r.zc_sum;
+      r.sm = spec.q * r.b;
+      r.l = r.nll + r.sm;
+    }
+  }
+  r.loss = spec.tok(t) * r.l;
+  return r;
+}
+
+// The upstream factor of token t's gradient before ω_t: dloss_t (none), dloss (sum), dloss/D
+// (mean; 0 when D = 0).
+template <class R>
+R upstream_base(const Tensor<R>& dloss, std::size_t t, const CeSpec<R>& spec,
+                const LossDenominator<R>& d) {
+  if (spec.opt.reduction == CeReduction::none) return dloss[t];
+  if (!spec.mean()) return dloss[0];
+  return d.zero() ? R(0) : R(dloss[0] / d.value);
+}
+
+// K = (1 − ε)·c_y + (ε/V)·C, the factor of p_v in the gradient with class weights.
+template <class R>
+R gradient_k(const TokenLoss<R>& l, const CeSpec<R>& spec) {
+  return l.k + (spec.eps > 0 ? R(spec.q * spec.c_total) : R(0));
+}
+
+// One element of the gradient, g = s·(K·p_v − c'_v) with p_v = e_v/S,
+// c'_v = (ε/V)·c_v + (v = y)·(1 − ε)·c_y (without class weights K = 1, c'_v = ε/V (+ 1 − ε)),
+// s = ω_t·upstream_base, with its intermediate values (kp = K·p_v, cv = (ε/V)·c_v, c = c'_v,
+// d = kp − c).
+template <class R>
+struct GradientTerm {
+  R p{0}, kp{0}, cv{0}, c{0}, d{0}, g{0};
+};
+
+template <class R>
+GradientTerm<R> gradient_term(const TokenLogSumExp<R>& s, const TokenLoss<R>& l, const R& K,
+                              std::size_t v, bool target, const R& scale, const CeSpec<R>& spec) {
+  GradientTerm<R> g;
+  g.p = s.e[v] / s.s;
+  if (!spec.by_class()) {
+    g.kp = g.p;
+    g.c = target ? R(1 - spec.eps + spec.q) : spec.q;
+  } else {
+    g.kp = K * g.p;
+    g.cv = spec.q * spec.cls(v);
+    g.c = target ? R(g.cv + l.k) : g.cv;
+  }
+  g.d = g.kp - g.c;
+  g.g = g.d * scale;
+  return g;
+}
+
+// Σ_t loss_t, and the reduced loss: that sum (sum), over D (mean; 0 when D = 0).
+template <class R>
+R loss_sum(std::span<const R> token_loss) {
+  R total(0);
+  for (const R& x : token_loss) total += x;
+  return total;
+}
+
+template <class R>
+R reduced_loss(const R& sum, const CeSpec<R>& spec, const LossDenominator<R>& d) {
+  if (!spec.mean()) return sum;
+  return d.zero() ? R(0) : R(sum / d.value);
+}
+
+}  // namespace detail
+}  // namespace shardcheck::reference
