@@ -104,6 +104,7 @@ Tensor<R> activation_error(MlpActivation act, const Tensor<R>& h, const Tensor<R
   using std::abs;
   const std::size_t n = h.dim(0), kf = h.dim(1), f = kf / mlp_up_rows(act);
   const R u_a = unit_roundoff<R>(arith.accumulate);
+  const R eta_a = smallest_subnormal<R>(arith.accumulate);
   Tensor<R> e({n, f});
   for (std::size_t t = 0; t < n; ++t) {
     for (std::size_t j = 0; j < f; ++j) {
@@ -119,7 +120,8 @@ Tensor<R> activation_error(MlpActivation act, const Tensor<R>& h, const Tensor<R
       const R& es = ev;  // |silu_A(ĝ) − silu(g)|
       // ŝ·û − s·u, plus the product's rounding in A, then the rounding to T.
       const R prod = (abs(s) + es) * (abs(up) + eu);
-      const R err = prod - abs(s * up) + u_a * prod;
+      // A product in A may underflow: eta_A/2 absolute beside its relative u_A.
+      const R err = prod - abs(s * up) + u_a * prod + eta_a / 2;
       e(t, j) = err + detail::rounding_to_storage(R(abs(s * up) + err), arith);
     }
   }
@@ -160,6 +162,7 @@ Tensor<R> activation_grad_error(MlpActivation act, const Tensor<R>& h, const Ten
   const std::size_t n = h.dim(0), kf = h.dim(1), f = kf / mlp_up_rows(act);
   const R s2 = second_derivative_bound<R>(act);
   const R u_a = unit_roundoff<R>(arith.accumulate);
+  const R eta_a = smallest_subnormal<R>(arith.accumulate);
   Tensor<R> e({n, kf});
   for (std::size_t t = 0; t < n; ++t) {
     for (std::size_t j = 0; j < f; ++j) {
@@ -172,7 +175,7 @@ Tensor<R> activation_grad_error(MlpActivation act, const Tensor<R>& h, const Ten
       if (act != MlpActivation::swiglu) {
         // (fp + efp)·d − fp·|da|, the product's rounding in A, then to T.
         const R prod = (fp + efp) * d;
-        const R err = prod - fp * abs(da(t, j)) + u_a * prod;
+        const R err = prod - fp * abs(da(t, j)) + u_a * prod + eta_a / 2;
         e(t, j) = err + detail::rounding_to_storage(R(fp * abs(da(t, j)) + err), arith);
         continue;
       }
@@ -181,14 +184,15 @@ Tensor<R> activation_grad_error(MlpActivation act, const Tensor<R>& h, const Ten
       // dg: three perturbed factors d̂a·û·silu'_A(ĝ), two products in A.
       const R prod_g = d * uu * (fp + efp);
       const R exact_g = abs(da(t, j) * up) * fp;
-      const R err_g = prod_g - exact_g + 2 * u_a * prod_g * (1 + u_a);
+      // The first product's underflow (eta_A/2) is scaled by |silu'| ≤ 1.1, the second's is not.
+      const R err_g = prod_g - exact_g + 2 * u_a * prod_g * (1 + u_a) + eta_a * 21 / 20;
       e(t, j) = err_g + detail::rounding_to_storage(R(exact_g + err_g), arith);
       // du: d̂a·silu_A(ĝ), one product in A.
       const R s = abs(silu(z));
       const R es = value_error(act, z, ez, arith.accumulate);
       const R prod_u = d * (s + es);
       const R exact_u = abs(da(t, j)) * s;
-      const R err_u = prod_u - exact_u + u_a * prod_u;
+      const R err_u = prod_u - exact_u + u_a * prod_u + eta_a / 2;
       e(t, f + j) = err_u + detail::rounding_to_storage(R(exact_u + err_u), arith);
     }
   }
