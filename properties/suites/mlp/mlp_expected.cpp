@@ -1,0 +1,69 @@
+#include "suites/mlp/mlp_expected.hpp"
+
+#include "reference/mlp/mlp_bound.hpp"
+
+namespace shardcheck::check {
+namespace {
+
+using reference::hp;
+
+reference::MlpActivation reference_activation(Activation a) {
+  switch (a) {
+    case Activation::gelu: return reference::MlpActivation::gelu;
+    case Activation::gelu_tanh: return reference::MlpActivation::gelu_tanh;
+    case Activation::swiglu: return reference::MlpActivation::swiglu;
+  }
+  return reference::MlpActivation::gelu;
+}
+
+// Rows [first, first + count) of a [rows, ...] tensor in hp.
+Tensor<hp> rows(const Tensor<hp>& t, std::size_t first, std::size_t count) {
+  Shape shape = t.shape();
+  const std::size_t row = t.size() / shape[0];
+  shape[0] = count;
+  Tensor<hp> out(shape);
+  for (std::size_t i = 0; i < count * row; ++i) out[i] = t[first * row + i];
+  return out;
+}
+
+// The fused fc1's gate and up rows (gate empty unless swiglu).
+void unfuse(const Tensor<hp>& value, const Tensor<hp>& bound, Activation act, std::size_t f,
+            ExpectedTensor& gate, ExpectedTensor& up) {
+  if (value.empty()) return;
+  if (act != Activation::swiglu) {
+    up = {value, bound};
+    return;
+  }
+  gate = {rows(value, 0, f), rows(bound, 0, f)};
+  up = {rows(value, f, f), rows(bound, f, f)};
+}
+
+}  // namespace
+
+template <class T>
+MlpExpected mlp_expected(const MlpCase& c, const MlpData<T>& d) {
+  using reference::to_hp;
+  const auto act = reference_activation(c.cfg.activation);
+  const auto x = to_hp<hp>(d.x), w_up = to_hp<hp>(d.w_up), b_up = to_hp<hp>(d.b_up),
+             w_down = to_hp<hp>(d.w_down), b_down = to_hp<hp>(d.b_down), dy = to_hp<hp>(d.dy);
+  const auto fwd = reference::mlp<hp>(x, w_up, b_up, w_down, b_down, act);
+  const auto g = reference::mlp_backward<hp>(x, w_up, w_down, fwd, c.has_bias, dy, act);
+  const auto parts = split_sizes(c.cfg.ffn_split, c.ffn(), c.world);
+  const auto b = reference::mlp_bounds<hp>(x, w_up, b_up, w_down, b_down, dy, act, fwd, g, parts,
+                                           reference::arithmetic_of<T>());
+  MlpExpected e;
+  e.y = {fwd.y, b.y};
+  e.dx = {g.dx, b.dx};
+  unfuse(g.dw_up, b.dw_up, c.cfg.activation, c.ffn(), e.dw_gate, e.dw_up);
+  unfuse(g.db_up, b.db_up, c.cfg.activation, c.ffn(), e.db_gate, e.db_up);
+  e.dw_down = {g.dw_down, b.dw_down};
+  if (c.has_bias) e.db_down = {g.db_down, b.db_down};
+  return e;
+}
+
+#define SHARDCHECK_INSTANTIATE(T) \
+  template MlpExpected mlp_expected<T>(const MlpCase&, const MlpData<T>&);
+SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
+#undef SHARDCHECK_INSTANTIATE
+
+}  // namespace shardcheck::check

@@ -1,0 +1,273 @@
+// The elementwise a-priori bound of every MLP output under lib/ops/mlp/mlp.hpp's arithmetic,
+// in functions named for the derivation's steps (docs/mlp.md, "The bound"):
+//   up_projection_error        h = x·w_upᵀ + b_up: exact inputs, one dot per element on one
+//                              rank (bounds.hpp's element_bound)
+//   activation_error           a = f(ĥ) from the rounded ĥ: |f'(h)|·e_h + S2/2·e_h² (Taylor, S2 ≥
+//                              sup|f''|), plus the evaluation in A (activation.hpp) and the
+//                              rounding to T; swiglu: silu's error times |u| + e_u, plus
+//                              |silu(g)|·e_u
+//   down_projection_error      y = â·w_downᵀ + b_down over the ffn axis split into the ranks'
+//                              parts: the dot's own rounding (element_bound on the perturbed
+//                              magnitudes) plus the propagated Σ|w|·e_a (perturbed_dot_bound)
+//   activation_grad_error      dh = f'(ĥ)⊙d̂a: |f'(h)|·e_da + S2·e_h·(|da| + e_da) (the f''
+//                              term) plus the evaluation and the rounding; swiglu's products of
+//                              three perturbed factors
+//   the backward's dots        da (exact inputs, one part), dx = d̂h·w_up over the ffn axis in
+//                              the ranks' parts, dw_up = d̂hᵀ·x, db_up = Σ d̂h, dw_down = dyᵀ·â
+//                              (one part each, over tokens), db_down = Σ dy (exact inputs)
+// Every step's inputs are the previous steps' computed values, so each bound is evaluated at
+// magnitudes raised by the previous errors (|v̂| ≤ |v| + e); all the formulas are nondecreasing
+// in them. Overflow is outside the derivation: the suite draws values that cannot overflow.
+#pragma once
+
+#include "reference/bounds.hpp"
+#include "reference/linear/linear.hpp"
+#include "reference/mlp/mlp.hpp"
+
+#include <span>
+#include <vector>
+
+namespace shardcheck::reference {
+
+// One part of a dot whose factors carry errors: |â − a| ≤ e_a, |b̂ − b| ≤ e_b.
+template <class R = hp>
+struct PerturbedPart {
+  R partial{0};  // Σ a·b, the exact inputs' partial
+  R abs_sum{0};  // Σ (|a| + e_a)·(|b| + e_b) ≥ Σ |â·b̂|
+  R prop{0};     // Σ (|a| + e_a)·(|b| + e_b) − |a·b| ≥ |Σ â·b̂ − Σ a·b|
+  std::size_t length = 0;
+  void add(const R& a, const R& ea, const R& b, const R& eb) {
+    using std::abs;
+    const R m = (abs(a) + ea) * (abs(b) + eb);
+    partial += a * b;
+    abs_sum += m;
+    prop += m - abs(a * b);
+    ++length;
+  }
+};
+
+// The bound of a dot computed from perturbed factors: the computed dot of the computed factors
+// is within element_bound of their exact dot (its magnitudes raised: |ŝ_r| ≤ |s_r| + prop_r),
+// which is within Σ prop_r of the exact inputs' dot; the bias's rounding sees |ŝ + b| ≤ |s + b| +
+// Σ prop_r, and element_bound's |s' + b| is at least |s + b| − Σ prop_r: 2·u'_T·Σ prop_r more.
+template <class R = hp>
+R perturbed_dot_bound(std::span<const PerturbedPart<R>> parts, const R* bias,
+                      const Arithmetic& arith, Operands operands = Operands::general) {
+  using std::abs;
+  std::vector<PartTerms<R>> raised;
+  R prop(0);
+  for (const auto& p : parts) {
+    const R mag = abs(p.partial) + p.prop;
+    raised.push_back({p.partial < 0 ? R(-mag) : mag, p.abs_sum, p.length});
+    prop += p.prop;
+  }
+  const auto b = element_bound<R>(raised, bias, arith, operands);
+  const R u_t = unit_roundoff<R>(arith.storage);
+  const R margin = 1 + gamma<R>(4 * (parts.size() + 2), unit_roundoff_of<R>());
+  return (b.bound + prop * (1 + (bias != nullptr ? 2 * u_t : R(0)))) * margin;
+}
+
+namespace detail {
+// max(u'_T·m, eta_T/2), or 0 when T = A: the final rounding of a value of magnitude ≤ m.
+template <class R>
+R rounding_to_storage(const R& m, const Arithmetic& arith) {
+  if (arith.storage == arith.accumulate) return R(0);
+  const R u = unit_roundoff<R>(arith.storage);
+  return max_of<R>(u / (1 + u) * m, smallest_subnormal<R>(arith.storage) / 2);
+}
+template <class R>
+Tensor<R> bounds_of(const Contraction<R>& c, const Arithmetic& arith) {
+  return bounds<R>(c, arith).bound;
+}
+}  // namespace detail
+
+// e_h: h = x·w_upᵀ + b_up, one part (each rank holds the whole hidden axis).
+template <class R = hp>
+Tensor<R> up_projection_error(const Tensor<R>& x, const Tensor<R>& w_up, const Tensor<R>& b_up,
+                              const Arithmetic& arith) {
+  return detail::bounds_of(reference::linear_forward<R>(x, w_up, b_up), arith);
+}
+
+// |f_A(ĥ) − f(h)| for gelu, gelu_tanh or swiglu's silu with |ĥ − h| ≤ e: Taylor to first order
+// with the remainder bounded by S2 ≥ sup|f''|, plus f's evaluation in A.
+template <class R = hp>
+R value_error(MlpActivation act, const R& z, const R& e, const Format& acc) {
+  using std::abs;
+  return abs(activation_grad(act, z)) * e + second_derivative_bound<R>(act) / 2 * e * e +
+         value_eval_error(act, R(abs(z) + e), acc);
+}
+
+// e_a: a = f(ĥ) (swiglu: silu(ĝ)·û), evaluated in A and rounded once to T.
+template <class R = hp>
+Tensor<R> activation_error(MlpActivation act, const Tensor<R>& h, const Tensor<R>& e_h,
+                           const Arithmetic& arith) {
+  using std::abs;
+  const std::size_t n = h.dim(0), kf = h.dim(1), f = kf / mlp_up_rows(act);
+  const R u_a = unit_roundoff<R>(arith.accumulate);
+  const R eta_a = smallest_subnormal<R>(arith.accumulate);
+  Tensor<R> e({n, f});
+  for (std::size_t t = 0; t < n; ++t) {
+    for (std::size_t j = 0; j < f; ++j) {
+      const R& z = h(t, j);
+      const R ev = value_error(act, z, e_h(t, j), arith.accumulate);
+      if (act != MlpActivation::swiglu) {
+        e(t, j) = ev + detail::rounding_to_storage(R(abs(activation_value(act, z)) + ev), arith);
+        continue;
+      }
+      const R& up = h(t, f + j);
+      const R& eu = e_h(t, f + j);
+      const R s = silu(z);
+      const R& es = ev;  // |silu_A(ĝ) − silu(g)|
+      // ŝ·û − s·u, plus the product's rounding in A, then the rounding to T.
+      const R prod = (abs(s) + es) * (abs(up) + eu);
+      // A product in A may underflow: eta_A/2 absolute beside its relative u_A.
+      const R err = prod - abs(s * up) + u_a * prod + eta_a / 2;
+      e(t, j) = err + detail::rounding_to_storage(R(abs(s * up) + err), arith);
+    }
+  }
+  return e;
+}
+
+// The bound of a perturbed dot over the ffn axis in the ranks' parts, for y and dx.
+//   y[t, o]  = Σ_j â[t, j]·w_down[o, j] + b_down[o]: parts = the ranks' ffn features.
+// `ffn_parts`: F's shard sizes in rank order (empty: one part).
+template <class R = hp>
+Tensor<R> down_projection_error(const Tensor<R>& a, const Tensor<R>& e_a, const Tensor<R>& w_down,
+                                const Tensor<R>& b_down, std::span<const std::size_t> ffn_parts,
+                                const Arithmetic& arith) {
+  const std::size_t n = a.dim(0), f = a.dim(1), hid = w_down.dim(0);
+  const auto parts = normalize_parts(ffn_parts, f, "ffn (mlp down projection)");
+  Tensor<R> e({n, hid});
+  std::vector<PerturbedPart<R>> p(parts.size());
+  for (std::size_t t = 0; t < n; ++t) {
+    for (std::size_t o = 0; o < hid; ++o) {
+      std::size_t j = 0;
+      for (std::size_t r = 0; r < parts.size(); ++r) {
+        p[r] = {};
+        for (std::size_t q = 0; q < parts[r]; ++q, ++j)
+          p[r].add(a(t, j), e_a(t, j), w_down(o, j), R(0));
+      }
+      e(t, o) = perturbed_dot_bound<R>(p, b_down.empty() ? nullptr : &b_down[o], arith);
+    }
+  }
+  return e;
+}
+
+// e_dh: dh = f'(ĥ)⊙d̂a (swiglu: dĝ = d̂a·û·silu'(ĝ), dû = d̂a·silu(ĝ)), in A, rounded once to T.
+template <class R = hp>
+Tensor<R> activation_grad_error(MlpActivation act, const Tensor<R>& h, const Tensor<R>& e_h,
+                                const Tensor<R>& da, const Tensor<R>& e_da,
+                                const Arithmetic& arith) {
+  using std::abs;
+  const std::size_t n = h.dim(0), kf = h.dim(1), f = kf / mlp_up_rows(act);
+  const R s2 = second_derivative_bound<R>(act);
+  const R u_a = unit_roundoff<R>(arith.accumulate);
+  const R eta_a = smallest_subnormal<R>(arith.accumulate);
+  Tensor<R> e({n, kf});
+  for (std::size_t t = 0; t < n; ++t) {
+    for (std::size_t j = 0; j < f; ++j) {
+      const R& z = h(t, j);
+      const R& ez = e_h(t, j);
+      const R d = abs(da(t, j)) + e_da(t, j);  // ≥ |d̂a|
+      const R fp = abs(activation_grad(act, z));
+      // |f'_A(ĝ) − f'(g)| ≤ S2·e (the f'' term) + the evaluation of f' in A.
+      const R efp = s2 * ez + grad_eval_error(act, R(abs(z) + ez), arith.accumulate);
+      if (act != MlpActivation::swiglu) {
+        // (fp + efp)·d − fp·|da|, the product's rounding in A, then to T.
+        const R prod = (fp + efp) * d;
+        const R err = prod - fp * abs(da(t, j)) + u_a * prod + eta_a / 2;
+        e(t, j) = err + detail::rounding_to_storage(R(fp * abs(da(t, j)) + err), arith);
+        continue;
+      }
+      const R& up = h(t, f + j);
+      const R uu = abs(up) + e_h(t, f + j);
+      // dg: three perturbed factors d̂a·û·silu'_A(ĝ), two products in A.
+      const R prod_g = d * uu * (fp + efp);
+      const R exact_g = abs(da(t, j) * up) * fp;
+      // The first product's underflow (eta_A/2) is scaled by |silu'| ≤ 1.1, the second's is not.
+      const R err_g = prod_g - exact_g + 2 * u_a * prod_g * (1 + u_a) + eta_a * 21 / 20;
+      e(t, j) = err_g + detail::rounding_to_storage(R(exact_g + err_g), arith);
+      // du: d̂a·silu_A(ĝ), one product in A.
+      const R s = abs(silu(z));
+      const R es = value_error(act, z, ez, arith.accumulate);
+      const R prod_u = d * (s + es);
+      const R exact_u = abs(da(t, j)) * s;
+      const R err_u = prod_u - exact_u + u_a * prod_u + eta_a / 2;
+      e(t, f + j) = err_u + detail::rounding_to_storage(R(exact_u + err_u), arith);
+    }
+  }
+  return e;
+}
+
+template <class R = hp>
+struct MlpBounds {
+  Tensor<R> y, dx, dw_up, db_up, dw_down, db_down;  // the biases' empty without bias
+};
+
+// Every output's bound for the case: `ffn_parts` the ranks' shares of F (ParallelMLP's split;
+// empty: one rank), `arith` the storage and accumulator formats. Values from mlp()/mlp_backward().
+template <HighPrecision R = hp>
+MlpBounds<R> mlp_bounds(const Tensor<R>& x, const Tensor<R>& w_up, const Tensor<R>& b_up,
+                        const Tensor<R>& w_down, const Tensor<R>& b_down, const Tensor<R>& dy,
+                        MlpActivation act, const MlpForward<R>& fwd, const MlpGrads<R>& grads,
+                        std::span<const std::size_t> ffn_parts, const Arithmetic& arith) {
+  const std::size_t n = x.dim(0), hid = x.dim(1), f = w_down.dim(1), k = mlp_up_rows(act);
+  const bool has_bias = !b_down.empty();
+  const auto parts = normalize_parts(ffn_parts, f, "ffn (mlp)");
+  MlpBounds<R> out;
+  const Tensor<R> e_h = up_projection_error(x, w_up, b_up, arith);
+  const Tensor<R> e_a = activation_error(act, fwd.h, e_h, arith);
+  out.y = down_projection_error(fwd.a, e_a, w_down, b_down, parts, arith);
+
+  // da and db_down: exact inputs (dy, w_down), one part each.
+  const auto lin = reference::linear_backward<R>(fwd.a, w_down, has_bias, dy);
+  const Tensor<R> e_da = detail::bounds_of(lin.dx, arith);
+  if (has_bias) out.db_down = detail::bounds_of(lin.db, arith);
+  const Tensor<R> e_dh = activation_grad_error(act, fwd.h, e_h, grads.da, e_da, arith);
+
+  // dx over the fused ffn axis: rank r's part is its gate and up columns.
+  out.dx = Tensor<R>({n, hid});
+  std::vector<PerturbedPart<R>> p(parts.size());
+  for (std::size_t t = 0; t < n; ++t) {
+    for (std::size_t i = 0; i < hid; ++i) {
+      std::size_t off = 0;
+      for (std::size_t r = 0; r < parts.size(); ++r) {
+        p[r] = {};
+        for (std::size_t c = 0; c < k; ++c) {
+          for (std::size_t q = 0; q < parts[r]; ++q) {
+            const std::size_t j = c * f + off + q;
+            p[r].add(grads.dh(t, j), e_dh(t, j), w_up(j, i), R(0));
+          }
+        }
+        off += parts[r];
+      }
+      out.dx(t, i) = perturbed_dot_bound<R>(p, nullptr, arith);
+    }
+  }
+  // Sums over tokens, one part: dw_up = d̂hᵀ·x, db_up = Σ d̂h, dw_down = dyᵀ·â.
+  out.dw_up = Tensor<R>({k * f, hid});
+  if (has_bias) out.db_up = Tensor<R>({k * f});
+  out.dw_down = Tensor<R>({hid, f});
+  for (std::size_t j = 0; j < k * f; ++j) {
+    for (std::size_t i = 0; i < hid; ++i) {
+      PerturbedPart<R> q;
+      for (std::size_t t = 0; t < n; ++t) q.add(grads.dh(t, j), e_dh(t, j), x(t, i), R(0));
+      out.dw_up(j, i) = perturbed_dot_bound<R>({&q, 1}, nullptr, arith);
+    }
+    if (has_bias) {
+      PerturbedPart<R> q;
+      for (std::size_t t = 0; t < n; ++t) q.add(grads.dh(t, j), e_dh(t, j), R(1), R(0));
+      out.db_up[j] = perturbed_dot_bound<R>({&q, 1}, nullptr, arith, Operands::unit);
+    }
+  }
+  for (std::size_t i = 0; i < hid; ++i) {
+    for (std::size_t j = 0; j < f; ++j) {
+      PerturbedPart<R> q;
+      for (std::size_t t = 0; t < n; ++t) q.add(dy(t, i), R(0), fwd.a(t, j), e_a(t, j));
+      out.dw_down(i, j) = perturbed_dot_bound<R>({&q, 1}, nullptr, arith);
+    }
+  }
+  return out;
+}
+
+}  // namespace shardcheck::reference
