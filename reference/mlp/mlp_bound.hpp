@@ -85,7 +85,7 @@ Tensor<R> bounds_of(const Contraction<R>& c, const Arithmetic& arith) {
 template <class R = hp>
 Tensor<R> up_projection_error(const Tensor<R>& x, const Tensor<R>& w_up, const Tensor<R>& b_up,
                               const Arithmetic& arith) {
-  return detail::bounds_of(reference::linear_forward<R>(x, w_up, b_up), arith);
+  return detail::bounds_of(reference::linear<R>(x, w_up, b_up), arith);
 }
 
 // |f_A(ĥ) − f(h)| for gelu, gelu_tanh or swiglu's silu with |ĥ − h| ≤ e: Taylor to first order
