@@ -1,12 +1,13 @@
 // Scaled dot-product attention (grouped-query heads, masks, key padding), forward and backward,
 // in the high-precision scalar R, and an a-priori elementwise error bound for an implementation
-// that follows lib/ops/attention/attention.hpp's arithmetic contract, computed on ANY partition of the keys
-// into at most `parts` blocks merged with the softmax merge (lib/ops/softmax_merge/softmax_merge.hpp) and any
-// partition of the queries for dk/dv, in any summation order.
+// that follows lib/ops/attention/attention.hpp's arithmetic contract, computed on ANY partition of
+// the keys into at most `parts` blocks merged with the softmax merge
+// (lib/ops/softmax_merge/softmax_merge.hpp) and any partition of the queries for dk/dv, in any
+// summation order.
 //
-// Layout BSHD (lib/ops/attention/attention.hpp): q [batch, Lq, h, d], k, v [batch, Lk, g, d], out like q,
-// lse [batch, h, Lq]; query head i reads kv head i/(h/g). Per row (b, i, t), over the set S of
-// visible keys (n = |S|), σ = cfg.effective_scale() (a double, exact in R):
+// Layout BSHD (lib/ops/attention/attention.hpp): q [batch, Lq, h, d], k, v [batch, Lk, g, d], out
+// like q, lse [batch, h, Lq]; query head i reads kv head i/(h/g). Per row (b, i, t), over the set S
+// of visible keys (n = |S|), σ = cfg.effective_scale() (a double, exact in R):
 //   s_s = σ·(q·k_s),  M = max s_s,  lse = log Σ exp(s_s),  P_s = exp(s_s − lse),
 //   out = Σ P_s v_s;  D = dout·out,  dP_s = dout·v_s,  dS_s = P_s(dP_s − D),
 //   dq = σ Σ_s dS_s k_s,  dk_s = σ Σ_(i,t) dS q_t,  dv_s = Σ_(i,t) P dout_t   (dk, dv summed
@@ -95,7 +96,8 @@
 //
 // Tightness: realistic bugs (top-left causal alignment, lse without its max, the wrong GQA head,
 // dk without the group sum) change the results by O(|v|) or O(1) in the lse, far above the
-// bound; properties/suites/attention/attention_unit_tests.cpp prints the measured max |err|/bound per dtype.
+// bound (properties/suites/attention/attention_unit_mutant_tests.cpp); the program
+// ops_attention_unit_tests prints the measured max |err|/bound per dtype.
 #pragma once
 
 #include "reference/bounds.hpp"
@@ -602,9 +604,9 @@ AttentionOutput<R> attention_forward(const AttentionConfig& cfg, const Tensor<T>
 // ================================================================ the bounds
 
 // Elementwise bounds on |implementation − reference| for every result, for an implementation of
-// lib/ops/attention/attention.hpp's contract in `arith` (storage T, accumulator A), with the keys (and the
-// queries, for dk/dv) split into at most opt.parts blocks, and inputs within opt's error bounds
-// of q, k, v, dout. dout empty: forward bounds only. Derivation: this header's comment.
+// lib/ops/attention/attention.hpp's contract in `arith` (storage T, accumulator A), with the keys
+// (and the queries, for dk/dv) split into at most opt.parts blocks, and inputs within opt's error
+// bounds of q, k, v, dout. dout empty: forward bounds only. Derivation: this header's comment.
 // @pre shapes as attention_forward; error tensors empty or of their input's shape.
 template <HighPrecision R = hp>
 AttentionBounds<R> attention_bounds(const AttentionConfig& cfg, const Tensor<R>& q,
