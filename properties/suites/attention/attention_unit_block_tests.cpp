@@ -185,9 +185,10 @@ TYPED_TEST(AttentionTyped, blocks_over_key_and_query_partitions_are_within_the_b
 template <class T>
 Tensor<T> sweep_tensor(Shape shape, Rng& rng, int e_lo, int e_hi) {
   Tensor<T> t(std::move(shape));
+  const int exponents = e_hi - e_lo + 1;  // e_lo <= e_hi, a few apart
   for (auto& x : t.values()) {
     const double f = static_cast<double>(rng.next() >> 40) / 16777216.0;
-    const int e = e_lo + static_cast<int>(rng.below(static_cast<std::size_t>(e_hi - e_lo + 1)));
+    const int e = e_lo + static_cast<int>(rng.below(static_cast<std::size_t>(exponents)));
     x = static_cast<T>(
         static_cast<float>(((rng.next() & 1U) != 0 ? -1 : 1) * std::ldexp(1 + f, e)));
   }

@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <string>
 #include <utility>
@@ -35,7 +34,7 @@ TEST(Attention, causal_is_bottom_right_aligned) {
         EXPECT_EQ(f.lse[t], -std::numeric_limits<double>::infinity());
         continue;
       }
-      const double n = static_cast<double>(last + 1);
+      const auto n = static_cast<double>(last + 1);
       EXPECT_NEAR(f.out[t], (n + 1) / 2, 1e-14) << "Lq=" << lq << " Lk=" << lk << " t=" << t;
       EXPECT_NEAR(f.lse[t], std::log(n), 1e-14);
     }
@@ -69,10 +68,10 @@ TYPED_TEST(AttentionTyped, empty_rows_give_zero_out_minus_inf_lse_and_zero_gradi
   auto empty_row = [](std::size_t b, std::size_t t) { return b == 0 || t == 1; };
   for (std::size_t b = 0; b < 2; ++b) {
     for (std::size_t t = 0; t < lq; ++t) {
-      const float lse = static_cast<float>(f.lse[b * lq + t]);
+      const auto lse = static_cast<float>(f.lse[b * lq + t]);
       for (std::size_t e = 0; e < d; ++e) {
-        const double o = static_cast<double>(f.out[(b * lq + t) * d + e]);
-        const double dq = static_cast<double>(g.dq[(b * lq + t) * d + e]);
+        const auto o = static_cast<double>(f.out[(b * lq + t) * d + e]);
+        const auto dq = static_cast<double>(g.dq[(b * lq + t) * d + e]);
         EXPECT_FALSE(std::isnan(o) || std::isnan(dq));
         if (empty_row(b, t)) {
           EXPECT_EQ(o, 0.0);
@@ -135,10 +134,8 @@ TYPED_TEST(AttentionTyped, key_padding_equals_attention_over_the_valid_keys) {
   };
   const auto f0 = attention_forward(c0, seq0(q, lq), seq0(k, 3), seq0(v, 3));
   const auto g0 = attention_backward(c0, seq0(q, lq), seq0(k, 3), seq0(v, 3), f0, seq0(dout, lq));
-  EXPECT_TRUE(std::equal(f0.out.values().begin(), f0.out.values().end(), f.out.values().begin(),
-                         [](T a, T b) { return std::memcmp(&a, &b, sizeof(T)) == 0; }));
-  EXPECT_TRUE(std::equal(g0.dk.values().begin(), g0.dk.values().end(), g.dk.values().begin(),
-                         [](T a, T b) { return std::memcmp(&a, &b, sizeof(T)) == 0; }));
+  EXPECT_TRUE(bit_equal(f0.out, seq0(f.out, lq)));
+  EXPECT_TRUE(bit_equal(g0.dk, seq0(g.dk, 3)));
   for (std::size_t x = 3 * d; x < lk * d; ++x) {  // padded keys of sequence 0: no gradient
     EXPECT_EQ(static_cast<double>(g.dk[x]), 0.0);
     EXPECT_EQ(static_cast<double>(g.dv[x]), 0.0);
