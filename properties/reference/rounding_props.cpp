@@ -85,7 +85,6 @@ void to_hp_is_exact_case() {
     if (Eigen::numext::isinf(v)) {
       RC_ASSERT(boost::multiprecision::isinf(r));
     } else {
-      // NOLINTNEXTLINE(clang-analyzer-core.StackAddressEscape): in Boost's cpp_int pow, not here
       RC_ASSERT(r == decode<R>(v));
     }
     RC_ASSERT((boost::multiprecision::signbit(r) != 0) == sign_of(v));

@@ -64,7 +64,6 @@ TYPED_TEST(AttentionTyped, input_errors_are_carried_by_the_bound) {
       // The rounding's bound, as a projection's error bound would be given: u_T·|x| + η_T/2.
       const auto f = reference::format_of<T>();
       e[i] = reference::unit_roundoff<hp>(f) * abs(x[i]) + reference::smallest_subnormal<hp>(f) / 2;
-      // NOLINTNEXTLINE(clang-analyzer-core.StackAddressEscape): in Boost's cpp_int pow, not here
       EXPECT_LE(abs(to_hp(xr[i]) - x[i]), e[i]);
     }
     return e;
