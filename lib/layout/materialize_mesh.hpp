@@ -89,6 +89,7 @@ MeshMaterialized<T> materialize(const std::vector<Tensor<T>>& pieces, const Devi
       for (std::size_t i = 0; i < coords.size(); ++i) {
         c += (i != 0 ? ", " : "") + mesh.dim(i).name + "=" + std::to_string(coords[i]);
       }
+      // NOLINTNEXTLINE(performance-inefficient-string-concatenation): once, as the loop throws
       throw UsageError("materialize " + layout + ": rank " + std::to_string(r) + " (" + c +
                        ") holds " + format_shape(local.shape()) + " but its piece is " +
                        format_shape(piece.shape) + " at offset " + format_shape(piece.offset));

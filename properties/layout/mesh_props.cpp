@@ -33,6 +33,7 @@ rc::Gen<DeviceMesh> genMesh(int max_ndim = 3) {
     const auto n = static_cast<std::size_t>(*rc::gen::inRange(1, max_ndim + 1));
     const auto picked = *rc::gen::unique<std::vector<int>>(n, rc::gen::inRange(0, 4));
     std::vector<MeshDim> dims;
+    dims.reserve(picked.size());
     for (const int k : picked) dims.push_back({kMeshNames[k], *rc::gen::inRange(1, 5)});
     return DeviceMesh(dims);
   });
@@ -272,6 +273,7 @@ RC_GTEST_PROP(materialize, pieces_cut_from_x_materialize_to_x, ()) {
   const auto l = *genLayout(false);
   const auto x = iota_tensor(l.global, 1.0);
   std::vector<Tensor<double>> pieces;
+  pieces.reserve(static_cast<std::size_t>(l.mesh.world_size()));
   for (int r = 0; r < l.mesh.world_size(); ++r) {
     pieces.push_back(cut(x, local_piece(l.global, l.mesh, l.placements, l.mesh.coordinates(r))));
   }
@@ -293,6 +295,7 @@ RC_GTEST_PROP(materialize, a_divergent_replica_is_named, ()) {
   for (auto& n : l.global) n = std::max<std::size_t>(n, 1);
   const auto x = iota_tensor(l.global, 1.0);
   std::vector<Tensor<double>> pieces;
+  pieces.reserve(static_cast<std::size_t>(l.mesh.world_size()));
   for (int r = 0; r < l.mesh.world_size(); ++r) {
     pieces.push_back(cut(x, local_piece(l.global, l.mesh, l.placements, l.mesh.coordinates(r))));
   }

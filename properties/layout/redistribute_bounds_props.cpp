@@ -121,6 +121,8 @@ struct WorstReport {
   WorstReport() = default;
   WorstReport(const WorstReport&) = delete;
   WorstReport& operator=(const WorstReport&) = delete;
+  WorstReport(WorstReport&&) = delete;
+  WorstReport& operator=(WorstReport&&) = delete;
   ~WorstReport() {
     const char* names[] = {"float64", "float32", "bfloat16", "float16"};
     for (int i = 0; i < 8; ++i) {

@@ -88,6 +88,7 @@ inline rc::Gen<Case> genCase() {
     const auto n = static_cast<std::size_t>(*rc::gen::inRange(1, 4));
     const auto names = *rc::gen::unique<std::vector<int>>(n, rc::gen::inRange(0, 4));
     std::vector<MeshDim> dims;
+    dims.reserve(names.size());
     for (const int k : names) dims.push_back({kMeshNames[k], *rc::gen::inRange(1, 4)});
     c.mesh = DeviceMesh(dims);
     const auto nd = static_cast<std::size_t>(*rc::gen::inRange(1, 4));

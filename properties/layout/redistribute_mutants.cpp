@@ -19,14 +19,17 @@ using StepOverrideOf = std::function<std::optional<Tensor<T>>(
 using StepOverride = StepOverrideOf<double>;
 using PlanEdit = std::function<void(RedistributePlan&)>;
 
+// clang-tidy 14 takes `description` for a const use: it misses the move into impl.description,
+// a member of the dependent type BasicRedistributeImpl<T>.
 template <class T>
+// NOLINTNEXTLINE(performance-unnecessary-value-param): description is moved, see above
 BasicRedistributeImpl<T> make_of(std::string name, std::string description, PlanEdit edit,
                                  StepOverrideOf<T> over = {},
                                  bool accept_partial_op_change = false) {
   BasicRedistributeImpl<T> impl;
   impl.name = "mutant:" + std::move(name);
   impl.description = std::move(description);
-  impl.run = [edit, over, accept_partial_op_change](
+  impl.run = [edit = std::move(edit), over = std::move(over), accept_partial_op_change](
                  const MeshGroups& groups, const Tensor<T>& local, const Shape& global,
                  const std::vector<Placement>& from, const std::vector<Placement>& to) {
     RedistributePlan plan;
@@ -78,7 +81,7 @@ bool is_reduction(const RedistributeStep& s) {
 // unless it lies in T's subnormal range).
 template <class T>
 T round_to_bits(T v, int bits) {
-  const double d = static_cast<double>(v);
+  const auto d = static_cast<double>(v);
   if (d == 0 || !std::isfinite(d)) return v;
   int e = 0;
   (void)std::frexp(d, &e);  // |d| in [2^(e-1), 2^e)

@@ -156,7 +156,7 @@ Outcome check_preserves(const RedistributeImpl& impl) {
   std::copy(xs.begin(), xs.end(), x.data());
   const auto noise = genNoise(64, x.size());
   const auto in = pieces_of(x, c, c.from, noise);
-  const auto o = run_redistribute(c, in, c.from, c.to, impl);
+  auto o = run_redistribute(c, in, c.from, c.to, impl);  // not const: returned by move
   std::set<std::string> kinds;
   for (const auto& plan : o.plans) {
     for (const auto& s : plan.steps) kinds.insert(std::string(name(s.kind)));

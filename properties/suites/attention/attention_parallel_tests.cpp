@@ -1,6 +1,6 @@
 // Unit tests of the partitioned attention ops (lib/ops/attention/context_parallel_attention.hpp,
-// lib/ops/attention/head_parallel_attention.hpp): the layouts' positions, the head assignment and its
-// refusals, the bit-exact relations to the dense op that hold by construction, the traffic each
+// lib/ops/attention/head_parallel_attention.hpp): the layouts' positions, the head assignment and
+// its refusals, the bit-exact relations to the dense op that hold by construction, the traffic each
 // algorithm declares (asserted exactly from the ledger), and the usage errors. Agreement with
 // the high-precision reference under the derived bounds, for generated cases and mutants, is
 // the attention suite's job (properties/suites/attention/).
@@ -241,6 +241,7 @@ TEST(context_parallel_attention, ring_moves_cp_minus_1_kv_chunks_forward_and_dkd
   for (auto layout : {CpLayout::contiguous, CpLayout::zigzag}) {
     const auto cc = cp_config(len, layout, SplitPolicy::chunk(), CpAlgorithm::ring);
     std::vector<std::vector<std::size_t>> pos;
+    pos.reserve(static_cast<std::size_t>(cp_size));
     for (int r = 0; r < cp_size; ++r) pos.push_back(cp_positions(cc, cp_size, r));
     std::vector<Ledger> fwd_ledgers(cp_size), bwd_ledgers(cp_size);
     auto result = run(cp_size, [&](Communicator& cp) {

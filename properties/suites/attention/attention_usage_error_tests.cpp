@@ -1,4 +1,4 @@
-// The UsageErrors of the attention ops not pinned by attention_unit_tests.cpp and
+// The UsageErrors of the attention ops not pinned by attention_unit_usage_error_tests.cpp and
 // attention_parallel_tests.cpp: the position helpers of context parallelism, the backward's
 // shape checks, and the head assignment as the head-parallel layer reports it. Each case pins
 // the parts of the message a user needs (the function, the rank when one raises it, the shapes

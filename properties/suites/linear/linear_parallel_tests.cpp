@@ -11,8 +11,8 @@
 // Models of the orders are plain loops (the fold of Algorithm::sequential); the ring order is
 // checked through its cross-rank identity.
 #include "ops/linear/linear.hpp"
-#include "testing/ops_test_util.hpp"
 #include "runtime/reduce_op.hpp"
+#include "testing/ops_test_util.hpp"
 
 #include <gtest/gtest.h>
 
@@ -162,6 +162,7 @@ TYPED_TEST(ParallelLinearTest, column_backward_sums_dx_and_keeps_dw_db_local) {
         const auto token_pieces = split(token_policies[i], d.tokens, p);
         // The model of dx: each rank's partial dy_r·W_r, folded in group order.
         std::vector<Tensor<T>> partials;
+        partials.reserve(static_cast<std::size_t>(p));
         for (int r = 0; r < p; ++r) {
           partials.push_back(
               linear_backward(L.x, rows_of(L.w, pieces[at(r)]), false, cols_of(L.dy, pieces[at(r)]))
@@ -268,6 +269,7 @@ TYPED_TEST(ParallelLinearTest, row_forward_reduces_partials_then_adds_the_bias_o
         const auto pieces = split(in_policies[i], d.in, p);
         const auto token_pieces = split(token_policies[i], d.tokens, p);
         std::vector<Tensor<T>> partials;
+        partials.reserve(static_cast<std::size_t>(p));
         for (int r = 0; r < p; ++r) {
           partials.push_back(
               linear(cols_of(L.x, pieces[at(r)]), cols_of(L.w, pieces[at(r)]), Tensor<T>()));
