@@ -1,7 +1,7 @@
 // Writes the seed corpus of softmax_merge_fuzz: one small input per target below, each an
 // explicit merge problem (every value written as raw bits, so it decodes bit for bit), covering
-// every convention and numerical hazard of lib/ops/softmax_merge/softmax_merge.hpp, plus a few random byte
-// strings from a fixed-seed splitmix64:
+// every convention and numerical hazard of lib/ops/softmax_merge/softmax_merge.hpp, plus a few
+// random byte strings from a fixed-seed splitmix64:
 //   softmax_merge_corpus <dir>            writes the seeds (fuzz/corpus/softmax_merge)
 //   softmax_merge_corpus --check <dir>    fails when a seed no longer decodes to its target
 // Nothing is merged here: the harness checks the results when ctest replays the corpus.

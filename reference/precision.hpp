@@ -12,8 +12,8 @@
 // (≤ 106 bits) is exact in hp and no product can underflow (2^-2148 is far inside hp's range);
 // a sum of k such products is then within gamma_{k-1}(2^-113)·Σ|x||y| of the exact value, about
 // 2^-47 of a float64 ulp of Σ|x||y| for k = 10^4 (bounds.hpp adds that term, so no check assumes
-// the reference is exact). Measured on the project's 2-core machine: binary128 (GCC's __float128, libquadmath) 10 ms
-// for a 64×64×64 product, cpp_bin_float_quad 15 ms, mpfr_float_50 15 ms.
+// the reference is exact). Measured on the project's 2-core machine: binary128 (GCC's __float128,
+// libquadmath) 10 ms for a 64×64×64 product, cpp_bin_float_quad 15 ms, mpfr_float_50 15 ms.
 //
 // Which type hp is: boost::multiprecision::float128 under GCC; under clang-14 (tsan and fuzz
 // presets) <quadmath.h> is not on clang's include path, so hp is cpp_bin_float_quad, the same

@@ -27,12 +27,14 @@ int main() {
   });
   const auto exact = shardcheck::reference::linear(x, w, b);
   for (std::size_t i = 0; i < dense.size(); ++i) {
-    if (y[0][i] != dense[i] || y[1][i] != dense[i] || static_cast<double>(exact.value[i]) != dense[i]) {
+    if (y[0][i] != dense[i] || y[1][i] != dense[i] ||
+        static_cast<double>(exact.value[i]) != dense[i]) {
       std::printf("library_only: element %zu differs\n", i);
       return 1;
     }
   }
-  std::printf("library_only: column_parallel_linear on 2 ranks equals the dense linear and the "
-              "reference\n");
+  std::printf(
+      "library_only: column_parallel_linear on 2 ranks equals the dense linear and the "
+      "reference\n");
   return 0;
 }

@@ -6,8 +6,8 @@
 //
 // This one computes its local products with its own loops (accumulating in float, or double
 // for double) and communicates through shardcheck's Communicator.
-#include "suites/linear/linear_impl.hpp"
 #include "ops/tp_transitions.hpp"
+#include "suites/linear/linear_impl.hpp"
 
 #include <memory>
 

@@ -129,10 +129,10 @@ OpTraffic row_parallel_traffic(const RowParallelConfig& cfg, std::size_t tokens,
 // sequence_parallel_norm over cfg.tokens tokens of `hidden` features.
 OpTraffic sp_norm_traffic(const SequenceParallelNormConfig& cfg, std::size_t hidden, int p, int r,
                           ElementBytes e);
-// Megatron's sequence-parallel block (properties/suites/norm/norm_impl.hpp): SP norm, column-parallel
-// [ffn, hidden] with sequence-parallel input, row-parallel [hidden, ffn] with sequence-parallel
-// output, no biases, every collective with norm.reduce_algorithm. Forward: norm, column, row;
-// backward: row, column, norm.
+// Megatron's sequence-parallel block (properties/suites/norm/norm_impl.hpp): SP norm,
+// column-parallel [ffn, hidden] with sequence-parallel input, row-parallel [hidden, ffn] with
+// sequence-parallel output, no biases, every collective with norm.reduce_algorithm. Forward: norm,
+// column, row; backward: row, column, norm.
 OpTraffic sp_block_traffic(const SequenceParallelNormConfig& norm, std::size_t hidden,
                            std::size_t ffn, const SplitPolicy& ffn_split, int p, int r,
                            ElementBytes e);

@@ -1,12 +1,12 @@
 // The budget calculator (lib/budget/): Korthikanti et al. 2022's published check values,
 // the ring factors against the runtime's ledger, and parameter accounting on meshes.
-#include "testing/ops_test_util.hpp"
 #include "budget/activation_memory.hpp"
 #include "budget/parameter_memory.hpp"
 #include "budget/traffic.hpp"
 #include "layout/device_mesh.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/launcher.hpp"
+#include "testing/ops_test_util.hpp"
 
 #include <gtest/gtest.h>
 #include <rapidcheck.h>

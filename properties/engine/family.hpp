@@ -129,8 +129,7 @@ void register_family() {
   auto& reg = ImplementationRegistry<typename F::Interface>::instance();
   reg.add_once({"shardcheck", F::library_description, false, true}, F::library());
   for (const auto& m : F::mutants()) {
-    reg.add_once({std::string("mutant:") + m.name, m.description, true, m.deterministic},
-                 m.make());
+    reg.add_once({std::string("mutant:") + m.name, m.description, true, m.deterministic}, m.make());
   }
   auto& suites = SuiteRegistry::instance();
   if (suites.find(F::name) == nullptr) suites.add(std::make_unique<FamilySuite<F>>());

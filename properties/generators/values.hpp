@@ -1,8 +1,8 @@
 // Value generators of our own. RapidCheck's arbitrary<double> never yields subnormals, NaN,
-// +-Inf, -0.0 or tiny magnitudes, and inRange<double> only integer-spaced values (docs/building.md, "Traps on this toolchain"),
-// so every floating-point value here is built from a sign, an exponent and mantissa bits drawn
-// with RapidCheck's integer generators: exactly representable in T by construction, and the
-// same on every platform for the same seed (no std:: distributions).
+// +-Inf, -0.0 or tiny magnitudes, and inRange<double> only integer-spaced values (docs/building.md,
+// "Traps on this toolchain"), so every floating-point value here is built from a sign, an exponent
+// and mantissa bits drawn with RapidCheck's integer generators: exactly representable in T by
+// construction, and the same on every platform for the same seed (no std:: distributions).
 //
 // Profiles:
 //   unit          |v| in [2^-8, 2), random mantissa, random sign: ordinary activations

@@ -2,8 +2,8 @@
 // whose message holds given words, and a test of an exception's type.
 #pragma once
 
-#include "runtime/exception_holds.hpp"
 #include "runtime/errors.hpp"
+#include "runtime/exception_holds.hpp"
 
 #include <gtest/gtest.h>
 

@@ -2,12 +2,12 @@
 // mesh_props.cpp and redistribute_props.cpp. Each case pins the parts of the message a user
 // needs (the mesh, the layout, the shapes or sizes, and the fix) and, for an error raised on a
 // rank, that it is a UsageError and the run's primary failure, on the rank at fault.
-#include "testing/ops_test_util.hpp"
 #include "layout/device_mesh.hpp"
 #include "layout/materialize.hpp"
 #include "layout/materialize_mesh.hpp"
 #include "layout/redistribute.hpp"
 #include "layout/sharding.hpp"
+#include "testing/ops_test_util.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
-// A small emulation of lib/ops/linear/linear.hpp's arithmetic contract for ONE output element, written
-// independently of lib/: the bound's soundness is checked against every arithmetic the contract
-// allows, not against one implementation's choices.
+// A small emulation of lib/ops/linear/linear.hpp's arithmetic contract for ONE output element,
+// written independently of lib/: the bound's soundness is checked against every arithmetic the
+// contract allows, not against one implementation's choices.
 //
 //   each part: k_r products accumulated in A = acc_t<T> (float64 for float64, else float32) in
 //              an order drawn from the case's seed: left to right; a random summation tree; a

@@ -2,9 +2,9 @@
 // function on P ranks and collecting each rank's result, and the failure of a run.
 #pragma once
 
-#include "runtime/exception_holds.hpp"
 #include "layout/split_policy.hpp"
 #include "runtime/errors.hpp"
+#include "runtime/exception_holds.hpp"
 #include "runtime/launcher.hpp"
 #include "tensor/tensor.hpp"
 

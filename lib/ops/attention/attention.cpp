@@ -1,6 +1,6 @@
-// Scaled dot-product attention with grouped-query heads (ops/attention/attention.hpp): the block kernel
-// (local queries against local keys, the mask evaluated on global positions) and the dense op
-// built on it. Every operation is written out one step at a time in A = acc_t<T>, in the order
+// Scaled dot-product attention with grouped-query heads (ops/attention/attention.hpp): the block
+// kernel (local queries against local keys, the mask evaluated on global positions) and the dense
+// op built on it. Every operation is written out one step at a time in A = acc_t<T>, in the order
 // the header's arithmetic contract fixes, so the reference's error analysis
 // (reference/attention/attention.hpp) follows the code step by step.
 #include "ops/attention/attention.hpp"

@@ -35,9 +35,9 @@
 //   dq_e += dS·k_se; dk_se += dS·q_e; dv_se += P·dout_e (loops b, query head, query, key).
 // dq and dk are accumulated unscaled and multiplied by A(scale) once per block (dq per row,
 // dk at the end); dv has no scale. A row with lse = −inf contributes nothing (P = 0).
-// reference/attention/attention.hpp bounds the error of any implementation of this contract, for any
-// partition of the keys (forward merged by ops/softmax_merge/softmax_merge.hpp, dq summed) and of the
-// queries (dk, dv summed) into at most `parts` blocks, and any summation order.
+// reference/attention/attention.hpp bounds the error of any implementation of this contract, for
+// any partition of the keys (forward merged by ops/softmax_merge/softmax_merge.hpp, dq summed) and
+// of the queries (dk, dv summed) into at most `parts` blocks, and any summation order.
 //
 // Sources: Vaswani et al. 2017; Ainslie et al. 2023 (GQA); Shazeer 2019 (MQA); Dao 2023
 // (FlashAttention-2) for lse and the backward; FlashAttention ≥ 2.1 for the bottom-right causal

@@ -1,5 +1,5 @@
-// Context-parallel attention (ops/attention/context_parallel_attention.hpp): the layouts' positions, the
-// ring and all-gather algorithms, forward and backward, on one rank each.
+// Context-parallel attention (ops/attention/context_parallel_attention.hpp): the layouts'
+// positions, the ring and all-gather algorithms, forward and backward, on one rank each.
 #include "ops/attention/context_parallel_attention.hpp"
 
 #include "budget/live_bytes.hpp"

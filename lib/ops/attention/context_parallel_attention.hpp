@@ -22,8 +22,8 @@
 //   ring        forward: cp − 1 ring_shift steps, each moving this rank's current K/V chunk
 //               (k and v packed in one buffer of T) to rank r + 1; each step's partial (out, lse
 //               in A) is merged into the running result with merge_attention_into (the guarded
-//               lse merge of ops/softmax_merge/softmax_merge.hpp); out rounded once to T at the end.
-//               backward: every step uses the GLOBAL merged out and lse (never a step's own):
+//               lse merge of ops/softmax_merge/softmax_merge.hpp); out rounded once to T at the
+//               end. backward: every step uses the GLOBAL merged out and lse (never a step's own):
 //               dq accumulates locally in A; K/V travel again (cp − 1 ring_shifts of T) and
 //               dK/dV travel with them in A (cp ring_shifts: the last one returns them to
 //               their owner); dq, dk, dv rounded once to T at the end.

@@ -1,5 +1,6 @@
 // The attention layer with heads over tp and, optionally, the sequence over cp
-// (ops/attention/head_parallel_attention.hpp): head assignment, weight sharding, forward and backward.
+// (ops/attention/head_parallel_attention.hpp): head assignment, weight sharding, forward and
+// backward.
 #include "ops/attention/head_parallel_attention.hpp"
 
 #include "budget/live_bytes.hpp"

@@ -1,6 +1,7 @@
-// The softmax merge (ops/softmax_merge/softmax_merge.hpp). One row kernel, written one IEEE operation per
-// step in the order the header fixes, so that reference/softmax_merge/softmax_merge.hpp's bound follows it;
-// the layouts only say where a row's out and lse live.
+// The softmax merge (ops/softmax_merge/softmax_merge.hpp). One row kernel, written one IEEE
+// operation per step in the order the header fixes, so that
+// reference/softmax_merge/softmax_merge.hpp's bound follows it; the layouts only say where a row's
+// out and lse live.
 #include "ops/softmax_merge/softmax_merge.hpp"
 
 #include "runtime/errors.hpp"

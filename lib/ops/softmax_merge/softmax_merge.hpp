@@ -26,15 +26,17 @@
 //   m = max_j lse_j (exact);  d_j = lse_j − m (one subtraction);  w_j = std::exp(d_j);
 //   l = ((w_0 + w_1) + w_2) + ...;  lse = m + std::log(l);  c_j = w_j / l (one division);
 //   out_e = ((c_0·out_0e + c_1·out_1e) + c_2·out_2e) + ...   (each product and sum rounded,
-//   no fused multiply-add needed; the bound of reference/softmax_merge/softmax_merge.hpp allows one).
+//   no fused multiply-add needed; the bound of reference/softmax_merge/softmax_merge.hpp allows
+//   one).
 // merge_into (the two-way step a ring applies) is exactly this with the two parts
-// (accumulator, new part), in that order. reference/softmax_merge/softmax_merge.hpp bounds the error of all
-// of it, of nested merges and of chains; docs/attention.md "The softmax merge" in prose.
+// (accumulator, new part), in that order. reference/softmax_merge/softmax_merge.hpp bounds the
+// error of all of it, of nested merges and of chains; docs/attention.md "The softmax merge" in
+// prose.
 //
-// Shapes. Row layout: out [rows, width], lse [rows]. Attention layout (ops/attention/attention.hpp):
-// out [batch, L, h, d] and lse [batch, h, L]; the row (b, t, i) is out[b, t, i, :] with
-// lse[b, i, t]. Every partial of one merge has the same shape; UsageError otherwise, naming
-// both shapes. Zero-sized dimensions are allowed (nothing to merge).
+// Shapes. Row layout: out [rows, width], lse [rows]. Attention layout
+// (ops/attention/attention.hpp): out [batch, L, h, d] and lse [batch, h, L]; the row (b, t, i) is
+// out[b, t, i, :] with lse[b, i, t]. Every partial of one merge has the same shape; UsageError
+// otherwise, naming both shapes. Zero-sized dimensions are allowed (nothing to merge).
 //
 // Sources: Milakov & Gimelshein 2018 (online softmax); Dao 2023 (FlashAttention-2 split-KV
 // combine); docs/softmax_merge.md.

@@ -1,8 +1,8 @@
 #include "suites/attention/attention_expected.hpp"
 
-#include "suites/attention/attention_run.hpp"
 #include "reference/attention/attention.hpp"
 #include "reference/bounds.hpp"
+#include "suites/attention/attention_run.hpp"
 
 #include <algorithm>
 

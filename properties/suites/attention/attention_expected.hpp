@@ -1,6 +1,6 @@
 // What the attention suite expects of a case: the exact value of every output in high
-// precision with its elementwise a-priori bound (reference/attention/attention.hpp for the attention core;
-// the projections' dot products and the cross-rank sums composed around it here).
+// precision with its elementwise a-priori bound (reference/attention/attention.hpp for the
+// attention core; the projections' dot products and the cross-rank sums composed around it here).
 //
 // Sequence-sharded results (out, lse, dq, dk, dv of the core; y, dx of the layer) are given in
 // "cp order": the positions of cp rank 0, then of cp rank 1, ... (cp_positions), so that the
@@ -13,8 +13,9 @@
 // variant sums dk, dv over cp ranks), plus the reference's own error
 // (reference::attention_reference_error).
 //
-// Layer, per tp rank r with heads a_r (lib/ops/attention/head_parallel_attention.hpp), every operand a
-// value with an error bound (|implementation − exact| ≤ e), arithmetic of lib/ops/linear/linear.hpp:
+// Layer, per tp rank r with heads a_r (lib/ops/attention/head_parallel_attention.hpp), every
+// operand a value with an error bound (|implementation − exact| ≤ e), arithmetic of
+// lib/ops/linear/linear.hpp:
 //   q, k, v  = T(x·W_rᵀ) + b_r        dot of `hidden` terms in A, rounded to T, bias added in T
 //   out_r, lse_r                     the attention reference on the rank's heads, with the
 //                                    projections' errors as input errors (attention_bounds)
@@ -33,8 +34,8 @@
 // ≥ 2^-53·Σ|terms|.
 #pragma once
 
-#include "suites/attention/attention_case.hpp"
 #include "engine/expected.hpp"
+#include "suites/attention/attention_case.hpp"
 
 #include <vector>
 

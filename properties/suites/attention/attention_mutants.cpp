@@ -3,8 +3,8 @@
 // projections), so the planted bug is the only difference.
 #include "suites/attention/attention_mutants.hpp"
 
-#include "suites/attention/attention_impl.hpp"
 #include "ops/softmax_merge/softmax_merge.hpp"
+#include "suites/attention/attention_impl.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -335,8 +335,7 @@ constexpr Mutant<AttentionImplementation> catalog[] = {
     {"cp-zigzag-off-by-one",
      "zigzag layout: rank r believes it holds chunk 2·cp − r instead of 2·cp − 1 − r",
      &make<Fault::zigzag_off_by_one>, false},
-    {"empty-row-nan",
-     "a fully masked query row gives 0/0 = NaN instead of out 0, lse −inf",
+    {"empty-row-nan", "a fully masked query row gives 0/0 = NaN instead of out 0, lse −inf",
      &make<Fault::nan_empty_rows>, false},
     {"ring-backward-local-kv",
      "the ring backward computes every step against the local K/V instead of the rotated "
@@ -352,8 +351,7 @@ constexpr Mutant<AttentionImplementation> catalog[] = {
      "the all-gather backward keeps its own slice of dK/dV instead of reduce_scattering the "
      "contributions of every rank's queries",
      &make<Fault::gather_no_reduce>, false},
-    {"kv-head-r-mod-g",
-     "g < tp: rank r reads kv head r mod g instead of r / (tp/g)",
+    {"kv-head-r-mod-g", "g < tp: rank r reads kv head r mod g instead of r / (tp/g)",
      &make<Fault::kv_head_r_mod_g>, false},
     {"kv-grad-not-summed",
      "g < tp: the replicated kv projection's weight and bias gradients are not summed over "

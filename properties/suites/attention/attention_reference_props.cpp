@@ -1,6 +1,6 @@
-// The attention reference's gradients (reference/attention/attention.hpp: dq, dk, dv) against central
-// finite differences of L(q, k, v) = Σ dout ⊙ attention(q, k, v).out in the high precision, for
-// small shapes, every mask kind, key padding (fully padded sequences included: empty rows),
+// The attention reference's gradients (reference/attention/attention.hpp: dq, dk, dv) against
+// central finite differences of L(q, k, v) = Σ dout ⊙ attention(q, k, v).out in the high precision,
+// for small shapes, every mask kind, key padding (fully padded sequences included: empty rows),
 // MHA, GQA and MQA. The reference's forward on empty rows: out 0, lse −inf, zero gradients.
 //
 // L is affine along every v axis (no truncation term there) but not along q or k. Along one

@@ -77,7 +77,6 @@ void core_traffic(const AttentionCase& c, int cp_rank, std::size_t heads_kv, DTy
   for (int s = 0; s < p; ++s) calls.push_back({Collective::ring_shift, a, chunk(s)});  // dK/dV
 }
 
-
 }  // namespace
 
 std::vector<DeclaredCall> attention_declared_traffic(const AttentionCase& c, int world_rank) {

@@ -3,10 +3,10 @@
 // traffic each rank's op declares.
 #pragma once
 
-#include "suites/attention/attention_case.hpp"
-#include "suites/attention/attention_impl.hpp"
 #include "engine/traffic.hpp"
 #include "runtime/ledger.hpp"
+#include "suites/attention/attention_case.hpp"
+#include "suites/attention/attention_impl.hpp"
 
 #include <string>
 #include <vector>

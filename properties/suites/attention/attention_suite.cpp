@@ -4,11 +4,11 @@
 // replicated results.
 #include "suites/attention/attention_suite.hpp"
 
+#include "engine/rank_family.hpp"
+#include "engine/verdict.hpp"
 #include "suites/attention/attention_expected.hpp"
 #include "suites/attention/attention_mutants.hpp"
 #include "suites/attention/attention_run.hpp"
-#include "engine/rank_family.hpp"
-#include "engine/verdict.hpp"
 
 #include <rapidcheck.h>
 

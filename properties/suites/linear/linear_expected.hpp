@@ -13,8 +13,8 @@ struct LinearExpected {
 };
 
 // The bound of each element is the one of the rounding scheme the op's contract allows
-// (lib/ops/linear/linear.hpp): which products share a rank (a partial dot product, rounded to T), how
-// many partials are reduced in T, and the bias added once in T.
+// (lib/ops/linear/linear.hpp): which products share a rank (a partial dot product, rounded to T),
+// how many partials are reduced in T, and the bias added once in T.
 //   column_parallel  y: dense dot over in, + bias      dx: p partial dots over out_split
 //                    dw, db: dense sums over tokens
 //   row_parallel     y: p partial dots over in_split, + bias once

@@ -4,8 +4,8 @@
 #include "suites/linear/linear_mutants.hpp"
 
 #include "layout/split_policy.hpp"
-#include "suites/linear/linear_impl.hpp"
 #include "ops/tp_transitions.hpp"
+#include "suites/linear/linear_impl.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -6,9 +6,9 @@
 #include "engine/rank_family.hpp"
 #include "engine/traffic.hpp"
 #include "layout/placement.hpp"
+#include "runtime/ledger.hpp"
 #include "suites/linear/linear_case.hpp"
 #include "suites/linear/linear_impl.hpp"
-#include "runtime/ledger.hpp"
 
 #include <string>
 #include <vector>

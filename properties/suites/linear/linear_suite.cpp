@@ -46,9 +46,8 @@ void bit_exactness(LinearOwnCheck own, CaseVerdict& v, const LinearCase& c, cons
     return first_bit_difference(what, std::nullopt, got, want, "the dense linear");
   };
   try {
-    const auto y = materialize(pieces_of(run.outputs, &LinearRankOutputs<T>::y), pl.y,
-                               dense.shape())
-                       .global;
+    const auto y =
+        materialize(pieces_of(run.outputs, &LinearRankOutputs<T>::y), pl.y, dense.shape()).global;
     if (auto f = differs("y", y, dense); !f.empty()) v.failures.push_back(f);
     if (own == LinearOwnCheck::row_world1_bits) {
       const auto g = linear_backward(d.x, d.w, c.has_bias, d.dy, Kernel::deterministic);

@@ -1,5 +1,5 @@
-// Every UsageError of ops/linear/linear.hpp and ops/tp_transitions.hpp, with the parts of its message
-// a user needs pinned: the function, the rank, the shapes or sizes involved, and the fix.
+// Every UsageError of ops/linear/linear.hpp and ops/tp_transitions.hpp, with the parts of its
+// message a user needs pinned: the function, the rank, the shapes or sizes involved, and the fix.
 // On ranks, the error must be the run's primary failure, on the rank that made the mistake.
 #include "ops/linear/linear.hpp"
 #include "ops/tp_transitions.hpp"

@@ -104,7 +104,8 @@ NormExpected norm_expected(const NormCase& c, const NormData<T>& d) {
   return e;
 }
 
-#define SHARDCHECK_INSTANTIATE(T) template NormExpected norm_expected<T>(const NormCase&, const NormData<T>&);
+#define SHARDCHECK_INSTANTIATE(T) \
+  template NormExpected norm_expected<T>(const NormCase&, const NormData<T>&);
 SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
 #undef SHARDCHECK_INSTANTIATE
 

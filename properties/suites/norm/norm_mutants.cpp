@@ -4,8 +4,8 @@
 #include "suites/norm/norm_mutants.hpp"
 
 #include "layout/split_policy.hpp"
-#include "suites/norm/norm_impl.hpp"
 #include "ops/tp_transitions.hpp"
+#include "suites/norm/norm_impl.hpp"
 
 #include <algorithm>
 #include <cmath>

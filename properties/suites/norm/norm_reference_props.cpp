@@ -1,5 +1,5 @@
-// The norm reference's gradients (reference/norm/norm.hpp: dx, dgamma, dbeta) against central finite
-// differences of L(x, gamma, beta) = Σ dy ⊙ norm(x, gamma, beta) in the high precision, for
+// The norm reference's gradients (reference/norm/norm.hpp: dx, dgamma, dbeta) against central
+// finite differences of L(x, gamma, beta) = Σ dy ⊙ norm(x, gamma, beta) in the high precision, for
 // layer_norm (with and without bias) and rms_norm.
 //
 // L is affine along every gamma and beta axis (no truncation term there) but not along x: the

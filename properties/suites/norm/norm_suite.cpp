@@ -4,8 +4,8 @@
 #include "suites/norm/norm_suite.hpp"
 
 #include "engine/bit_identity.hpp"
-#include "engine/slicing.hpp"
 #include "engine/rank_family.hpp"
+#include "engine/slicing.hpp"
 #include "engine/verdict.hpp"
 #include "layout/materialize.hpp"
 #include "suites/norm/norm_expected.hpp"

@@ -4,8 +4,8 @@
 // all_reduce), and the usage errors. The property suite against the reference is properties/norm.
 #include "ops/norm/norm.hpp"
 
-#include "testing/ops_test_util.hpp"
 #include "runtime/ledger.hpp"
+#include "testing/ops_test_util.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,13 +1,14 @@
 // What the softmax_merge suite expects: the case's exact partials (the softmax over each part of
 // the keys, in high precision), the partials the implementation receives (rounded once to A;
 // an empty partial's out filled with 0, NaN or +inf as the case says), and the expected value
-// and elementwise bound of each merge (reference/softmax_merge/softmax_merge.hpp derives the bounds).
+// and elementwise bound of each merge (reference/softmax_merge/softmax_merge.hpp derives the
+// bounds).
 #pragma once
 
 #include "engine/expected.hpp"
-#include "suites/softmax_merge/softmax_merge_case.hpp"
 #include "ops/softmax_merge/softmax_merge.hpp"
 #include "reference/softmax_merge/softmax_merge.hpp"
+#include "suites/softmax_merge/softmax_merge_case.hpp"
 
 #include <vector>
 

@@ -1,6 +1,7 @@
 // The softmax_merge suite's implementation interface: the n-way merge of attention partials and
-// the two-way step a context-parallel ring applies (lib/ops/softmax_merge/softmax_merge.hpp, row layout:
-// out [rows, width], lse [rows]). A is float64 or float32 (the attention kernel's acc_t<T>).
+// the two-way step a context-parallel ring applies (lib/ops/softmax_merge/softmax_merge.hpp, row
+// layout: out [rows, width], lse [rows]). A is float64 or float32 (the attention kernel's
+// acc_t<T>).
 //
 // A user checks their own merge by writing a type with two member templates and registering it
 // (as examples/custom_linear/ does for the linear suite):

@@ -1,5 +1,5 @@
-// The softmax_merge suite's mutant catalog: deliberately wrong implementations, each a realistic bug
-// with its name and story. The suite must kill every one (the tests and `shardcheck mutants`).
+// The softmax_merge suite's mutant catalog: deliberately wrong implementations, each a realistic
+// bug with its name and story. The suite must kill every one (the tests and `shardcheck mutants`).
 #pragma once
 
 #include "engine/family.hpp"

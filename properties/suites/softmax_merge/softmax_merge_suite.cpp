@@ -1,7 +1,8 @@
-// The softmax_merge suite: the merge of attention partials (lib/ops/softmax_merge/softmax_merge.hpp) against
-// the full softmax and the exact merge in high precision, under the a-priori bounds of
-// reference/softmax_merge/softmax_merge.hpp, for any partition of the keys, any order of the partials, nested
-// merges, the two-way chain a context-parallel ring runs, and the special-value conventions.
+// The softmax_merge suite: the merge of attention partials
+// (lib/ops/softmax_merge/softmax_merge.hpp) against the full softmax and the exact merge in high
+// precision, under the a-priori bounds of reference/softmax_merge/softmax_merge.hpp, for any
+// partition of the keys, any order of the partials, nested merges, the two-way chain a
+// context-parallel ring runs, and the special-value conventions.
 #include "suites/softmax_merge/softmax_merge_suite.hpp"
 
 #include "engine/family.hpp"
@@ -175,35 +176,53 @@ struct SoftmaxMergeFamily {
           "up to ±1000 and gaps beyond exp's range), each partial rounded once to A, gives the "
           "full softmax's out and lse within the bound for rounded inputs",
           /*numeric=*/true},
-         Check::own, nullptr, false, MergeCheck::partition},
+         Check::own,
+         nullptr,
+         false,
+         MergeCheck::partition},
         {{"permutation_invariant",
           "merging the partials in any order gives the exact merge within the same bound "
           "(inputs taken as exact A values; offsets and gaps up to 1e30)",
           /*numeric=*/true},
-         Check::own, huge, false, MergeCheck::permutation},
+         Check::own,
+         huge,
+         false,
+         MergeCheck::permutation},
         {{"associative",
           "merging the merges of any grouping of the partials (empty groups included) gives the "
           "exact merge of all within the nested bound, and each group its own within its bound",
           /*numeric=*/true},
-         Check::own, huge, false, MergeCheck::associative},
+         Check::own,
+         huge,
+         false,
+         MergeCheck::associative},
         {{"lse_matches_logsumexp",
           "the merged lse equals the log-sum-exp of all scores (offsets and gaps up to 1e30) "
           "within the bound for rounded inputs",
           /*numeric=*/true},
-         Check::own, huge, false, MergeCheck::lse},
+         Check::own,
+         huge,
+         false,
+         MergeCheck::lse},
         {{"ring_chain_matches_nway",
           "the two-way merge_into chain in ring order (rank r merges r, r-1, ..., r+1; the "
           "accumulator starting as the local partial, out 0 on its empty rows, or empty) equals "
           "the exact merge within the chain's bound, and the n-way merge within the sum of both "
           "bounds",
           /*numeric=*/true},
-         Check::own, huge, false, MergeCheck::ring_chain},
+         Check::own,
+         huge,
+         false,
+         MergeCheck::ring_chain},
         {{"special_value_conventions",
           "partials with lse -inf (whose out holds NaN or inf), NaN and +inf, NaN in a non-empty "
           "out, and zero partials: the result follows the documented conventions (empty: out 0, "
           "lse -inf; NaN lse: NaN; +inf lse: out NaN, lse +inf) and finite rows are within bound",
           /*numeric=*/true},
-         Check::own, huge, false, MergeCheck::special_values},
+         Check::own,
+         huge,
+         false,
+         MergeCheck::special_values},
     };
     return table;
   }

@@ -1,7 +1,7 @@
-// Unit tests of lib/ops/softmax_merge/softmax_merge.hpp: hand-checked values, every special-value convention
-// (empty partials whatever their out holds, all-empty rows, zero partials, +inf and NaN lse,
-// NaN in an out), huge gaps without overflow, the two-way form against the n-way, the attention
-// layout against the row layout, and every usage error. The property suite against the
+// Unit tests of lib/ops/softmax_merge/softmax_merge.hpp: hand-checked values, every special-value
+// convention (empty partials whatever their out holds, all-empty rows, zero partials, +inf and NaN
+// lse, NaN in an out), huge gaps without overflow, the two-way form against the n-way, the
+// attention layout against the row layout, and every usage error. The property suite against the
 // high-precision reference is properties/suites/softmax_merge/.
 #include "ops/softmax_merge/softmax_merge.hpp"
 

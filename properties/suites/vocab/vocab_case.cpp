@@ -103,7 +103,8 @@ rc::Gen<VocabCase> genVocabCase(const RunConfig& config, const VocabCaseOptions&
       ce.reduce_algorithm = algo;
       ce.reduction =
           *rc::gen::element(LossReduction::none, LossReduction::sum, LossReduction::mean);
-      // Dyadic ε: exact in every accumulator, 1 − ε exact too (reference/vocab/vocab_cross_entropy.hpp).
+      // Dyadic ε: exact in every accumulator, 1 − ε exact too
+      // (reference/vocab/vocab_cross_entropy.hpp).
       ce.label_smoothing = *rc::gen::weightedElement<double>(
           {{3, 0.0}, {1, 0.5}, {1, 0.25}, {1, 0.125}, {1, 0.0625}});
       ce.ignore_index = *rc::gen::weightedOneOf<std::optional<std::int64_t>>({

@@ -13,8 +13,8 @@
 // gradient one float64 ulp off (relative to the same scale) must fail (the teeth property).
 #include "testing/reference_gen.hpp"
 
-#include "reference/vocab/vocab_cross_entropy.hpp"
 #include "reference/finite_difference.hpp"
+#include "reference/vocab/vocab_cross_entropy.hpp"
 #include "reference/vocab/vocab_embedding.hpp"
 
 #include <gtest/gtest.h>
@@ -213,9 +213,9 @@ TEST(embedding_reference, padding_idx_outside_the_vocabulary_is_refused) {
       ADD_FAILURE() << "padding_idx " << pad << " was accepted";
     } catch (const std::invalid_argument& e) {
       const std::string what = e.what();
-      EXPECT_NE(what.find("padding_idx " + std::to_string(pad) +
-                          " is outside the vocabulary [0, V = 3)"),
-                std::string::npos)
+      EXPECT_NE(
+          what.find("padding_idx " + std::to_string(pad) + " is outside the vocabulary [0, V = 3)"),
+          std::string::npos)
           << what;
       EXPECT_NE(what.find("V - 1 for PyTorch's -1"), std::string::npos) << what;
     }

@@ -33,7 +33,8 @@ VocabExpected vocab_expected(const VocabCase& c, const VocabData<T>& d) {
   return e;
 }
 
-#define SHARDCHECK_INSTANTIATE(T) template VocabExpected vocab_expected<T>(const VocabCase&, const VocabData<T>&);
+#define SHARDCHECK_INSTANTIATE(T) \
+  template VocabExpected vocab_expected<T>(const VocabCase&, const VocabData<T>&);
 SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
 #undef SHARDCHECK_INSTANTIATE
 

@@ -1,5 +1,5 @@
-// Unit tests of ops/vocab/vocab_embedding.hpp and ops/vocab/vocab_cross_entropy.hpp: hand-checked values,
-// uneven vocabulary splits with an empty shard, ids on shard boundaries, repeated ids,
+// Unit tests of ops/vocab/vocab_embedding.hpp and ops/vocab/vocab_cross_entropy.hpp: hand-checked
+// values, uneven vocabulary splits with an empty shard, ids on shard boundaries, repeated ids,
 // padding_idx, every token ignored, extreme logits, PyTorch's class weights and per-token
 // weights (hand-computed), all-zero weights under mean, and the UsageErrors' messages. The property
 // suite against the high-precision reference is properties/suites/vocab/.
