@@ -1,6 +1,8 @@
 // report.json: see docs/report-schema.md. Hand-written (no JSON dependency): strings escaped
-// per RFC 8259, non-finite numbers written as null.
+// per RFC 8259, numbers the shortest that read back, non-finite numbers written as null.
 #include "reports/report.hpp"
+
+#include "ops/op_spec.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -9,35 +11,11 @@
 namespace shardcheck::report {
 namespace {
 
-std::string str(const std::string& s) {
-  std::string out = "\"";
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += ch;
-        }
-    }
-  }
-  return out + "\"";
-}
+// RFC 8259 strings and numbers: the op specs' writers (ops/op_spec.hpp), one escaping for every
+// JSON shardcheck prints.
+std::string str(const std::string& s) { return spec::json_string(s); }
 
-std::string num(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
+std::string num(double v) { return spec::json_number(v); }
 
 std::string boolean(bool b) { return b ? "true" : "false"; }
 

@@ -1,11 +1,9 @@
 #include "budget/traffic.hpp"
 
-#include "ops/attention/context_parallel_attention.hpp"
-#include "ops/attention/head_parallel_attention.hpp"
-#include "ops/linear/linear.hpp"
-#include "ops/norm/norm.hpp"
-#include "ops/vocab/vocab_cross_entropy.hpp"
-#include "ops/vocab/vocab_embedding.hpp"
+#include "ops/attention/attention_spec.hpp"
+#include "ops/linear/linear_spec.hpp"
+#include "ops/norm/norm_spec.hpp"
+#include "ops/vocab/vocab_spec.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/wire_bytes.hpp"
 
@@ -76,17 +74,6 @@ std::string LedgerCall::to_string() const {
 
 namespace {
 
-std::size_t at(int k, int p) { return static_cast<std::size_t>(wrap_rank(k, p)); }
-
-std::vector<std::size_t> times(std::vector<std::size_t> v, std::size_t by) {
-  for (auto& x : v) x *= by;
-  return v;
-}
-
-void append(std::vector<LedgerCall>& to, const std::vector<LedgerCall>& from) {
-  to.insert(to.end(), from.begin(), from.end());
-}
-
 // The runtime's bytes for one call (runtime/wire_bytes.hpp) as a ledger entry.
 LedgerCall call_of(Collective op, wire::WireBytes b) { return {op, b.sent, b.recv}; }
 
@@ -138,154 +125,61 @@ std::map<Collective, CollectiveTotals> totals(const Ledger& ledger) {
   return out;
 }
 
-OpTraffic column_parallel_traffic(const ColumnParallelConfig& cfg, std::size_t tokens,
-                                  std::size_t in, std::size_t out, int p, int r, ElementBytes e) {
+namespace {
+
+// Rank r's calls of an op's spec with the bytes of e: the spec is where each op's collectives
+// are declared (ops/op_spec.hpp); the bytes are the runtime's (CallSpec::bytes).
+OpTraffic traffic_of(const spec::OpSpec& s, int r, ElementBytes e) {
   OpTraffic t;
-  const auto token_counts = times(split_sizes(cfg.token_split, tokens, p), in);
-  if (cfg.sequence_parallel_input) t.forward.push_back(all_gather_call(token_counts, e.value, r));
-  if (cfg.gather_output) {
-    const auto out_counts = times(split_sizes(cfg.out_split, out, p), tokens);
-    t.forward.push_back(all_gather_call(out_counts, e.value, r));
-  }
-  if (cfg.sequence_parallel_input) {
-    t.backward.push_back(all_gather_call(token_counts, e.value, r));
-    t.backward.push_back(reduce_scatter_call(token_counts, e.value, r, cfg.all_reduce_algorithm));
-  } else {
-    t.backward.push_back(all_reduce_call(tokens * in, e.value, p, r, cfg.all_reduce_algorithm));
+  for (const auto& c : s.calls.at(static_cast<std::size_t>(r))) {
+    const auto b = c.bytes(c.elem == spec::Elem::value ? e.value : e.acc);
+    (c.pass == spec::Pass::forward ? t.forward : t.backward).push_back({c.op, b.sent, b.recv});
   }
   return t;
+}
+
+}  // namespace
+
+OpTraffic column_parallel_traffic(const ColumnParallelConfig& cfg, std::size_t tokens,
+                                  std::size_t in, std::size_t out, int p, int r, ElementBytes e) {
+  return traffic_of(column_parallel_linear_spec(cfg, tokens, in, out, false, p), r, e);
 }
 
 OpTraffic row_parallel_traffic(const RowParallelConfig& cfg, std::size_t tokens, std::size_t in,
                                std::size_t out, int p, int r, ElementBytes e) {
-  OpTraffic t;
-  const auto token_counts = times(split_sizes(cfg.token_split, tokens, p), out);
-  if (cfg.sequence_parallel_output) {
-    t.forward.push_back(reduce_scatter_call(token_counts, e.value, r, cfg.reduce_algorithm));
-    t.backward.push_back(all_gather_call(token_counts, e.value, r));
-  } else {
-    t.forward.push_back(all_reduce_call(tokens * out, e.value, p, r, cfg.reduce_algorithm));
-  }
-  if (!cfg.input_is_parallel) {
-    const auto in_counts = times(split_sizes(cfg.in_split, in, p), tokens);
-    t.backward.push_back(all_gather_call(in_counts, e.value, r));
-  }
-  return t;
+  return traffic_of(row_parallel_linear_spec(cfg, tokens, in, out, false, p), r, e);
 }
 
 OpTraffic sp_norm_traffic(const SequenceParallelNormConfig& cfg, std::size_t hidden, int p, int r,
                           ElementBytes e) {
-  OpTraffic t;
-  const std::size_t n = has_beta(cfg.norm.kind) ? 2 * hidden : hidden;
-  t.backward.push_back(all_reduce_call(n, e.value, p, r, cfg.reduce_algorithm));
-  return t;
+  return traffic_of(sequence_parallel_norm_spec(cfg, hidden, p), r, e);
 }
 
 OpTraffic sp_block_traffic(const SequenceParallelNormConfig& norm, std::size_t hidden,
                            std::size_t ffn, const SplitPolicy& ffn_split, int p, int r,
                            ElementBytes e) {
-  const auto n = sp_norm_traffic(norm, hidden, p, r, e);
-  const auto c = column_parallel_traffic(sp_block_column_config(norm, ffn, ffn_split), norm.tokens,
-                                         hidden, ffn, p, r, e);
-  const auto w =
-      row_parallel_traffic(sp_block_row_config(norm, ffn_split), norm.tokens, ffn, hidden, p, r, e);
-  OpTraffic t;
-  append(t.forward, n.forward);
-  append(t.forward, c.forward);
-  append(t.forward, w.forward);
-  append(t.backward, w.backward);
-  append(t.backward, c.backward);
-  append(t.backward, n.backward);
-  return t;
+  return traffic_of(sp_block_spec(norm, hidden, ffn, ffn_split, p), r, e);
 }
 
 OpTraffic vocab_embedding_traffic(const VocabEmbeddingConfig& cfg, std::size_t tokens,
                                   std::size_t hidden, int p, int r, ElementBytes e) {
-  OpTraffic t;
-  if (cfg.sequence_parallel_output) {
-    const auto counts = times(split_sizes(cfg.token_split, tokens, p), hidden);
-    t.forward.push_back(reduce_scatter_call(counts, e.value, r, cfg.reduce_algorithm));
-    t.backward.push_back(all_gather_call(counts, e.value, r));
-  } else {
-    t.forward.push_back(all_reduce_call(tokens * hidden, e.value, p, r, cfg.reduce_algorithm));
-  }
-  return t;
+  return traffic_of(vocab_parallel_embedding_spec(cfg, tokens, hidden, p), r, e);
 }
 
 OpTraffic vocab_cross_entropy_traffic(const VocabCrossEntropyConfig& cfg, std::size_t tokens, int p,
                                       int r, ElementBytes e) {
-  OpTraffic t;
-  const std::size_t k = cfg.label_smoothing > 0 ? 3 : 2;
-  t.forward.push_back(all_reduce_call(tokens, e.acc, p, r, cfg.reduce_algorithm));
-  t.forward.push_back(all_reduce_call(k * tokens, e.acc, p, r, cfg.reduce_algorithm));
-  return t;
-}
-
-std::vector<std::size_t> cp_lengths(const ContextParallelConfig& cc, int p) {
-  if (cc.layout == CpLayout::contiguous) return split_sizes(cc.split, cc.seq_len, p);
-  const auto chunks = split_sizes(cc.split, cc.seq_len, 2 * p);
-  std::vector<std::size_t> lens(static_cast<std::size_t>(p));
-  for (std::size_t j = 0; j < lens.size(); ++j) lens[j] = chunks[j] + chunks[chunks.size() - 1 - j];
-  return lens;
+  return traffic_of(vocab_parallel_cross_entropy_spec(cfg, tokens, p), r, e);
 }
 
 OpTraffic cp_attention_traffic(const AttentionConfig& cfg, const ContextParallelConfig& cc,
                                std::size_t batch, int p, int r, ElementBytes e) {
-  OpTraffic t;
-  const auto lens = cp_lengths(cc, p);
-  const std::size_t row = cfg.kv_heads * cfg.head_dim;  // elements per position of k (or v)
-  if (cc.algorithm == CpAlgorithm::all_gather) {
-    const auto counts = times(lens, batch * row);
-    for (int i = 0; i < 2; ++i) t.forward.push_back(all_gather_call(counts, e.value, r));
-    for (int i = 0; i < 2; ++i) t.backward.push_back(all_gather_call(counts, e.value, r));
-    for (int i = 0; i < 2; ++i) t.backward.push_back(reduce_scatter_call(counts, e.acc, r));
-    return t;
-  }
-  // The chunk rank j's K and V make: 2·batch·L_j·g·d elements; at step s this rank holds the
-  // chunk of rank (r − s) mod p.
-  auto chunk = [&](int s) { return 2 * batch * lens[at(r - s, p)] * row; };
-  for (int s = 0; s + 1 < p; ++s) {
-    t.forward.push_back(ring_shift_call(chunk(s), chunk(s + 1), e.value, p));
-  }
-  for (int s = 0; s < p && p > 1; ++s) {
-    if (s + 1 < p) t.backward.push_back(ring_shift_call(chunk(s), chunk(s + 1), e.value, p));
-    t.backward.push_back(ring_shift_call(chunk(s), chunk(s + 1), e.acc, p));
-  }
-  return t;
+  return traffic_of(context_parallel_attention_spec(cfg, cc, batch, p), r, e);
 }
 
 OpTraffic head_layer_traffic(const HeadParallelConfig& cfg, std::size_t batch, int tp, int tp_rank,
                              int cp, int cp_rank, ElementBytes e) {
-  const HeadAssignment a = head_assignment(cfg, tp, tp_rank);
-  const std::size_t d = cfg.attention.head_dim, hidden = cfg.hidden;
-  const std::size_t len = cfg.context_parallel ? cp_lengths(*cfg.context_parallel,
-                                                            cp)[static_cast<std::size_t>(cp_rank)]
-                                               : cfg.attention.mask.q_len;
-  const std::size_t n = batch * len;
-  OpTraffic t;
-  OpTraffic core;
-  if (a.q_count > 0 && cfg.context_parallel) {
-    AttentionConfig local = cfg.attention;
-    local.q_heads = a.q_count;
-    local.kv_heads = a.kv_count;
-    core = cp_attention_traffic(local, *cfg.context_parallel, batch, cp, cp_rank, e);
-  }
-  append(t.forward, core.forward);
-  t.forward.push_back(all_reduce_call(n * hidden, e.value, tp, tp_rank, cfg.reduce_algorithm));
-  append(t.backward, core.backward);
-  t.backward.push_back(all_reduce_call(n * hidden, e.value, tp, tp_rank, cfg.reduce_algorithm));
-  const std::size_t hq = a.q_count * d, hkv = a.kv_count * d;
-  if (a.kv_replicas > 1) {
-    const std::size_t elems = 2 * hkv * hidden + (cfg.has_bias ? 2 * hkv : 0);
-    t.backward.push_back(all_reduce_call(elems, e.value, a.kv_replicas, tp_rank - a.kv_group_first,
-                                         cfg.reduce_algorithm));
-  }
-  if (cfg.context_parallel && cp > 1) {
-    const std::size_t elems =
-        hq * hidden + 2 * hkv * hidden + hidden * hq + (cfg.has_bias ? hq + 2 * hkv + hidden : 0);
-    t.backward.push_back(all_reduce_call(elems, e.value, cp, cp_rank, cfg.reduce_algorithm));
-  }
-  return t;
+  const int r = cfg.context_parallel ? cp_rank * tp + tp_rank : tp_rank;
+  return traffic_of(attention_layer_spec(cfg, batch, cp, tp), r, e);
 }
 
 }  // namespace shardcheck::budget

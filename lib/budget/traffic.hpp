@@ -15,13 +15,15 @@
 // Per op and per rank, exactly (the second half of this header): the ordered list of ledger
 // entries (collective, bytes sent, bytes received) each op of lib/ops records on one rank, as a
 // function of its configuration, shapes, splits (uneven and empty pieces included), element
-// type and group size. Each call's bytes are the ledger's exact formulas, wire::all_reduce,
-// wire::all_gather, wire::reduce_scatter and wire::ring_shift of runtime/wire_bytes.hpp. The
-// budget suite (properties/budget/) runs every op and finds exactly these entries in every
-// rank's ledger.
+// type and group size. The calls are the op's spec's (lib/ops/<family>/<family>_spec.hpp, the one
+// place each op's collectives are declared; the suites' traffic property reads the same list),
+// and each call's bytes the ledger's exact formulas, wire::all_reduce, wire::all_gather,
+// wire::reduce_scatter and wire::ring_shift of runtime/wire_bytes.hpp. The budget suite
+// (properties/budget/) runs every op and finds exactly these entries in every rank's ledger.
 #pragma once
 
 #include "layout/split_policy.hpp"
+#include "ops/attention/attention_spec.hpp"
 #include "runtime/dtype.hpp"
 #include "runtime/ledger.hpp"
 
@@ -157,7 +159,7 @@ OpTraffic cp_attention_traffic(const AttentionConfig& cfg, const ContextParallel
 OpTraffic head_layer_traffic(const HeadParallelConfig& cfg, std::size_t batch, int tp, int tp_rank,
                              int cp, int cp_rank, ElementBytes e);
 
-// The lengths L_j of the cp ranks' pieces of the sequence under cc's layout and split.
-std::vector<std::size_t> cp_lengths(const ContextParallelConfig& cc, int p);
+// The lengths L_j of the cp ranks' pieces of the sequence (ops/attention/attention_spec.hpp).
+using shardcheck::cp_lengths;
 
 }  // namespace shardcheck::budget

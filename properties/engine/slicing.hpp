@@ -2,7 +2,9 @@
 // never with the library's own split helpers (a bug there must not hide itself).
 #pragma once
 
+#include "layout/placement.hpp"
 #include "layout/split_policy.hpp"
+#include "runtime/errors.hpp"
 #include "tensor/tensor.hpp"
 
 #include <cstring>
@@ -33,6 +35,17 @@ Tensor<T> slice(const Tensor<T>& t, std::size_t dim, const Piece& piece) {
 template <class T>
 Tensor<T> shard(const Tensor<T>& t, std::size_t dim, const SplitPolicy& policy, int parts, int r) {
   return slice(t, dim, split(policy, t.shape().at(dim), parts).at(static_cast<std::size_t>(r)));
+}
+
+// Rank r's piece of the global `t` under `placement` over `parts` ranks (an op spec's input
+// placement, ops/op_spec.hpp): S(d) its shard, R the whole tensor.
+// @throws UsageError for Partial: a global tensor has no one set of partial terms.
+template <class T>
+Tensor<T> place(const Tensor<T>& t, const Placement& placement, int parts, int r) {
+  if (placement.is_shard()) return shard(t, placement.dim(), placement.policy(), parts, r);
+  if (placement.is_replicate()) return t;
+  throw UsageError("place: an input placed " + placement.to_string() +
+                   " has no one piece per rank; give inputs as Shard or Replicate");
 }
 
 }  // namespace shardcheck::check

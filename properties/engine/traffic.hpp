@@ -4,6 +4,7 @@
 // algorithms, which properties/runtime checks exactly.
 #pragma once
 
+#include "ops/op_spec.hpp"
 #include "runtime/dtype.hpp"
 #include "runtime/ledger.hpp"
 
@@ -28,6 +29,17 @@ struct DeclaredCall {
     return std::string(name(op)) + " " + std::string(name(dtype)) + " x" + std::to_string(count);
   }
 };
+
+// What every rank of an op's spec declares (ops/op_spec.hpp) for an op run in `t`: each call's
+// collective, element type (T or acc_t<T>) and the ledger's element count.
+inline std::vector<std::vector<DeclaredCall>> declared_calls(const spec::OpSpec& s, DType t) {
+  std::vector<std::vector<DeclaredCall>> out;
+  for (const auto& rank : s.calls) {
+    auto& calls = out.emplace_back();
+    for (const auto& c : rank) calls.push_back({c.op, spec::dtype_of(c.elem, t), c.elements()});
+  }
+  return out;
+}
 
 // Empty when every rank's ledger matches its own declared list (declared[r] for rank r; ops
 // whose traffic differs per rank, e.g. ring attention with uneven chunks); otherwise a sentence

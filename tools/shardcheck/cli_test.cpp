@@ -2,16 +2,19 @@
 // table in cli.cpp, with its default), --version, every user-facing error (one line on err that
 // points to the help, exit status 2, nothing on out), the output contract of check (one line per
 // property, the closing "N passed, N failed"), a failure's explanation and replay command (and
-// that replaying reproduces it), and the report files.
+// that replaying reproduces it), the report files, and `list --json` (parsed with nlohmann-json).
 #include "tools/shardcheck/cli.hpp"
 #include "engine/suite.hpp"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -231,6 +234,62 @@ TEST(Cli, ListNamesSuitesPropertiesImplementationsAndMutants) {
                         "shardcheck:", "mutant:bias-on-every-rank", "mutant:gather-wrong-axis"}) {
     EXPECT_NE(r.out.find(s), std::string::npos) << s;
   }
+}
+
+// `list --json` is data a program reads: it parses, names every registered suite with its
+// properties and mutants, and gives every family at least one op spec whose tensors and calls
+// are complete (one local shape and one call list per rank, counts that add up).
+TEST(Cli, ListJsonPrintsTheSuitesAndEveryOpsSpec) {
+  const auto r = run_cli({"list", "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(r.err.empty()) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("version"), SHARDCHECK_VERSION);
+  std::set<std::string> suites, families;
+  for (const auto& s : check::SuiteRegistry::instance().all()) {
+    suites.insert(s->name());
+    const auto it = std::find_if(j.at("suites").begin(), j.at("suites").end(),
+                                 [&](const auto& x) { return x.at("name") == s->name(); });
+    ASSERT_NE(it, j.at("suites").end()) << s->name();
+    EXPECT_EQ(it->at("properties").size(), s->properties().size()) << s->name();
+    const auto impls = s->implementations();
+    const auto mutants =
+        std::count_if(impls.begin(), impls.end(), [](const auto& i) { return i.is_mutant; });
+    EXPECT_EQ(static_cast<std::ptrdiff_t>(it->at("mutants").size()), mutants) << s->name();
+  }
+  for (const auto& op : j.at("ops")) {
+    SCOPED_TRACE(op.at("op").get<std::string>());
+    families.insert(op.at("family").get<std::string>());
+    std::size_t world = 1;
+    for (const auto& [dim, n] : op.at("mesh").items()) world *= n.get<std::size_t>();
+    EXPECT_EQ(op.at("ranks").size(), world);
+    EXPECT_TRUE(op.at("config").is_object());
+    for (const auto& t : op.at("tensors")) {
+      EXPECT_EQ(t.at("local_shapes").size(), world) << t.at("name");
+      EXPECT_EQ(t.at("placements").size(), std::max<std::size_t>(op.at("mesh").size(), 1));
+    }
+    for (const auto& rank : op.at("ranks")) {
+      for (const auto& c : rank.at("calls")) {
+        const auto counts = c.at("counts").get<std::vector<std::size_t>>();
+        const std::size_t sum = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+        EXPECT_EQ(c.at("elements"), c.at("collective") == "ring_shift" ? counts.at(0) : sum);
+        EXPECT_LT(c.at("group_rank").get<int>(), c.at("group_size").get<int>());
+      }
+    }
+  }
+  EXPECT_EQ(families, suites);  // every suite's family has its op specs, and no other family
+  // The first example, column_parallel_linear with sequence_parallel_input and gather_output
+  // on 3 ranks (lib/ops/linear/linear_spec.cpp): rank 0's calls in order.
+  const auto& col = j.at("ops").at(0);
+  ASSERT_EQ(col.at("op"), "column_parallel_linear");
+  std::vector<std::string> calls;
+  for (const auto& c : col.at("ranks").at(0).at("calls")) {
+    calls.push_back(c.at("pass").get<std::string>() + " " + c.at("collective").get<std::string>() +
+                    " " + c.at("tensor").get<std::string>());
+  }
+  EXPECT_EQ(calls,
+            (std::vector<std::string>{"forward all_gather x", "forward all_gather y",
+                                      "backward all_gather x", "backward reduce_scatter dx"}));
 }
 
 TEST(Cli, CheckPrintsOneLinePerPropertyAndTheClosingCount) {

@@ -2,6 +2,7 @@
 
 #include "engine/runner.hpp"
 #include "engine/suite.hpp"
+#include "ops/op_spec.hpp"
 #include "reports/report.hpp"
 #include "runtime/errors.hpp"
 
@@ -211,6 +212,40 @@ std::string indent(const std::string& text) {
   return out;
 }
 
+// The suites and every op's spec as one JSON object (`list --json`).
+int list_json(std::ostream& out) {
+  using spec::json_string;
+  using spec::JsonObject;
+  auto named = [](const std::string& name, const std::string& description) {
+    return JsonObject().field("name", name).field("description", description).str();
+  };
+  std::string suites;
+  for (const auto& s : check::SuiteRegistry::instance().all()) {
+    std::string props, impls, mutants;
+    for (const auto& p : s->properties()) {
+      props += (props.empty() ? "" : ", ") + named(p.name, p.description);
+    }
+    for (const auto& i : s->implementations()) {
+      auto& to = i.is_mutant ? mutants : impls;
+      to += (to.empty() ? "" : ", ") + named(i.name, i.description);
+    }
+    suites += (suites.empty() ? "" : ",\n    ") + JsonObject()
+                                                      .field("name", s->name())
+                                                      .field("description", s->description())
+                                                      .raw("properties", "[" + props + "]")
+                                                      .raw("implementations", "[" + impls + "]")
+                                                      .raw("mutants", "[" + mutants + "]")
+                                                      .str();
+  }
+  std::string ops;
+  for (const auto& o : spec::example_specs()) {
+    ops += (ops.empty() ? "" : ",\n    ") + spec::to_json(o);
+  }
+  out << "{\n  \"version\": " << json_string(SHARDCHECK_VERSION) << ",\n  \"suites\": [\n    "
+      << suites << "\n  ],\n  \"ops\": [\n    " << ops << "\n  ]\n}\n";
+  return 0;
+}
+
 int list(std::ostream& out) {
   for (const auto& s : check::SuiteRegistry::instance().all()) {
     out << "suite " << s->name() << ": " << s->description() << "\n  properties:\n";
@@ -327,15 +362,26 @@ int run_mutants(const SuiteRun& o, const std::string& command_line, std::ostream
 }  // namespace
 
 Command list_command() {
+  const auto json = std::make_shared<bool>(false);
   Command c;
   c.name = "list";
-  c.summary = "name every suite, its properties, implementations and mutants";
+  c.summary =
+      "name every suite, its properties, implementations and mutants; --json: every op's spec";
   c.description =
       "Prints every registered suite with its description, then its properties, its "
-      "implementations and its mutants, each with one line of description.";
+      "implementations and its mutants, each with one line of description. With --json, one "
+      "JSON object instead: the suites as lists of {name, description}, and every op's spec "
+      "(lib/ops/<family>/<family>_spec.hpp) at an example configuration of its family: the op, "
+      "its family, its configuration, its sizes and mesh, its tensors (role, global shape, "
+      "placement per mesh dimension, each rank's local shape) and each rank's collectives "
+      "(pass, tensor, group, collective, element type, algorithm, counts).";
+  c.options = {{"--json", "", "print the suites and every op's spec as JSON (docs/cli.md)", "off",
+                [json](const std::string&) { *json = true; }}};
   c.exit_status = "0; 2 a usage error (on stderr).";
-  c.examples = {"shardcheck list"};
-  c.run = [](std::ostream& out, const std::string&) { return list(out); };
+  c.examples = {"shardcheck list", "shardcheck list --json"};
+  c.run = [json](std::ostream& out, const std::string&) {
+    return *json ? list_json(out) : list(out);
+  };
   return c;
 }
 

@@ -6,6 +6,7 @@
 #include "engine/rank_family.hpp"
 #include "engine/traffic.hpp"
 #include "layout/placement.hpp"
+#include "ops/linear/linear_spec.hpp"
 #include "runtime/ledger.hpp"
 #include "suites/linear/linear_case.hpp"
 #include "suites/linear/linear_impl.hpp"
@@ -27,24 +28,17 @@ template <class T>
 LinearRun<T> run_linear(const LinearImplementation& impl, const LinearCase& c,
                         const LinearData<T>& d);
 
+// The op's spec for this case: its tensors' placements (by which the inputs are cut and the
+// outputs materialized) and its collectives (ops/linear/linear_spec.hpp).
+spec::OpSpec linear_spec(const LinearCase& c);
+
 struct LinearPlacements {
   Placement y, dx, dw, db;
 };
 LinearPlacements linear_placements(const LinearCase& c);
 
-// The collectives the op declares for one forward and backward on every rank (element counts):
-//   column_parallel  all_gather x [tokens*in]      with sequence_parallel_input, twice: the
-//                                                  forward's, and the backward's re-gather for
-//                                                  dW (Megatron keeps only the shard; Korthikanti
-//                                                  et al. count 4 all_gathers per layer for it)
-//                    all_gather y [tokens*out]     with gather_output
-//                    reduce_scatter dx [tokens*in] with sequence_parallel_input, else
-//                    all_reduce dx [tokens*in]
-//   row_parallel     reduce_scatter y [tokens*out] with sequence_parallel_output, else
-//                    all_reduce y [tokens*out]
-//                    all_gather dy [tokens*out]    with sequence_parallel_output
-//                    all_gather dx [tokens*in]     without input_is_parallel
-// With P = 1 the same calls are made (they move nothing).
-std::vector<DeclaredCall> linear_declared_traffic(const LinearCase& c);
+// The collectives each rank's op declares for one forward and backward: the op's spec's
+// (ops/linear/linear_spec.hpp), with this case's element type.
+std::vector<std::vector<DeclaredCall>> linear_declared_traffic(const LinearCase& c);
 
 }  // namespace shardcheck::check

@@ -147,7 +147,7 @@ struct LinearFamily : RankFamily<LinearFamily> {
     return run_linear(impl, c, d);
   }
   static std::vector<std::vector<DeclaredCall>> declared_traffic(const Case& c) {
-    return on_every_rank(linear_declared_traffic(c), c.world);
+    return linear_declared_traffic(c);
   }
   template <class T>
   static LinearExpected expected(const Case& c, const Data<T>& d) {

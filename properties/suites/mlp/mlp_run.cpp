@@ -4,12 +4,17 @@
 
 namespace shardcheck::check {
 
+spec::OpSpec mlp_spec(const MlpCase& c) {
+  return parallel_mlp_spec(c.cfg, c.tokens, c.hidden, c.has_bias, c.world);
+}
+
 template <class T>
 MlpRankInputs<T> mlp_rank_inputs(const MlpCase& c, const MlpData<T>& d, int r) {
+  const auto s = mlp_spec(c);
   MlpRankInputs<T> in;
-  const bool sp = c.cfg.sequence_parallel;
-  in.x = sp ? shard(d.x, 0, c.cfg.token_split, c.world, r) : d.x;
-  in.dy = sp ? shard(d.dy, 0, c.cfg.token_split, c.world, r) : d.dy;
+  in.x = place(d.x, s.tensor("x").placement(), c.world, r);
+  in.dy = place(d.dy, s.tensor("dy").placement(), c.world, r);
+  // The parameters whole: the implementation takes its pieces (split_fused_up for fc1).
   in.w_up = d.w_up;
   in.b_up = d.b_up;
   in.w_down = d.w_down;
@@ -28,30 +33,20 @@ MlpRun<T> run_mlp(const MlpImplementation& impl, const MlpCase& c, const MlpData
 }
 
 MlpPlacements mlp_placements(const MlpCase& c) {
-  const Placement tokens =
-      c.cfg.sequence_parallel ? Placement::shard(0, c.cfg.token_split) : Placement::replicate();
-  const Placement rows = Placement::shard(0, c.cfg.ffn_split);
-  return {tokens,
-          tokens,
-          rows,
-          rows,
-          rows,
-          rows,
-          Placement::shard(1, c.cfg.ffn_split),
-          Placement::replicate()};
+  const auto s = mlp_spec(c);
+  auto of = [&](const char* name, const char* otherwise) {
+    for (const auto& t : s.tensors) {
+      if (t.name == name) return t.placement();
+    }
+    return s.tensor(otherwise).placement();  // a gradient this case has not: never materialized
+  };
+  return {
+      of("y", "y"),           of("dx", "dx"),       of("dw_gate", "dw_up"),   of("dw_up", "dw_up"),
+      of("db_gate", "dw_up"), of("db_up", "dw_up"), of("dw_down", "dw_down"), of("db_down", "y")};
 }
 
-std::vector<DeclaredCall> mlp_declared_traffic(const MlpCase& c) {
-  const std::uint64_t n = c.tokens * c.hidden;
-  const DType t = c.dtype;
-  if (!c.cfg.sequence_parallel) {
-    return {{Collective::all_reduce, t, n}, {Collective::all_reduce, t, n}};
-  }
-  return {{Collective::all_gather, t, n},
-          {Collective::all_gather, t, n},
-          {Collective::all_gather, t, n},
-          {Collective::reduce_scatter, t, n},
-          {Collective::reduce_scatter, t, n}};
+std::vector<std::vector<DeclaredCall>> mlp_declared_traffic(const MlpCase& c) {
+  return declared_calls(mlp_spec(c), c.dtype);
 }
 
 #define SHARDCHECK_INSTANTIATE(T)                                                       \

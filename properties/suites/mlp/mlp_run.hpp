@@ -6,6 +6,7 @@
 #include "engine/rank_family.hpp"
 #include "engine/traffic.hpp"
 #include "layout/placement.hpp"
+#include "ops/mlp/mlp_spec.hpp"
 #include "suites/mlp/mlp_case.hpp"
 #include "suites/mlp/mlp_impl.hpp"
 
@@ -25,20 +26,17 @@ MlpRankInputs<T> mlp_rank_inputs(const MlpCase& c, const MlpData<T>& d, int r);
 template <class T>
 MlpRun<T> run_mlp(const MlpImplementation& impl, const MlpCase& c, const MlpData<T>& d);
 
+// The op's spec for this case: its tensors' placements and its collectives
+// (ops/mlp/mlp_spec.hpp).
+spec::OpSpec mlp_spec(const MlpCase& c);
+
 struct MlpPlacements {
   Placement y, dx, dw_gate, dw_up, db_gate, db_up, dw_down, db_down;
 };
 MlpPlacements mlp_placements(const MlpCase& c);
 
-// The collectives ParallelMLP declares for one forward and backward on every rank (element
-// counts, N = tokens, H = hidden):
-//   without sequence parallelism  all_reduce y [N·H] (fc2's partials), all_reduce dx [N·H]
-//                                 (fc1's dx partials)
-//   with sequence parallelism     all_gather x [N·H] twice (the forward's g, and the backward's
-//                                 re-gather for dw_up), reduce_scatter y [N·H] (ḡ),
-//                                 all_gather dy [N·H] (ḡ's backward), reduce_scatter dx [N·H]
-//                                 (g's backward)
-// The activation moves nothing. With P = 1 the same calls are made (they move nothing).
-std::vector<DeclaredCall> mlp_declared_traffic(const MlpCase& c);
+// The collectives each rank's op declares for one forward and backward: the op's spec's
+// (ops/mlp/mlp_spec.hpp), with this case's element type.
+std::vector<std::vector<DeclaredCall>> mlp_declared_traffic(const MlpCase& c);
 
 }  // namespace shardcheck::check

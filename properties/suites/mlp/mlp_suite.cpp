@@ -107,7 +107,7 @@ struct MlpFamily : RankFamily<MlpFamily> {
     return run_mlp(impl, c, d);
   }
   static std::vector<std::vector<DeclaredCall>> declared_traffic(const Case& c) {
-    return on_every_rank(mlp_declared_traffic(c), c.world);
+    return mlp_declared_traffic(c);
   }
   template <class T>
   static MlpExpected expected(const Case& c, const Data<T>& d) {

@@ -4,20 +4,29 @@
 
 namespace shardcheck::check {
 
+spec::OpSpec norm_spec(const NormCase& c) {
+  return c.op == NormOp::block
+             ? sp_block_spec(c.norm(), c.hidden, c.block.ffn, c.block.ffn_split, c.world)
+             : sequence_parallel_norm_spec(c.norm(), c.hidden, c.world);
+}
+
 template <class T>
 NormRun<T> run_norm(const NormImplementation& impl, const NormCase& c, const NormData<T>& d) {
   const int p = c.world;
-  const auto& ts = c.norm().token_split;
+  const auto s = norm_spec(c);
   std::vector<BlockRankInputs<T>> inputs;
   for (int r = 0; r < p; ++r) {
+    auto cut = [&](const Tensor<T>& t, const char* name) {
+      return place(t, s.tensor(name).placement(), p, r);
+    };
     BlockRankInputs<T> in;
-    in.x = shard(d.x, 0, ts, p, r);
-    in.gamma = d.gamma;
-    in.beta = d.beta;
-    in.dy = shard(d.dy, 0, ts, p, r);
+    in.x = cut(d.x, "x");
+    in.gamma = cut(d.gamma, "gamma");
+    in.beta = has_beta(c.kind()) ? cut(d.beta, "beta") : d.beta;
+    in.dy = cut(d.dy, "dy");
     if (c.op == NormOp::block) {
-      in.w1_shard = shard(d.w1, 0, c.block.ffn_split, p, r);
-      in.w2_shard = shard(d.w2, 1, c.block.ffn_split, p, r);
+      in.w1_shard = cut(d.w1, "w1");
+      in.w2_shard = cut(d.w2, "w2");
     }
     inputs.push_back(std::move(in));
   }
@@ -30,28 +39,20 @@ NormRun<T> run_norm(const NormImplementation& impl, const NormCase& c, const Nor
 }
 
 NormPlacements norm_placements(const NormCase& c) {
-  const auto tok = Placement::shard(0, c.norm().token_split);
-  return {tok,
-          tok,
-          Placement::replicate(),
-          Placement::replicate(),
-          Placement::shard(0, c.block.ffn_split),
-          Placement::shard(1, c.block.ffn_split)};
+  const auto s = norm_spec(c);
+  const bool block = c.op == NormOp::block;
+  const auto& dgamma = s.tensor("dgamma").placement();
+  // dbeta, dw1 and dw2 when the op has them (the others are empty and never materialized).
+  return {s.tensor("y").placement(),
+          s.tensor("dx").placement(),
+          dgamma,
+          has_beta(c.kind()) ? s.tensor("dbeta").placement() : dgamma,
+          block ? s.tensor("dw1").placement() : dgamma,
+          block ? s.tensor("dw2").placement() : dgamma};
 }
 
-std::vector<DeclaredCall> norm_declared_traffic(const NormCase& c) {
-  const DType t = c.dtype;
-  const std::uint64_t h = c.hidden;
-  std::vector<DeclaredCall> calls{{Collective::all_reduce, t, has_beta(c.kind()) ? 2 * h : h}};
-  if (c.op == NormOp::block) {
-    const std::uint64_t z = c.tokens() * h;
-    calls.push_back({Collective::all_gather, t, z});
-    calls.push_back({Collective::all_gather, t, z});
-    calls.push_back({Collective::reduce_scatter, t, z});
-    calls.push_back({Collective::reduce_scatter, t, z});
-    calls.push_back({Collective::all_gather, t, z});
-  }
-  return calls;
+std::vector<std::vector<DeclaredCall>> norm_declared_traffic(const NormCase& c) {
+  return declared_calls(norm_spec(c), c.dtype);
 }
 
 #define SHARDCHECK_INSTANTIATE(T) \

@@ -6,6 +6,7 @@
 #include "engine/rank_family.hpp"
 #include "engine/traffic.hpp"
 #include "layout/placement.hpp"
+#include "ops/norm/norm_spec.hpp"
 #include "runtime/ledger.hpp"
 #include "suites/norm/norm_case.hpp"
 #include "suites/norm/norm_impl.hpp"
@@ -22,19 +23,17 @@ using NormRun = RankRun<BlockRankOutputs<T>>;
 template <class T>
 NormRun<T> run_norm(const NormImplementation& impl, const NormCase& c, const NormData<T>& d);
 
+// The op's spec for this case (sequence_parallel_norm or megatron_sp_block): its tensors'
+// placements and its collectives (ops/norm/norm_spec.hpp).
+spec::OpSpec norm_spec(const NormCase& c);
+
 struct NormPlacements {
   Placement y, dx, dgamma, dbeta, dw1, dw2;
 };
 NormPlacements norm_placements(const NormCase& c);
 
-// The collectives one forward and backward declares on every rank (element counts):
-//   norm    all_reduce [hidden] (dgamma), or [2·hidden] (dgamma | dbeta) for layer_norm;
-//           the forward makes none
-//   block   the norm's all_reduce, plus
-//           all_gather z [tokens·hidden] twice (g forward, and the re-gather of z for dW1 in
-//           the column-parallel backward), reduce_scatter dz [tokens·hidden] (g backward),
-//           reduce_scatter y [tokens·hidden] (ḡ forward), all_gather dy [tokens·hidden]
-//           (ḡ backward)
-std::vector<DeclaredCall> norm_declared_traffic(const NormCase& c);
+// The collectives each rank's op declares for one forward and backward: the op's spec's
+// (ops/norm/norm_spec.hpp), with this case's element type.
+std::vector<std::vector<DeclaredCall>> norm_declared_traffic(const NormCase& c);
 
 }  // namespace shardcheck::check

@@ -129,7 +129,7 @@ struct NormFamily : RankFamily<NormFamily> {
     return run_norm(impl, c, d);
   }
   static std::vector<std::vector<DeclaredCall>> declared_traffic(const Case& c) {
-    return on_every_rank(norm_declared_traffic(c), c.world);
+    return norm_declared_traffic(c);
   }
   template <class T>
   static NormExpected expected(const Case& c, const Data<T>& d) {

@@ -5,18 +5,26 @@
 
 namespace shardcheck::check {
 
+spec::OpSpec vocab_spec(const VocabCase& c) {
+  return c.op == VocabOp::embedding
+             ? vocab_parallel_embedding_spec(c.embedding, c.tokens, c.hidden, c.world)
+             : vocab_parallel_cross_entropy_spec(c.ce, c.tokens, c.world);
+}
+
 template <class T>
 VocabRankInputs<T> vocab_rank_inputs(const VocabCase& c, const VocabData<T>& d, int r) {
+  const auto s = vocab_spec(c);
+  auto cut = [&](const Tensor<T>& t, const char* name) {
+    return place(t, s.tensor(name).placement(), c.world, r);
+  };
   VocabRankInputs<T> in;
-  in.ids = c.ids;
-  const int p = c.world;
+  in.ids = c.ids;  // ids and targets: R
   if (c.op == VocabOp::embedding) {
-    const auto& cfg = c.embedding;
-    in.w_shard = shard(d.w, 0, cfg.vocab_split, p, r);
-    in.dy = cfg.sequence_parallel_output ? shard(d.dy, 0, cfg.token_split, p, r) : d.dy;
+    in.w_shard = cut(d.w, "w");
+    in.dy = cut(d.dy, "dy");
   } else {
-    in.logits_shard = shard(d.logits, 1, c.ce.vocab_split, p, r);
-    in.dloss = d.dloss;
+    in.logits_shard = cut(d.logits, "logits");
+    in.dloss = cut(d.dloss, "dloss");
   }
   return in;
 }
@@ -33,29 +41,16 @@ VocabRun<T> run_vocab(const VocabImplementation& impl, const VocabCase& c, const
 }
 
 VocabPlacements vocab_placements(const VocabCase& c) {
-  const auto& e = c.embedding;
-  return {e.sequence_parallel_output ? Placement::shard(0, e.token_split) : Placement::replicate(),
-          Placement::shard(0, e.vocab_split), Placement::replicate(),
-          Placement::shard(1, c.ce.vocab_split)};
+  const auto s = vocab_spec(c);
+  const auto rep = Placement::replicate();  // for the other op's tensors, never materialized
+  if (c.op == VocabOp::embedding) {
+    return {s.tensor("y").placement(), s.tensor("dw").placement(), rep, rep};
+  }
+  return {rep, rep, s.tensor("loss").placement(), s.tensor("dlogits").placement()};
 }
 
-std::vector<DeclaredCall> vocab_declared_traffic(const VocabCase& c) {
-  std::vector<DeclaredCall> calls;
-  if (c.op == VocabOp::embedding) {
-    const std::uint64_t n = c.tokens * c.hidden;
-    if (c.embedding.sequence_parallel_output) {
-      calls.push_back({Collective::reduce_scatter, c.dtype, n});
-      calls.push_back({Collective::all_gather, c.dtype, n});
-    } else {
-      calls.push_back({Collective::all_reduce, c.dtype, n});
-    }
-  } else {
-    const DType acc = acc_dtype(c.dtype);
-    calls.push_back({Collective::all_reduce, acc, c.tokens});
-    calls.push_back({Collective::all_reduce, acc,
-                     (c.ce.label_smoothing > 0 ? 3 : 2) * static_cast<std::uint64_t>(c.tokens)});
-  }
-  return calls;
+std::vector<std::vector<DeclaredCall>> vocab_declared_traffic(const VocabCase& c) {
+  return declared_calls(vocab_spec(c), c.dtype);
 }
 
 #define SHARDCHECK_INSTANTIATE(T)                                                               \

@@ -6,6 +6,7 @@
 #include "engine/rank_family.hpp"
 #include "engine/traffic.hpp"
 #include "layout/placement.hpp"
+#include "ops/vocab/vocab_spec.hpp"
 #include "runtime/ledger.hpp"
 #include "suites/vocab/vocab_case.hpp"
 #include "suites/vocab/vocab_impl.hpp"
@@ -24,19 +25,18 @@ VocabRankInputs<T> vocab_rank_inputs(const VocabCase& c, const VocabData<T>& d, 
 template <class T>
 VocabRun<T> run_vocab(const VocabImplementation& impl, const VocabCase& c, const VocabData<T>& d);
 
+// The op's spec for this case (vocab_parallel_embedding or vocab_parallel_cross_entropy): its
+// tensors' placements and its collectives (ops/vocab/vocab_spec.hpp).
+spec::OpSpec vocab_spec(const VocabCase& c);
+
 struct VocabPlacements {
   Placement y, dw, loss, dlogits;
 };
 VocabPlacements vocab_placements(const VocabCase& c);
 
-// The collectives the op declares for one forward and backward on every rank (element counts):
-//   embedding       all_reduce y [tokens*h] in T, or with sequence_parallel_output
-//                   reduce_scatter y [tokens*h] and all_gather dy [tokens*h]
-//   cross_entropy   all_reduce(max) [tokens] and all_reduce(sum) [2*tokens] (3*tokens with label
-//                   smoothing) in acc_t<T>, with or without class and token weights (the
-//                   class-weighted Σ c_v·z_v takes Σ z_v's slot); the backward none. Never
-//                   the logits.
-std::vector<DeclaredCall> vocab_declared_traffic(const VocabCase& c);
+// The collectives each rank's op declares for one forward and backward: the op's spec's
+// (ops/vocab/vocab_spec.hpp), with this case's element type.
+std::vector<std::vector<DeclaredCall>> vocab_declared_traffic(const VocabCase& c);
 
 // Most elements any cross-entropy collective may move per token (the ledger property).
 constexpr std::uint64_t ce_max_elements_per_token = 3;

@@ -39,7 +39,7 @@ enum class VocabOwnCheck { traffic_without_logits };
 
 template <class T>
 void traffic_without_logits(CaseVerdict& v, const VocabCase& c, const VocabRun<T>& run) {
-  if (auto f = check_traffic(vocab_declared_traffic(c), run.ledgers); !f.empty()) {
+  if (auto f = check_traffic_per_rank(vocab_declared_traffic(c), run.ledgers); !f.empty()) {
     v.failures.push_back(f);
   }
   if (c.op != VocabOp::cross_entropy) return;
@@ -137,7 +137,7 @@ struct VocabFamily : RankFamily<VocabFamily> {
     return run_vocab(impl, c, d);
   }
   static std::vector<std::vector<DeclaredCall>> declared_traffic(const Case& c) {
-    return on_every_rank(vocab_declared_traffic(c), c.world);
+    return vocab_declared_traffic(c);
   }
   template <class T>
   static VocabExpected expected(const Case& c, const Data<T>& d) {

@@ -1,0 +1,270 @@
+#include "ops/attention/attention_spec.hpp"
+
+namespace shardcheck {
+
+using spec::Elem;
+using spec::Pass;
+using spec::Role;
+
+namespace {
+
+std::string sizes_json(const std::vector<std::size_t>& v) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+// The core's calls on cp rank r: `row` elements per position of k (or v).
+spec::RankCalls core_calls(const ContextParallelConfig& cc, std::size_t batch, std::size_t row,
+                           int p, int r) {
+  const auto lens = cp_lengths(cc, p);
+  spec::RankCalls c;
+  if (cc.algorithm == CpAlgorithm::all_gather) {
+    std::vector<std::size_t> counts(lens);
+    for (auto& n : counts) n *= batch * row;
+    c.push_back(spec::all_gather_spec(Pass::forward, "k", "cp", Elem::value, counts, r));
+    c.push_back(spec::all_gather_spec(Pass::forward, "v", "cp", Elem::value, counts, r));
+    c.push_back(spec::all_gather_spec(Pass::backward, "k", "cp", Elem::value, counts, r));
+    c.push_back(spec::all_gather_spec(Pass::backward, "v", "cp", Elem::value, counts, r));
+    c.push_back(spec::reduce_scatter_spec(Pass::backward, "dk", "cp", Elem::acc, counts, r,
+                                          Algorithm::ring));
+    c.push_back(spec::reduce_scatter_spec(Pass::backward, "dv", "cp", Elem::acc, counts, r,
+                                          Algorithm::ring));
+    return c;
+  }
+  // The chunk of rank j's K and V: 2·batch·L_j·row elements; at step s this rank holds the
+  // chunk of rank (r − s) mod p.
+  auto chunk = [&](int s) {
+    return 2 * batch * lens[static_cast<std::size_t>(wrap_rank(r - s, p))] * row;
+  };
+  for (int s = 0; s + 1 < p; ++s) {
+    c.push_back(spec::ring_shift_spec(Pass::forward, "k,v", "cp", Elem::value, chunk(s),
+                                      chunk(s + 1), p, r));
+  }
+  for (int s = 0; s < p && p > 1; ++s) {
+    if (s + 1 < p) {
+      c.push_back(spec::ring_shift_spec(Pass::backward, "k,v", "cp", Elem::value, chunk(s),
+                                        chunk(s + 1), p, r));
+    }
+    c.push_back(spec::ring_shift_spec(Pass::backward, "dk,dv", "cp", Elem::acc, chunk(s),
+                                      chunk(s + 1), p, r));
+  }
+  return c;
+}
+
+Placement by_lengths(std::size_t dim, const std::vector<std::size_t>& lens) {
+  return Placement::shard(dim, SplitPolicy::explicit_sizes(lens));
+}
+
+std::string zigzag_note(const ContextParallelConfig& cc) {
+  return cc.layout == CpLayout::zigzag
+             ? "zigzag: cp rank j holds chunks j and 2·cp − 1 − j of the sequence's 2·cp"
+             : "";
+}
+
+}  // namespace
+
+std::vector<std::size_t> cp_lengths(const ContextParallelConfig& cc, int cp) {
+  if (cc.layout == CpLayout::contiguous) return split_sizes(cc.split, cc.seq_len, cp);
+  const auto chunks = split_sizes(cc.split, cc.seq_len, 2 * cp);
+  std::vector<std::size_t> lens(static_cast<std::size_t>(cp));
+  for (std::size_t j = 0; j < lens.size(); ++j) lens[j] = chunks[j] + chunks[chunks.size() - 1 - j];
+  return lens;
+}
+
+std::string to_json(const AttentionConfig& cfg) {
+  const auto& m = cfg.mask;
+  return spec::JsonObject()
+      .field("q_heads", cfg.q_heads)
+      .field("kv_heads", cfg.kv_heads)
+      .field("head_dim", cfg.head_dim)
+      .field("scale", cfg.scale)
+      .raw("mask", spec::JsonObject()
+                       .field("kind", to_string(m.kind))
+                       .field("q_len", m.q_len)
+                       .field("k_len", m.k_len)
+                       .raw("key_lengths", sizes_json(m.key_lengths))
+                       .raw("allowed_shape", sizes_json(m.allowed.shape()))
+                       .str())
+      .str();
+}
+
+std::string to_json(const ContextParallelConfig& cc) {
+  return spec::JsonObject()
+      .field("seq_len", cc.seq_len)
+      .field("layout", to_string(cc.layout))
+      .raw("split", spec::json_split(cc.split))
+      .field("algorithm", to_string(cc.algorithm))
+      .str();
+}
+
+std::string to_json(const HeadParallelConfig& cfg) {
+  return spec::JsonObject()
+      .raw("attention", to_json(cfg.attention))
+      .field("hidden", cfg.hidden)
+      .field("has_bias", cfg.has_bias)
+      .raw("kv_head_split", spec::json_split(cfg.kv_head_split))
+      .field("reduce_algorithm", std::string(name(cfg.reduce_algorithm)))
+      .raw("context_parallel", cfg.context_parallel ? to_json(*cfg.context_parallel) : "null")
+      .str();
+}
+
+spec::OpSpec context_parallel_attention_spec(const AttentionConfig& cfg,
+                                             const ContextParallelConfig& cc, std::size_t batch,
+                                             int cp) {
+  const std::size_t L = cc.seq_len, h = cfg.q_heads, g = cfg.kv_heads, d = cfg.head_dim;
+  spec::OpSpec s{
+      "context_parallel_attention",
+      "attention",
+      spec::JsonObject().raw("attention", to_json(cfg)).raw("cp", to_json(cc)).str(),
+      {{"batch", batch}, {"seq_len", L}, {"q_heads", h}, {"kv_heads", g}, {"head_dim", d}},
+      {{"cp", static_cast<std::size_t>(cp)}},
+      {},
+      {},
+      {"q", "k", "v", "out", "lse"}};
+  const auto lens = cp_lengths(cc, cp);
+  const std::vector<Placement> seq{by_lengths(1, lens)};
+  const std::vector<Placement> lse{by_lengths(2, lens)};
+  const std::string note = zigzag_note(cc);
+  s.tensors = {spec::tensor("q", Role::input, {batch, L, h, d}, seq, note),
+               spec::tensor("k", Role::input, {batch, L, g, d}, seq, note),
+               spec::tensor("v", Role::input, {batch, L, g, d}, seq, note),
+               spec::tensor("out", Role::output, {batch, L, h, d}, seq, note),
+               spec::tensor("lse", Role::output, {batch, h, L}, lse, note),
+               spec::tensor("dout", Role::grad_output, {batch, L, h, d}, seq, note),
+               spec::tensor("dq", Role::grad_input, {batch, L, h, d}, seq, note),
+               spec::tensor("dk", Role::grad_input, {batch, L, g, d}, seq, note),
+               spec::tensor("dv", Role::grad_input, {batch, L, g, d}, seq, note)};
+  for (int r = 0; r < cp; ++r) s.calls.push_back(core_calls(cc, batch, g * d, cp, r));
+  return s;
+}
+
+spec::OpSpec attention_layer_spec(const HeadParallelConfig& cfg, std::size_t batch, int cp,
+                                  int tp) {
+  const std::size_t h = cfg.attention.q_heads, g = cfg.attention.kv_heads;
+  const std::size_t d = cfg.attention.head_dim, hidden = cfg.hidden;
+  const bool has_cp = cfg.context_parallel.has_value();
+  if (!has_cp) cp = 1;
+  const std::size_t L = has_cp ? cfg.context_parallel->seq_len : cfg.attention.mask.q_len;
+  const auto lens = has_cp ? cp_lengths(*cfg.context_parallel, cp) : std::vector<std::size_t>{L};
+  spec::OpSpec s{"attention_layer",
+                 "attention",
+                 to_json(cfg),
+                 {{"batch", batch}, {"seq_len", L}, {"hidden", hidden}},
+                 {{"cp", static_cast<std::size_t>(cp)}, {"tp", static_cast<std::size_t>(tp)}},
+                 {},
+                 {},
+                 {"x", "q", "k", "v", "out", "lse"}};
+  // The heads of each tp rank: query heads shard wq, bq, wo; kv heads shard wk, bk, wv, bv
+  // unless the kv group shares them (then each rank's rows are listed per rank).
+  std::vector<HeadAssignment> heads;
+  for (int t = 0; t < tp; ++t) heads.push_back(head_assignment(cfg, tp, t));
+  std::vector<std::size_t> q_rows, kv_rows;
+  for (const auto& a : heads) {
+    q_rows.push_back(a.q_count * d);
+    kv_rows.push_back(a.kv_count * d);
+  }
+  const auto rep = Placement::replicate();
+  const auto seq = by_lengths(1, lens);
+  const bool kv_shared = heads.front().kv_replicas > 1;
+  const std::string note = has_cp ? zigzag_note(*cfg.context_parallel) : "";
+  const std::string kv_note =
+      kv_shared ? "each kv head is held whole by the kv_replicas tp ranks sharing it "
+                  "(head_assignment): the per-rank rows are kv_count·d"
+                : "";
+  auto add = [&](const char* n, Role role, std::vector<std::size_t> shape,
+                 std::vector<Placement> pl, std::string layout = "") {
+    s.tensors.push_back(spec::tensor(n, role, std::move(shape), std::move(pl), std::move(layout)));
+  };
+  // A kv tensor shared by the kv group: each world rank's rows kv_count·d (then `cols`).
+  auto kv_locals = [&](std::vector<std::size_t> cols) {
+    std::vector<std::vector<std::size_t>> out;
+    for (int r = 0; r < cp * tp; ++r) {
+      std::vector<std::size_t> shape{heads[static_cast<std::size_t>(r % tp)].kv_count * d};
+      shape.insert(shape.end(), cols.begin(), cols.end());
+      out.push_back(std::move(shape));
+    }
+    return out;
+  };
+  const auto q0 = by_lengths(0, q_rows), q1 = by_lengths(1, q_rows);
+  const auto kv0 = kv_shared ? rep : by_lengths(0, kv_rows);
+  add("x", Role::input, {batch, L, hidden}, {seq, rep}, note);
+  add("wq", Role::parameter, {h * d, hidden}, {rep, q0});
+  add("wk", Role::parameter, {g * d, hidden}, {rep, kv0}, kv_note);
+  add("wv", Role::parameter, {g * d, hidden}, {rep, kv0}, kv_note);
+  if (kv_shared)
+    s.tensors[s.tensors.size() - 2].local_shapes = s.tensors.back().local_shapes =
+        kv_locals({hidden});
+  add("wo", Role::parameter, {hidden, h * d}, {rep, q1});
+  if (cfg.has_bias) {
+    add("bq", Role::parameter, {h * d}, {rep, q0});
+    add("bk", Role::parameter, {g * d}, {rep, kv0}, kv_note);
+    add("bv", Role::parameter, {g * d}, {rep, kv0}, kv_note);
+    if (kv_shared)
+      s.tensors[s.tensors.size() - 2].local_shapes = s.tensors.back().local_shapes = kv_locals({});
+    add("bo", Role::parameter, {hidden}, {rep, rep});
+  }
+  add("y", Role::output, {batch, L, hidden}, {seq, rep}, note);
+  add("dy", Role::grad_output, {batch, L, hidden}, {seq, rep}, note);
+  add("dx", Role::grad_input, {batch, L, hidden}, {seq, rep}, note);
+  for (const char* w : {"wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo"}) {
+    if (!cfg.has_bias && w[0] == 'b') continue;
+    auto grad = s.tensor(w);
+    grad.name = std::string("d") + w;
+    grad.role = Role::grad_input;
+    s.tensors.push_back(std::move(grad));
+  }
+  const auto algo = cfg.reduce_algorithm;
+  for (int r = 0; r < cp * tp; ++r) {
+    const int cpr = r / tp, tpr = r % tp;
+    const HeadAssignment& a = heads[static_cast<std::size_t>(tpr)];
+    const std::size_t n = batch * lens[static_cast<std::size_t>(cpr)] * hidden;
+    spec::RankCalls core;
+    if (a.q_count > 0 && has_cp) {
+      core = core_calls(*cfg.context_parallel, batch, a.kv_count * d, cp, cpr);
+    }
+    spec::RankCalls c;
+    for (const auto& call : core) {
+      if (call.pass == Pass::forward) c.push_back(call);
+    }
+    c.push_back(spec::all_reduce_spec(Pass::forward, "y", "tp", Elem::value, n, tp, tpr, algo));
+    for (const auto& call : core) {
+      if (call.pass == Pass::backward) c.push_back(call);
+    }
+    c.push_back(spec::all_reduce_spec(Pass::backward, "dx", "tp", Elem::value, n, tp, tpr, algo));
+    const std::size_t hq = a.q_count * d, hkv = a.kv_count * d;
+    const std::size_t bias = cfg.has_bias ? 1 : 0;
+    if (a.kv_replicas > 1) {
+      c.push_back(spec::all_reduce_spec(
+          Pass::backward, cfg.has_bias ? "dwk,dbk,dwv,dbv" : "dwk,dwv", "kv_group", Elem::value,
+          2 * hkv * (hidden + bias), a.kv_replicas, tpr - a.kv_group_first, algo));
+    }
+    if (has_cp && cp > 1) {
+      const std::size_t params = (hq + 2 * hkv) * (hidden + bias) + hidden * hq + bias * hidden;
+      c.push_back(spec::all_reduce_spec(
+          Pass::backward, cfg.has_bias ? "dwq,dbq,dwk,dbk,dwv,dbv,dwo,dbo" : "dwq,dwk,dwv,dwo",
+          "cp", Elem::value, params, cp, cpr, algo));
+    }
+    s.calls.push_back(std::move(c));
+  }
+  return s;
+}
+
+std::vector<spec::OpSpec> attention_example_specs() {
+  AttentionConfig att;
+  att.q_heads = 4;
+  att.kv_heads = 2;
+  att.head_dim = 2;
+  att.mask.kind = MaskKind::causal;
+  att.mask.q_len = att.mask.k_len = 7;
+  ContextParallelConfig cc;
+  cc.seq_len = 7;
+  cc.layout = CpLayout::zigzag;
+  HeadParallelConfig layer;
+  layer.attention = att;
+  layer.hidden = 6;
+  layer.context_parallel = cc;
+  return {context_parallel_attention_spec(att, cc, 1, 2), attention_layer_spec(layer, 1, 2, 4)};
+}
+
+}  // namespace shardcheck

@@ -1,0 +1,143 @@
+#include "ops/linear/linear_spec.hpp"
+
+namespace shardcheck {
+
+using spec::Elem;
+using spec::Pass;
+using spec::Role;
+
+namespace {
+
+const char* kernel_name(Kernel k) { return k == Kernel::deterministic ? "deterministic" : "fast"; }
+
+// x, w, b, y and their gradients, each gradient placed as its tensor.
+void add_tensors(spec::OpSpec& s, std::size_t tokens, std::size_t in, std::size_t out,
+                 bool has_bias, const Placement& x, const Placement& w, const Placement& b,
+                 const Placement& y) {
+  s.tensors = {spec::tensor("x", Role::input, {tokens, in}, {x}),
+               spec::tensor("w", Role::parameter, {out, in}, {w})};
+  if (has_bias) s.tensors.push_back(spec::tensor("b", Role::parameter, {out}, {b}));
+  s.tensors.push_back(spec::tensor("y", Role::output, {tokens, out}, {y}));
+  s.tensors.push_back(spec::tensor("dy", Role::grad_output, {tokens, out}, {y}));
+  s.tensors.push_back(spec::tensor("dx", Role::grad_input, {tokens, in}, {x}));
+  s.tensors.push_back(spec::tensor("dw", Role::grad_input, {out, in}, {w}));
+  if (has_bias) s.tensors.push_back(spec::tensor("db", Role::grad_input, {out}, {b}));
+  s.kept = {"x"};
+}
+
+}  // namespace
+
+std::string to_json(const ColumnParallelConfig& cfg) {
+  return spec::JsonObject()
+      .field("out_features", cfg.out_features)
+      .field("tokens", cfg.tokens)
+      .raw("out_split", spec::json_split(cfg.out_split))
+      .field("gather_output", cfg.gather_output)
+      .field("sequence_parallel_input", cfg.sequence_parallel_input)
+      .raw("token_split", spec::json_split(cfg.token_split))
+      .field("all_reduce_algorithm", std::string(name(cfg.all_reduce_algorithm)))
+      .field("kernel", kernel_name(cfg.kernel))
+      .str();
+}
+
+std::string to_json(const RowParallelConfig& cfg) {
+  return spec::JsonObject()
+      .raw("in_split", spec::json_split(cfg.in_split))
+      .field("input_is_parallel", cfg.input_is_parallel)
+      .field("sequence_parallel_output", cfg.sequence_parallel_output)
+      .raw("token_split", spec::json_split(cfg.token_split))
+      .field("reduce_algorithm", std::string(name(cfg.reduce_algorithm)))
+      .field("kernel", kernel_name(cfg.kernel))
+      .str();
+}
+
+spec::OpSpec column_parallel_linear_spec(const ColumnParallelConfig& cfg, std::size_t tokens,
+                                         std::size_t in, std::size_t out, bool has_bias, int p) {
+  spec::OpSpec s{"column_parallel_linear",
+                 "linear",
+                 to_json(cfg),
+                 {{"tokens", tokens}, {"in", in}, {"out", out}},
+                 {{"tp", static_cast<std::size_t>(p)}},
+                 {},
+                 {},
+                 {}};
+  const auto x =
+      cfg.sequence_parallel_input ? Placement::shard(0, cfg.token_split) : Placement::replicate();
+  const auto w = Placement::shard(0, cfg.out_split);
+  add_tensors(s, tokens, in, out, has_bias, x, w, w,
+              cfg.gather_output ? Placement::replicate() : Placement::shard(1, cfg.out_split));
+  const auto x_pieces = spec::pieces_times(cfg.token_split, tokens, p, in);
+  const auto algo = cfg.all_reduce_algorithm;
+  for (int r = 0; r < p; ++r) {
+    spec::RankCalls c;
+    if (cfg.sequence_parallel_input) {
+      c.push_back(spec::all_gather_spec(Pass::forward, "x", "tp", Elem::value, x_pieces, r));
+    }
+    if (cfg.gather_output) {
+      c.push_back(spec::all_gather_spec(Pass::forward, "y", "tp", Elem::value,
+                                        spec::pieces_times(cfg.out_split, out, p, tokens), r));
+    }
+    if (cfg.sequence_parallel_input) {
+      c.push_back(spec::all_gather_spec(Pass::backward, "x", "tp", Elem::value, x_pieces, r));
+      c.push_back(
+          spec::reduce_scatter_spec(Pass::backward, "dx", "tp", Elem::value, x_pieces, r, algo));
+    } else {
+      c.push_back(
+          spec::all_reduce_spec(Pass::backward, "dx", "tp", Elem::value, tokens * in, p, r, algo));
+    }
+    s.calls.push_back(std::move(c));
+  }
+  return s;
+}
+
+spec::OpSpec row_parallel_linear_spec(const RowParallelConfig& cfg, std::size_t tokens,
+                                      std::size_t in, std::size_t out, bool has_bias, int p) {
+  spec::OpSpec s{"row_parallel_linear",
+                 "linear",
+                 to_json(cfg),
+                 {{"tokens", tokens}, {"in", in}, {"out", out}},
+                 {{"tp", static_cast<std::size_t>(p)}},
+                 {},
+                 {},
+                 {}};
+  const auto w = Placement::shard(1, cfg.in_split);
+  add_tensors(
+      s, tokens, in, out, has_bias, cfg.input_is_parallel ? w : Placement::replicate(), w,
+      Placement::replicate(),
+      cfg.sequence_parallel_output ? Placement::shard(0, cfg.token_split) : Placement::replicate());
+  const auto y_pieces = spec::pieces_times(cfg.token_split, tokens, p, out);
+  const auto algo = cfg.reduce_algorithm;
+  for (int r = 0; r < p; ++r) {
+    spec::RankCalls c;
+    if (cfg.sequence_parallel_output) {
+      c.push_back(
+          spec::reduce_scatter_spec(Pass::forward, "y", "tp", Elem::value, y_pieces, r, algo));
+      c.push_back(spec::all_gather_spec(Pass::backward, "dy", "tp", Elem::value, y_pieces, r));
+    } else {
+      c.push_back(
+          spec::all_reduce_spec(Pass::forward, "y", "tp", Elem::value, tokens * out, p, r, algo));
+    }
+    if (!cfg.input_is_parallel) {
+      c.push_back(spec::all_gather_spec(Pass::backward, "dx", "tp", Elem::value,
+                                        spec::pieces_times(cfg.in_split, in, p, tokens), r));
+    }
+    s.calls.push_back(std::move(c));
+  }
+  return s;
+}
+
+std::vector<spec::OpSpec> linear_example_specs() {
+  ColumnParallelConfig col;
+  col.out_features = 5;
+  col.tokens = 7;
+  col.out_split = SplitPolicy::explicit_sizes({2, 0, 3});
+  col.gather_output = true;
+  col.sequence_parallel_input = true;
+  RowParallelConfig row;
+  row.in_split = SplitPolicy::explicit_sizes({2, 0, 3});
+  row.sequence_parallel_output = true;
+  return {column_parallel_linear_spec(col, 7, 4, 5, true, 3),
+          row_parallel_linear_spec(row, 7, 5, 4, true, 3)};
+}
+
+}  // namespace shardcheck

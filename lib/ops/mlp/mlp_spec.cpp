@@ -1,0 +1,80 @@
+#include "ops/mlp/mlp_spec.hpp"
+
+#include "ops/linear/linear_spec.hpp"
+
+namespace shardcheck {
+
+using spec::Pass;
+using spec::Role;
+
+std::string to_json(const MlpConfig& cfg) {
+  return spec::JsonObject()
+      .field("activation", std::string(name(cfg.activation)))
+      .field("ffn_features", cfg.ffn_features)
+      .raw("ffn_split", spec::json_split(cfg.ffn_split))
+      .field("tokens", cfg.tokens)
+      .field("sequence_parallel", cfg.sequence_parallel)
+      .raw("token_split", spec::json_split(cfg.token_split))
+      .field("reduce_algorithm", std::string(name(cfg.reduce_algorithm)))
+      .field("kernel", cfg.kernel == Kernel::deterministic ? "deterministic" : "fast")
+      .str();
+}
+
+spec::OpSpec parallel_mlp_spec(const MlpConfig& cfg, std::size_t tokens, std::size_t hidden,
+                               bool has_bias, int p) {
+  const std::size_t F = cfg.ffn_features;
+  const bool gate = cfg.activation == Activation::swiglu;
+  // fc1's spec is over one ffn projection: the fused [k·F, H] moves no weight, only x and dx.
+  const auto fc1 = column_parallel_linear_spec(fc1_config(cfg), tokens, hidden, F, false, p);
+  const auto fc2 = row_parallel_linear_spec(fc2_config(cfg), tokens, F, hidden, false, p);
+  spec::OpSpec s{"parallel_mlp",
+                 "mlp",
+                 to_json(cfg),
+                 {{"tokens", tokens}, {"hidden", hidden}, {"ffn", F}},
+                 {{"tp", static_cast<std::size_t>(p)}},
+                 {},
+                 {},
+                 {"x", "h"}};
+  const auto tok = fc1.tensor("x").placements;
+  const auto rows = Placement::shard(0, cfg.ffn_split);
+  const auto rep = Placement::replicate();
+  const std::string fused = gate ? "fused on each rank as [w_gate_r; w_up_r] (split_fused_up)" : "";
+  auto add = [&](const char* n, Role role, std::vector<std::size_t> shape,
+                 std::vector<Placement> pl, std::string layout = "") {
+    s.tensors.push_back(spec::tensor(n, role, std::move(shape), std::move(pl), std::move(layout)));
+  };
+  add("x", Role::input, {tokens, hidden}, tok);
+  if (gate) add("w_gate", Role::parameter, {F, hidden}, {rows}, fused);
+  add("w_up", Role::parameter, {F, hidden}, {rows}, fused);
+  if (has_bias && gate) add("b_gate", Role::parameter, {F}, {rows}, fused);
+  if (has_bias) add("b_up", Role::parameter, {F}, {rows}, fused);
+  add("w_down", Role::parameter, {hidden, F}, {Placement::shard(1, cfg.ffn_split)});
+  if (has_bias) add("b_down", Role::parameter, {hidden}, {rep});
+  add("y", Role::output, {tokens, hidden}, tok);
+  add("dy", Role::grad_output, {tokens, hidden}, tok);
+  add("dx", Role::grad_input, {tokens, hidden}, tok);
+  if (gate) add("dw_gate", Role::grad_input, {F, hidden}, {rows}, fused);
+  add("dw_up", Role::grad_input, {F, hidden}, {rows}, fused);
+  if (has_bias && gate) add("db_gate", Role::grad_input, {F}, {rows}, fused);
+  if (has_bias) add("db_up", Role::grad_input, {F}, {rows}, fused);
+  add("dw_down", Role::grad_input, {hidden, F}, {Placement::shard(1, cfg.ffn_split)});
+  if (has_bias) add("db_down", Role::grad_input, {hidden}, {rep});
+  // fc1's x, y, dx are x, h, dx of the MLP; fc2's x and dx are a and da.
+  const std::vector<spec::Rename> fc1_names{{"y", "h"}};
+  const std::vector<spec::Rename> fc2_names{{"dx", "da"}};
+  for (int r = 0; r < p; ++r)
+    s.calls.push_back(spec::chain_calls(fc1, fc1_names, fc2, fc2_names, r));
+  return s;
+}
+
+std::vector<spec::OpSpec> mlp_example_specs() {
+  MlpConfig cfg;
+  cfg.activation = Activation::swiglu;
+  cfg.ffn_features = 6;
+  cfg.ffn_split = SplitPolicy::explicit_sizes({4, 0, 2});
+  cfg.tokens = 5;
+  cfg.sequence_parallel = true;
+  return {parallel_mlp_spec(cfg, 5, 3, true, 3)};
+}
+
+}  // namespace shardcheck

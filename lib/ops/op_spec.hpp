@@ -1,0 +1,174 @@
+// An op's spec: the one declaration of what a partitioned op of lib/ops takes, gives and moves,
+// for one configuration, one set of global sizes and one group of ranks. Everything else that
+// needs these facts reads them from here:
+//   - the suites (properties/suites/<family>/): the placements by which they cut the inputs and
+//     materialize the outputs, and the collectives their traffic property expects in every
+//     rank's ledger (element type and count);
+//   - the budget model (lib/budget/traffic.hpp): each call's exact bytes per rank
+//     (runtime/wire_bytes.hpp), so `shardcheck budget` and the budget suite use the same list;
+//   - `shardcheck list --json`: every op's spec as data a program reads (an external
+//     implementation's case file names the op, its config and its tensors this way).
+//
+// A spec is written per op in lib/ops/<family>/<family>_spec.{hpp,cpp}, beside the op, as a
+// function of the op's own configuration type (no parallel types):
+//
+//   OpSpec <op>_spec(const <Op>Config& cfg, <sizes>, int p);
+//
+// Tensors are global: `shape` is the dense tensor's, `placement` how the group's ranks hold it
+// (DTensor's words, layout/placement.hpp: S(d)[split] a piece along d, R the whole tensor on
+// every rank, P(sum) full-shape partial sums). Collectives are listed per rank, in the order the
+// op makes them, forward then backward; an element type is named by its role (the op's T, or
+// its accumulator acc_t<T>, runtime/dtype.hpp) so one spec serves the four dtypes.
+#pragma once
+
+#include "layout/placement.hpp"
+#include "runtime/dtype.hpp"
+#include "runtime/ledger.hpp"
+#include "runtime/wire_bytes.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace shardcheck::spec {
+
+enum class Pass : std::uint8_t { forward, backward };
+std::string_view name(Pass p) noexcept;  // "forward", "backward"
+
+// What a tensor is to the op: an input or output of the forward (x, y), a parameter (w, b), or
+// a tensor of the backward (dy in; dx, dw, db out).
+enum class Role : std::uint8_t { input, parameter, output, grad_input, grad_output };
+std::string_view name(Role r) noexcept;  // "input", "parameter", "output", ...
+
+// The element type of a call, by role: the op's T or its accumulator acc_t<T>.
+enum class Elem : std::uint8_t { value, acc };
+std::string_view name(Elem e) noexcept;  // "T", "acc_t<T>"
+// The DType an Elem is for an op run in `t` (acc: acc_dtype(t)).
+DType dtype_of(Elem e, DType t);
+
+// A size the op's spec is a function of, or a mesh dimension: {"tokens", 7}, {"tp", 3}.
+using Size = std::pair<std::string, std::size_t>;
+
+struct TensorSpec {
+  std::string name;  // "x", "dw_gate"
+  Role role = Role::input;
+  std::vector<std::size_t> shape;     // global
+  std::vector<Placement> placements;  // one per mesh dimension, in the mesh's order
+  std::string layout;                 // how pieces map to positions when a split policy
+                                      // does not say it all ("zigzag: ..."), else empty
+  // Each rank's local shape when no placement states it (a kv head shared by several tp
+  // ranks); empty: from the placements.
+  std::vector<std::vector<std::size_t>> local_shapes;
+  // The placement over the first (often the only) mesh dimension.
+  const Placement& placement() const { return placements.at(0); }
+  // Rank r's local shape (r row-major over `mesh`): local_shapes[r] when given, else for each
+  // S(d) its split policy's piece of shape[d] at the rank's coordinate (R and P keep it).
+  std::vector<std::size_t> local_shape(const std::vector<Size>& mesh, int r) const;
+};
+
+// A tensor placed by `placements` (no explicit local shapes).
+TensorSpec tensor(std::string name, Role role, std::vector<std::size_t> shape,
+                  std::vector<Placement> placements, std::string layout = "");
+
+// One collective one rank makes. `counts` are elements: all_gather and reduce_scatter, each
+// group rank's piece; all_reduce, {the buffer}; ring_shift, {sent, received} (the ring's shift
+// by one).
+struct CallSpec {
+  Pass pass = Pass::forward;
+  std::string tensor;  // what moves: "x", "dx", "k,v", "dw_k,db_k,dw_v,db_v"
+  std::string group;   // the mesh dimension it runs over: "tp", "cp", "kv_group"
+  Collective op = Collective::all_reduce;
+  Elem elem = Elem::value;
+  Algorithm algorithm = Algorithm::ring;
+  int group_size = 1;  // p of the group
+  int group_rank = 0;  // this rank's position in it
+  std::vector<std::size_t> counts;
+
+  // The ledger's count (LedgerEntry::count): the full buffer for all_reduce, all_gather and
+  // reduce_scatter; the message sent for ring_shift.
+  std::uint64_t elements() const;
+  // This rank's exact bytes (runtime/wire_bytes.hpp) for elements of `element_bytes` each.
+  wire::WireBytes bytes(std::uint64_t element_bytes) const;
+  // "all_gather over tp of x (T), counts [3, 2, 2]"
+  std::string to_string() const;
+};
+
+// The calls of one rank, forward then backward, in the order the op makes them.
+using RankCalls = std::vector<CallSpec>;
+
+struct OpSpec {
+  std::string op;           // the library function: "column_parallel_linear"
+  std::string family;       // its folder: "linear"
+  std::string config_json;  // the configuration as a JSON object (the op's own type)
+  std::vector<Size> sizes;  // the global sizes: tokens, in, out, ...
+  std::vector<Size> mesh;   // the group(s): {"tp", 3} or {"cp", 2}, {"tp", 2}
+  std::vector<TensorSpec> tensors;
+  std::vector<RankCalls> calls;   // per rank of the mesh (row-major over `mesh`)
+  std::vector<std::string> kept;  // the tensors the caller keeps for the backward
+
+  int world() const;
+  // @throws UsageError naming the op and the tensors it has when `name` is not one of them.
+  const TensorSpec& tensor(const std::string& name) const;
+  // Rank r's calls of one pass.
+  RankCalls calls_of(int r, Pass pass) const;
+};
+
+// The spec as one JSON object: op, family, config, sizes, mesh, tensors (name, role, shape,
+// placement, each rank's local shape), kept, and per rank its calls (pass, tensor, group,
+// collective, elem, algorithm, group size and rank, counts, elements).
+std::string to_json(const OpSpec& s);
+
+// Every op's spec at an example configuration of its family (lib/ops/<family>/*_spec.cpp,
+// <family>_example_specs(); the list is generated from SHARDCHECK_FAMILIES), in family order.
+std::vector<OpSpec> example_specs();
+
+// ---------------------------------------------------------------- helpers for the spec files
+
+// A JSON object written field by field: JsonObject().field("gather_output", true).str().
+class JsonObject {
+ public:
+  JsonObject& field(const std::string& key, bool v);
+  JsonObject& field(const std::string& key, double v);
+  JsonObject& field(const std::string& key, std::size_t v);
+  JsonObject& field(const std::string& key, int v);
+  JsonObject& field(const std::string& key, const char* v);
+  JsonObject& field(const std::string& key, const std::string& v);   // a JSON string
+  JsonObject& raw(const std::string& key, const std::string& json);  // already JSON
+  std::string str() const { return "{" + body_ + "}"; }
+
+ private:
+  void key(const std::string& k);
+  std::string body_;
+};
+std::string json_string(const std::string& s);           // quoted and escaped
+std::string json_number(double v);                       // shortest round-trip, %.17g
+std::string json_numbers(const std::vector<double>& v);  // [1, 0.5]
+std::string json_split(const SplitPolicy& s);            // {"kind": "explicit", "sizes": [...]}
+
+// Calls of rank r of a group of p, element counts by the runtime's rules.
+CallSpec all_reduce_spec(Pass pass, std::string tensor, std::string group, Elem elem,
+                         std::size_t elements, int p, int r, Algorithm algo);
+CallSpec all_gather_spec(Pass pass, std::string tensor, std::string group, Elem elem,
+                         std::vector<std::size_t> counts, int r);
+CallSpec reduce_scatter_spec(Pass pass, std::string tensor, std::string group, Elem elem,
+                             std::vector<std::size_t> counts, int r, Algorithm algo);
+CallSpec ring_shift_spec(Pass pass, std::string tensor, std::string group, Elem elem,
+                         std::size_t sent, std::size_t received, int p, int r);
+
+// Appends `from` to `to`, renaming each call's tensor by the first matching {old, new} (an op
+// composed of others names their tensors its own way: fc1's y is the MLP's h).
+using Rename = std::pair<std::string, std::string>;
+void append_calls(RankCalls& to, RankCalls from, const std::vector<Rename>& renames = {});
+
+// Rank r's calls of an op that runs `first` then `second` (each renamed as given): the forward
+// first's then second's, the backward second's then first's.
+RankCalls chain_calls(const OpSpec& first, const std::vector<Rename>& first_names,
+                      const OpSpec& second, const std::vector<Rename>& second_names, int r);
+
+// split_sizes(policy, n, p) with every piece times `by` (the elements of a row).
+std::vector<std::size_t> pieces_times(const SplitPolicy& policy, std::size_t n, int p,
+                                      std::size_t by);
+
+}  // namespace shardcheck::spec

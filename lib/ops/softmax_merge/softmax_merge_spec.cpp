@@ -1,0 +1,23 @@
+#include "ops/softmax_merge/softmax_merge_spec.hpp"
+
+namespace shardcheck {
+
+spec::OpSpec softmax_merge_spec(std::size_t parts, std::size_t rows, std::size_t width) {
+  using spec::Role;
+  const std::vector<Placement> rep{Placement::replicate()};
+  return {"softmax_merge",
+          "softmax_merge",
+          "{}",
+          {{"parts", parts}, {"rows", rows}, {"width", width}},
+          {},
+          {spec::tensor("out_parts", Role::input, {parts, rows, width}, rep),
+           spec::tensor("lse_parts", Role::input, {parts, rows}, rep),
+           spec::tensor("out", Role::output, {rows, width}, rep),
+           spec::tensor("lse", Role::output, {rows}, rep)},
+          {{}},
+          {}};
+}
+
+std::vector<spec::OpSpec> softmax_merge_example_specs() { return {softmax_merge_spec(3, 4, 2)}; }
+
+}  // namespace shardcheck

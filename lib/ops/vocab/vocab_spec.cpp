@@ -1,0 +1,125 @@
+#include "ops/vocab/vocab_spec.hpp"
+
+namespace shardcheck {
+
+using spec::Elem;
+using spec::Pass;
+using spec::Role;
+
+namespace {
+
+const char* reduction_name(LossReduction r) {
+  switch (r) {
+    case LossReduction::none: return "none";
+    case LossReduction::sum: return "sum";
+    case LossReduction::mean: return "mean";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::string to_json(const VocabEmbeddingConfig& cfg) {
+  spec::JsonObject o;
+  o.field("vocab", cfg.vocab).raw("vocab_split", spec::json_split(cfg.vocab_split));
+  if (cfg.padding_idx) {
+    o.raw("padding_idx", std::to_string(*cfg.padding_idx));
+  } else {
+    o.raw("padding_idx", "null");
+  }
+  return o.field("sequence_parallel_output", cfg.sequence_parallel_output)
+      .raw("token_split", spec::json_split(cfg.token_split))
+      .field("reduce_algorithm", std::string(name(cfg.reduce_algorithm)))
+      .str();
+}
+
+std::string to_json(const VocabCrossEntropyConfig& cfg) {
+  spec::JsonObject o;
+  o.field("vocab", cfg.vocab).raw("vocab_split", spec::json_split(cfg.vocab_split));
+  o.raw("ignore_index", cfg.ignore_index ? std::to_string(*cfg.ignore_index) : "null");
+  return o.field("label_smoothing", cfg.label_smoothing)
+      .field("reduction", reduction_name(cfg.reduction))
+      .field("reduce_algorithm", std::string(name(cfg.reduce_algorithm)))
+      .raw("class_weight", spec::json_numbers(cfg.class_weight))
+      .raw("token_weight", spec::json_numbers(cfg.token_weight))
+      .str();
+}
+
+spec::OpSpec vocab_parallel_embedding_spec(const VocabEmbeddingConfig& cfg, std::size_t tokens,
+                                           std::size_t hidden, int p) {
+  spec::OpSpec s{"vocab_parallel_embedding",
+                 "vocab",
+                 to_json(cfg),
+                 {{"tokens", tokens}, {"vocab", cfg.vocab}, {"hidden", hidden}},
+                 {{"tp", static_cast<std::size_t>(p)}},
+                 {},
+                 {},
+                 {"ids"}};
+  const auto w = Placement::shard(0, cfg.vocab_split);
+  const auto y =
+      cfg.sequence_parallel_output ? Placement::shard(0, cfg.token_split) : Placement::replicate();
+  s.tensors = {spec::tensor("ids", Role::input, {tokens}, {Placement::replicate()}),
+               spec::tensor("w", Role::parameter, {cfg.vocab, hidden}, {w}),
+               spec::tensor("y", Role::output, {tokens, hidden}, {y}),
+               spec::tensor("dy", Role::grad_output, {tokens, hidden}, {y}),
+               spec::tensor("dw", Role::grad_input, {cfg.vocab, hidden}, {w})};
+  const auto pieces = spec::pieces_times(cfg.token_split, tokens, p, hidden);
+  for (int r = 0; r < p; ++r) {
+    spec::RankCalls c;
+    if (cfg.sequence_parallel_output) {
+      c.push_back(spec::reduce_scatter_spec(Pass::forward, "y", "tp", Elem::value, pieces, r,
+                                            cfg.reduce_algorithm));
+      c.push_back(spec::all_gather_spec(Pass::backward, "dy", "tp", Elem::value, pieces, r));
+    } else {
+      c.push_back(spec::all_reduce_spec(Pass::forward, "y", "tp", Elem::value, tokens * hidden, p,
+                                        r, cfg.reduce_algorithm));
+    }
+    s.calls.push_back(std::move(c));
+  }
+  return s;
+}
+
+spec::OpSpec vocab_parallel_cross_entropy_spec(const VocabCrossEntropyConfig& cfg,
+                                               std::size_t tokens, int p) {
+  spec::OpSpec s{"vocab_parallel_cross_entropy",
+                 "vocab",
+                 to_json(cfg),
+                 {{"tokens", tokens}, {"vocab", cfg.vocab}},
+                 {{"tp", static_cast<std::size_t>(p)}},
+                 {},
+                 {},
+                 {"logits", "targets"}};
+  const auto logits = Placement::shard(1, cfg.vocab_split);
+  const auto rep = Placement::replicate();
+  const std::size_t loss = cfg.reduction == LossReduction::none ? tokens : 1;
+  s.tensors = {spec::tensor("logits", Role::input, {tokens, cfg.vocab}, {logits}),
+               spec::tensor("targets", Role::input, {tokens}, {rep}),
+               spec::tensor("loss", Role::output, {loss}, {rep}),
+               spec::tensor("dloss", Role::grad_output, {loss}, {rep}),
+               spec::tensor("dlogits", Role::grad_input, {tokens, cfg.vocab}, {logits})};
+  const bool smoothing = cfg.label_smoothing > 0;
+  for (int r = 0; r < p; ++r) {
+    s.calls.push_back(
+        {spec::all_reduce_spec(Pass::forward, "max", "tp", Elem::acc, tokens, p, r,
+                               cfg.reduce_algorithm),
+         spec::all_reduce_spec(
+             Pass::forward, smoothing ? "sum_exp,target_logit,sum_logits" : "sum_exp,target_logit",
+             "tp", Elem::acc, (smoothing ? 3 : 2) * tokens, p, r, cfg.reduce_algorithm)});
+  }
+  return s;
+}
+
+std::vector<spec::OpSpec> vocab_example_specs() {
+  VocabEmbeddingConfig emb;
+  emb.vocab = 9;
+  emb.vocab_split = SplitPolicy::explicit_sizes({4, 0, 5});
+  emb.padding_idx = 0;
+  emb.sequence_parallel_output = true;
+  VocabCrossEntropyConfig ce;
+  ce.vocab = 9;
+  ce.vocab_split = SplitPolicy::explicit_sizes({4, 0, 5});
+  ce.label_smoothing = 0.1;
+  return {vocab_parallel_embedding_spec(emb, 5, 3, 3), vocab_parallel_cross_entropy_spec(ce, 5, 3)};
+}
+
+}  // namespace shardcheck

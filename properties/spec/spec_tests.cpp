@@ -1,0 +1,151 @@
+// The op specs (lib/ops/op_spec.hpp and every family's <family>_spec.cpp): the JSON they print,
+// local shapes over one- and two-dimensional meshes, the errors they raise, and the invariants
+// every family's example specs must keep (one call list per rank, counts that tile the
+// buffers, local shapes that tile the global ones). That the calls are what the ops really do
+// is checked elsewhere, byte for byte: properties/budget/ (every rank's ledger against the
+// spec's calls) and each suite's declared_traffic property.
+#include "engine/slicing.hpp"
+#include "ops/op_spec.hpp"
+#include "runtime/errors.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <set>
+
+namespace shardcheck {
+namespace {
+
+using spec::CallSpec;
+using spec::Elem;
+using spec::Pass;
+using spec::Role;
+using ::testing::HasSubstr;
+
+TEST(OpSpec, JsonStringsAreQuotedAndEscaped) {
+  EXPECT_EQ(spec::json_string("a\"b\\c"), "\"a\\\"b\\\\c\"");
+  EXPECT_EQ(spec::json_string(std::string("x\ny\x01", 4)), "\"x\\ny\\u0001\"");
+  EXPECT_EQ(spec::json_string("S(0)[explicit[2,0,3]]"), "\"S(0)[explicit[2,0,3]]\"");
+}
+
+TEST(OpSpec, JsonNumbersAreTheShortestThatReadBack) {
+  EXPECT_EQ(spec::json_number(0.1), "0.1");
+  EXPECT_EQ(spec::json_number(1e-5), "1e-05");
+  EXPECT_EQ(spec::json_number(0.1 + 0.2), "0.30000000000000004");  // 17 digits to read back
+  EXPECT_EQ(spec::json_number(3), "3");
+  EXPECT_EQ(spec::json_number(std::nan("")), "null");
+  EXPECT_EQ(spec::json_numbers({0.5, 2}), "[0.5, 2]");
+  EXPECT_EQ(spec::JsonObject().field("a", true).field("b", std::size_t{7}).str(),
+            "{\"a\": true, \"b\": 7}");
+}
+
+TEST(OpSpec, LocalShapesFollowEveryMeshDimension) {
+  // [batch 2, L 7, hidden 6] on (cp 2, tp 3): S(1) by {3, 4} over cp, S(2) chunk over tp.
+  const auto t =
+      spec::tensor("x", Role::input, {2, 7, 6},
+                   {Placement::shard(1, SplitPolicy::explicit_sizes({3, 4})), Placement::shard(2)});
+  const std::vector<spec::Size> mesh{{"cp", 2}, {"tp", 3}};
+  EXPECT_EQ(t.local_shape(mesh, 0), (std::vector<std::size_t>{2, 3, 2}));  // cp 0, tp 0
+  EXPECT_EQ(t.local_shape(mesh, 2), (std::vector<std::size_t>{2, 3, 2}));  // cp 0, tp 2
+  EXPECT_EQ(t.local_shape(mesh, 4), (std::vector<std::size_t>{2, 4, 2}));  // cp 1, tp 1
+  const auto r =
+      spec::tensor("b", Role::parameter, {6}, {Placement::replicate(), Placement::replicate()});
+  EXPECT_EQ(r.local_shape(mesh, 5), (std::vector<std::size_t>{6}));
+}
+
+TEST(OpSpec, CallsCountAndMoveWhatTheRuntimeRecords) {
+  const auto ag = spec::all_gather_spec(Pass::forward, "x", "tp", Elem::value, {3, 0, 4}, 1);
+  EXPECT_EQ(ag.elements(), 7U);
+  EXPECT_EQ(ag.group_size, 3);
+  EXPECT_EQ(ag.bytes(4), (wire::WireBytes{(7 - 4) * 4, 7 * 4}));  // sends all but c_2, gets c_0 c_2
+  const auto ar =
+      spec::all_reduce_spec(Pass::backward, "dx", "tp", Elem::acc, 10, 2, 3, Algorithm::ring);
+  EXPECT_EQ(ar.group_rank, 1);  // taken mod p
+  EXPECT_EQ(ar.elements(), 10U);
+  const auto rs = spec::ring_shift_spec(Pass::forward, "k,v", "cp", Elem::value, 6, 8, 3, 0);
+  EXPECT_EQ(rs.elements(), 6U);  // the ledger counts what this rank sends
+  EXPECT_EQ(rs.bytes(2), (wire::WireBytes{12, 16}));
+  EXPECT_THAT(ag.to_string(), HasSubstr("all_gather over tp of x (T), counts [3, 0, 4]"));
+}
+
+TEST(OpSpec, UsageErrorsNameTheOpAndWhatToPass) {
+  spec::OpSpec s;
+  s.op = "column_parallel_linear";
+  s.tensors = {spec::tensor("x", Role::input, {2}, {Placement::replicate()}),
+               spec::tensor("w", Role::parameter, {2}, {Placement::replicate()})};
+  try {
+    (void)s.tensor("bias");
+    FAIL() << "no throw";
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("column_parallel_linear has no tensor 'bias'"));
+    EXPECT_THAT(e.what(), HasSubstr("its tensors are x, w"));
+  }
+  CallSpec bad;
+  bad.op = Collective::broadcast;
+  try {
+    (void)bad.bytes(4);
+    FAIL() << "no throw";
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("broadcast is not a collective an op spec makes"));
+  }
+  try {
+    (void)check::place(Tensor<float>({2}), Placement::partial(), 2, 0);
+    FAIL() << "no throw";
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("an input placed P(sum) has no one piece per rank"));
+  }
+}
+
+// What every spec must keep, whatever its op.
+void expect_consistent(const spec::OpSpec& s) {
+  SCOPED_TRACE(s.op);
+  EXPECT_FALSE(s.family.empty());
+  EXPECT_EQ(s.calls.size(), static_cast<std::size_t>(s.world()));
+  std::set<std::string> names;
+  for (const auto& t : s.tensors) {
+    SCOPED_TRACE(t.name);
+    EXPECT_TRUE(names.insert(t.name).second) << "tensor named twice";
+    EXPECT_EQ(t.placements.size(), std::max<std::size_t>(s.mesh.size(), 1));
+    for (int r = 0; r < s.world(); ++r) EXPECT_EQ(t.local_shape(s.mesh, r).size(), t.shape.size());
+    // On a one-dimensional mesh a shard's pieces tile its dimension.
+    if (s.mesh.size() == 1 && t.placement().is_shard() && t.local_shapes.empty()) {
+      std::size_t total = 0;
+      for (int r = 0; r < s.world(); ++r) total += t.local_shape(s.mesh, r)[t.placement().dim()];
+      EXPECT_EQ(total, t.shape[t.placement().dim()]);
+    }
+  }
+  for (const auto& k : s.kept) EXPECT_FALSE(k.empty());
+  for (const auto& rank : s.calls) {
+    bool backward = false;
+    for (const auto& c : rank) {
+      SCOPED_TRACE(c.to_string());
+      EXPECT_GE(c.group_rank, 0);
+      EXPECT_LT(c.group_rank, c.group_size);
+      if (c.op == Collective::all_gather || c.op == Collective::reduce_scatter) {
+        EXPECT_EQ(c.counts.size(), static_cast<std::size_t>(c.group_size));
+      }
+      EXPECT_FALSE(backward && c.pass == Pass::forward) << "a forward call after the backward's";
+      backward = backward || c.pass == Pass::backward;
+      (void)c.bytes(4);  // every call has the runtime's bytes
+    }
+  }
+}
+
+TEST(OpSpec, EveryFamilysExampleSpecsAreConsistentAndPrintable) {
+  const auto all = spec::example_specs();
+  std::set<std::string> families, ops;
+  for (const auto& s : all) {
+    expect_consistent(s);
+    families.insert(s.family);
+    EXPECT_TRUE(ops.insert(s.op).second) << s.op << " listed twice";
+    const auto json = spec::to_json(s);
+    EXPECT_THAT(json, HasSubstr("\"op\": \"" + s.op + "\""));
+    EXPECT_EQ(std::count(json.begin(), json.end(), '{'), std::count(json.begin(), json.end(), '}'));
+  }
+  EXPECT_EQ(families, (std::set<std::string>{"linear", "norm", "vocab", "softmax_merge",
+                                             "attention", "mlp"}));
+}
+
+}  // namespace
+}  // namespace shardcheck
