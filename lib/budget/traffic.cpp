@@ -282,8 +282,11 @@ OpTraffic head_layer_traffic(const HeadParallelConfig& cfg, std::size_t batch, i
   }
   if (cfg.context_parallel && cp > 1) {
     const std::size_t elems =
-        hq * hidden + 2 * hkv * hidden + hidden * hq + (cfg.has_bias ? hq + 2 * hkv + hidden : 0);
+        hq * hidden + 2 * hkv * hidden + hidden * hq + (cfg.has_bias ? hq + 2 * hkv : 0);
     t.backward.push_back(all_reduce_call(elems, e.value, cp, cp_rank, cfg.reduce_algorithm));
+    if (cfg.has_bias) {  // dbo, replicated over tp, alone: the same layout on every tp rank
+      t.backward.push_back(all_reduce_call(hidden, e.value, cp, cp_rank, cfg.reduce_algorithm));
+    }
   }
   return t;
 }

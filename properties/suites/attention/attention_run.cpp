@@ -99,9 +99,10 @@ std::vector<DeclaredCall> attention_declared_traffic(const AttentionCase& c, int
   }
   if (L.context_parallel && h.q_count > 0) core_traffic(c, cpr, h.kv_count, t, a, calls);
   if (L.context_parallel && c.cp > 1) {
-    const std::uint64_t params = (h.q_count + 2 * h.kv_count) * d * (L.hidden + bias) +
-                                 L.hidden * h.q_count * d + bias * L.hidden;
-    calls.push_back({Collective::all_reduce, t, params});
+    const std::uint64_t params =
+        (h.q_count + 2 * h.kv_count) * d * (L.hidden + bias) + L.hidden * h.q_count * d;
+    calls.push_back({Collective::all_reduce, t, params});  // the rank's shards, packed
+    if (L.has_bias) calls.push_back({Collective::all_reduce, t, L.hidden});  // dbo alone
   }
   return calls;
 }

@@ -40,7 +40,7 @@ AttentionRun<T> run_attention(const AttentionImplementation& impl, const Attenti
 //   layer             all_reduce of y and of dx over tp (batch·L_r·hidden of T); g < tp: one
 //                     all_reduce over the kv group of the kv projection's gradients; the core's
 //                     traffic over cp when cp is configured; cp > 1: one all_reduce over cp of
-//                     every parameter gradient
+//                     every parameter gradient but dbo (packed), then with biases one of dbo
 std::vector<DeclaredCall> attention_declared_traffic(const AttentionCase& c, int world_rank);
 
 }  // namespace shardcheck::check
