@@ -236,9 +236,9 @@ OpActivations head_layer_activations(const HeadParallelConfig& cfg, std::size_t 
   }
   if (cfg.context_parallel && cp > 1) {
     back.push_back(
-        {{"cp pack of every parameter gradient", (hq * hidden + 2 * hkv * hidden + hidden * hq +
-                                                  (cfg.has_bias ? hq + 2 * hkv + hidden : 0)) *
-                                                     e.value}});
+        {{"cp pack of every parameter gradient but dbo",
+          (hq * hidden + 2 * hkv * hidden + hidden * hq + (cfg.has_bias ? hq + 2 * hkv : 0)) *
+              e.value}});
   }
   a.backward_peak = peak_of(back);
   return a;

@@ -42,7 +42,8 @@
 //   head layer       kept x b·L_r·hidden·e, q, k, v, out, lse of the local heads (h_r, g_r);
 //                    fwd peak the CP core's (0 without CP or heads); bwd peak the max of the
 //                    CP core's, the kv group's pack (2·g_r·d·hidden [+ 2·g_r·d])·e and the cp
-//                    pack (every parameter gradient of the rank)·e
+//                    pack (every parameter gradient of the rank but dbo, which is all_reduced
+//                    over cp in place on its own)·e
 #pragma once
 
 #include "budget/traffic.hpp"

@@ -155,7 +155,8 @@ OpTraffic cp_attention_traffic(const AttentionConfig& cfg, const ContextParallel
 // attention_layer on tp rank tp_rank of tp and cp rank cp_rank of cp (cp = 1 without
 // cfg.context_parallel). Forward: the CP core (on a rank with query heads), all_reduce of y over
 // tp. Backward: the CP core, all_reduce of dx over tp, the kv group's all_reduce of dWk, dbk,
-// dWv, dbv (g < tp), the cp group's all_reduce of every parameter gradient (cp > 1).
+// dWv, dbv (g < tp), the cp group's all_reduce of every parameter gradient but dbo, packed,
+// then with biases its all_reduce of dbo alone (cp > 1).
 OpTraffic head_layer_traffic(const HeadParallelConfig& cfg, std::size_t batch, int tp, int tp_rank,
                              int cp, int cp_rank, ElementBytes e);
 

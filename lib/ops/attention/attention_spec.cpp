@@ -240,10 +240,16 @@ spec::OpSpec attention_layer_spec(const HeadParallelConfig& cfg, std::size_t bat
           2 * hkv * (hidden + bias), a.kv_replicas, tpr - a.kv_group_first, algo));
     }
     if (has_cp && cp > 1) {
-      const std::size_t params = (hq + 2 * hkv) * (hidden + bias) + hidden * hq + bias * hidden;
+      // The rank's shards packed; dbo (replicated over tp) alone, so that its layout, and the
+      // ring's summation order, is the same on every tp rank whatever its heads.
+      const std::size_t params = (hq + 2 * hkv) * (hidden + bias) + hidden * hq;
       c.push_back(spec::all_reduce_spec(
-          Pass::backward, cfg.has_bias ? "dwq,dbq,dwk,dbk,dwv,dbv,dwo,dbo" : "dwq,dwk,dwv,dwo",
-          "cp", Elem::value, params, cp, cpr, algo));
+          Pass::backward, cfg.has_bias ? "dwq,dbq,dwk,dbk,dwv,dbv,dwo" : "dwq,dwk,dwv,dwo", "cp",
+          Elem::value, params, cp, cpr, algo));
+      if (cfg.has_bias) {
+        c.push_back(
+            spec::all_reduce_spec(Pass::backward, "dbo", "cp", Elem::value, hidden, cp, cpr, algo));
+      }
     }
     s.calls.push_back(std::move(c));
   }

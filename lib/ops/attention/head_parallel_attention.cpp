@@ -358,8 +358,15 @@ template <class T>
 void all_reduce_layer_grads_over_cp(Communicator& cp, const HeadParallelConfig& cfg,
                                     AttentionLayerGrads<T>& g) {
   if (!cfg.context_parallel || cp.size() == 1) return;
+  // The rank's own shards (and the kv group's replicated dWk, dbk, dWv, dbv: every rank of a kv
+  // group has the same head counts, so the same pack) in one packed all_reduce. dbo is
+  // replicated on every tp rank, whose packs differ in size when the heads are split unevenly:
+  // inside the pack its elements would fall in different chunks of the ring on different tp
+  // ranks, be summed in a different order and differ in the last bit. It gets an all_reduce of
+  // its own, in place (it is a result), whose layout is the same on every tp rank.
   all_reduce_packed<T>(cp, cfg.reduce_algorithm,
-                       {&g.dwq, &g.dbq, &g.dwk, &g.dbk, &g.dwv, &g.dbv, &g.dwo, &g.dbo});
+                       {&g.dwq, &g.dbq, &g.dwk, &g.dbk, &g.dwv, &g.dbv, &g.dwo});
+  if (cfg.has_bias) cp.all_reduce(g.dbo.span(), ReduceOp::sum, cfg.reduce_algorithm);
 }
 
 template <class T>

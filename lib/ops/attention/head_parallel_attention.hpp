@@ -33,13 +33,17 @@
 // the replicated kv projection's dWk, dbk, dWv, dbv are partial (each rank saw only its query
 // heads) and are summed by all_reduce over exactly the P/g ranks that share the kv head.
 // With cp > 1 every parameter gradient is a partial sum over the rank's tokens and is summed
-// over the cp group by all_reduce (what Megatron's DDP does over dp × cp).
+// over the cp group by all_reduce (what Megatron's DDP does over dp × cp): the rank's shards in
+// one packed buffer, and dbo, replicated on every tp rank, in an all_reduce of its own, so that
+// its layout (and the ring's summation order) is the same on every tp rank whatever its heads.
 //
 // Ledger per rank, T the element type, n = batch·L_r tokens of this rank:
 //   forward   all_reduce of y (n·hidden elements) over tp; the CP core's traffic over cp
 //   backward  all_reduce of dx (n·hidden) over tp; g < P: one all_reduce over the kv group of
 //             (2·g_r·d·hidden [+ 2·g_r·d with biases]) elements; the CP core's traffic; cp > 1:
-//             one all_reduce over cp of every parameter gradient, packed in one buffer.
+//             one all_reduce over cp of every parameter gradient but dbo, packed in one
+//             buffer ((h_r + 2·g_r)·d·(hidden [+ 1]) + hidden·h_r·d elements), then with
+//             biases one all_reduce over cp of dbo (hidden elements).
 #pragma once
 
 #include "layout/split_policy.hpp"
@@ -141,8 +145,13 @@ template <class T>
 void all_reduce_replicated_kv_grads(Communicator& tp, const HeadParallelConfig& cfg,
                                     AttentionLayerGrads<T>& g);
 
-// Context parallelism: sums every parameter gradient over cp (one packed all_reduce), since
-// each cp rank saw only its tokens. No-op without cfg.context_parallel or with cp of one rank.
+// Context parallelism: sums every parameter gradient over cp, since each cp rank saw only its
+// tokens: one packed all_reduce of dWq, dbq, dWk, dbk, dWv, dbv, dWo, then (with biases) one
+// all_reduce of dbo alone. dbo is replicated on every tp rank and must come out bit-identical on
+// all of them; in the pack it would sit at an offset that depends on the rank's head count, so
+// the ring would sum it in a different order on a rank with more, fewer or no heads. The kv
+// group's ranks (g < tp) have the same head counts, so their packs, and the replicated dWk, dbk,
+// dWv, dbv in them, line up. No-op without cfg.context_parallel or with cp of one rank.
 template <class T>
 void all_reduce_layer_grads_over_cp(Communicator& cp, const HeadParallelConfig& cfg,
                                     AttentionLayerGrads<T>& g);

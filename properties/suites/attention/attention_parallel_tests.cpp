@@ -4,6 +4,7 @@
 // algorithm declares (asserted exactly from the ledger), and the usage errors. Agreement with
 // the high-precision reference under the derived bounds, for generated cases and mutants, is
 // the attention suite's job (properties/suites/attention/).
+#include "layout/device_mesh.hpp"
 #include "ops/attention/attention.hpp"
 #include "ops/attention/context_parallel_attention.hpp"
 #include "ops/attention/head_parallel_attention.hpp"
@@ -15,6 +16,7 @@
 #include <cmath>
 #include <memory>
 #include <numeric>
+#include <string>
 
 namespace shardcheck {
 namespace {
@@ -334,18 +336,19 @@ TEST(context_parallel_attention, local_pieces_that_disagree_with_the_layout_are_
 
 // ------------------------------------------------------------------ head-parallel layer
 
-AttentionLayerWeights<double> random_weights(const HeadParallelConfig& c, std::uint64_t seed) {
+template <class T = double>
+AttentionLayerWeights<T> random_weights(const HeadParallelConfig& c, std::uint64_t seed) {
   const std::size_t h = c.attention.q_heads, g = c.attention.kv_heads, d = c.attention.head_dim;
-  AttentionLayerWeights<double> w;
-  w.wq = random_tensor<double>({h * d, c.hidden}, seed);
-  w.wk = random_tensor<double>({g * d, c.hidden}, seed + 1);
-  w.wv = random_tensor<double>({g * d, c.hidden}, seed + 2);
-  w.wo = random_tensor<double>({c.hidden, h * d}, seed + 3);
+  AttentionLayerWeights<T> w;
+  w.wq = random_tensor<T>({h * d, c.hidden}, seed);
+  w.wk = random_tensor<T>({g * d, c.hidden}, seed + 1);
+  w.wv = random_tensor<T>({g * d, c.hidden}, seed + 2);
+  w.wo = random_tensor<T>({c.hidden, h * d}, seed + 3);
   if (c.has_bias) {
-    w.bq = random_tensor<double>({h * d}, seed + 4);
-    w.bk = random_tensor<double>({g * d}, seed + 5);
-    w.bv = random_tensor<double>({g * d}, seed + 6);
-    w.bo = random_tensor<double>({c.hidden}, seed + 7);
+    w.bq = random_tensor<T>({h * d}, seed + 4);
+    w.bk = random_tensor<T>({g * d}, seed + 5);
+    w.bv = random_tensor<T>({g * d}, seed + 6);
+    w.bo = random_tensor<T>({c.hidden}, seed + 7);
   }
   return w;
 }
@@ -399,6 +402,56 @@ TEST(attention_layer, replicated_results_are_bit_identical_on_the_ranks_that_sha
     EXPECT_TRUE(bit_equal(outs[r].dbo, outs[0].dbo)) << r;
     EXPECT_TRUE(bit_equal(outs[r].dwk, outs[0].dwk)) << r;
     EXPECT_TRUE(bit_equal(outs[r].dbv, outs[0].dbv)) << r;
+  }
+}
+
+// The same under context parallelism on a (cp, tp) mesh, where every parameter gradient is also
+// all_reduced over cp. Regression: dbo was all_reduced inside the pack of every gradient, whose
+// size follows the rank's heads, so with uneven heads (here tp rank 1 has none) it fell in other
+// chunks of the ring on each tp rank and was summed in another order: 1 ulp apart with cp = 3
+// (with cp = 2 the two terms commute). The smallest such mesh: tp = 2, cp = 3, h = g = 2 split
+// {2, 0} (tp rank 1 has no heads), one token per cp rank; x and dy are seeded so that the two
+// orders round differently in float (the test failed before the fix). Also the kv gradients of
+// a kv head replicated on both tp ranks (g < tp), whose packs line up.
+TEST(attention_layer, replicated_gradients_are_bit_identical_across_tp_under_cp) {
+  struct Mesh {
+    std::size_t h, g;
+    SplitPolicy split;
+  };
+  const Mesh meshes[] = {{2, 2, SplitPolicy::explicit_sizes({2, 0})}, {2, 1, SplitPolicy::chunk()}};
+  const int tp_size = 2, cp_size = 3;
+  const std::size_t len = 3;
+  for (const auto& m : meshes) {
+    auto c = head_config(m.h, m.g);
+    c.kv_head_split = m.split;
+    c.attention.mask.q_len = c.attention.mask.k_len = len;
+    c.context_parallel =
+        cp_config(len, CpLayout::contiguous, SplitPolicy::balanced(), CpAlgorithm::ring);
+    const auto w = random_weights<float>(c, 101);
+    struct Out {
+      Tensor<float> dbo, dwk, dbv;
+    };
+    // float: three terms of random_tensor's 21-bit values do not always sum exactly.
+    const auto outs = on_ranks<Out>(tp_size * cp_size, [&](Communicator& world) {
+      MeshGroups mesh(world, DeviceMesh({{"cp", cp_size}, {"tp", tp_size}}));
+      Communicator& tp = mesh.along("tp");
+      Communicator& cp = mesh.along("cp");
+      const auto x = random_tensor<float>({1, 1, c.hidden}, 2111 + cp.rank());
+      const auto dy = random_tensor<float>({1, 1, c.hidden}, 2121 + cp.rank());
+      const auto ws = shard_attention_weights(w, c, head_assignment(c, tp_size, tp.rank()));
+      const auto f = attention_layer(tp, cp, c, x, ws);
+      auto g = attention_layer_backward(tp, cp, c, x, ws, f, dy);
+      return Out{g.dbo, g.dwk, g.dbv};
+    });
+    const std::string what = "h = " + std::to_string(m.h) + ", g = " + std::to_string(m.g) +
+                             ", kv_head_split " + m.split.to_string() + ", world rank ";
+    for (std::size_t r = 1; r < outs.size(); ++r) {
+      EXPECT_TRUE(bit_equal(outs[r].dbo, outs[0].dbo)) << what << r;
+      if (m.g < static_cast<std::size_t>(tp_size)) {  // both tp ranks share the kv head
+        EXPECT_TRUE(bit_equal(outs[r].dwk, outs[0].dwk)) << what << r;
+        EXPECT_TRUE(bit_equal(outs[r].dbv, outs[0].dbv)) << what << r;
+      }
+    }
   }
 }
 

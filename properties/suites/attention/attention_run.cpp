@@ -55,55 +55,14 @@ AttentionRun<T> run_attention(const AttentionImplementation& impl, const Attenti
   return out;
 }
 
-namespace {
-
-void core_traffic(const AttentionCase& c, int cp_rank, std::size_t heads_kv, DType t, DType a,
-                  std::vector<DeclaredCall>& calls) {
-  const int p = c.cp;
-  const std::size_t row = c.batch * heads_kv * c.attention().head_dim;
-  if (c.context().algorithm == CpAlgorithm::all_gather) {
-    const std::uint64_t kv = c.len() * row;
-    for (int i = 0; i < 4; ++i) calls.push_back({Collective::all_gather, t, kv});
-    calls.push_back({Collective::reduce_scatter, a, kv});
-    calls.push_back({Collective::reduce_scatter, a, kv});
-    return;
-  }
-  if (p == 1) return;
-  auto chunk = [&](int step) { return 2 * row * positions_of(c, (cp_rank - step + p) % p).size(); };
-  for (int s = 0; s + 1 < p; ++s) {
-    calls.push_back({Collective::ring_shift, t, chunk(s)});  // forward K/V
-    calls.push_back({Collective::ring_shift, t, chunk(s)});  // backward K/V
-  }
-  for (int s = 0; s < p; ++s) calls.push_back({Collective::ring_shift, a, chunk(s)});  // dK/dV
+spec::OpSpec attention_spec(const AttentionCase& c) {
+  return c.op == AttentionOp::context_parallel
+             ? context_parallel_attention_spec(c.attention(), c.context(), c.batch, c.cp)
+             : attention_layer_spec(c.layer, c.batch, c.cp, c.tp);
 }
 
-}  // namespace
-
-std::vector<DeclaredCall> attention_declared_traffic(const AttentionCase& c, int world_rank) {
-  std::vector<DeclaredCall> calls;
-  const DType t = c.dtype, a = acc_dtype(t);
-  const int cpr = cp_coord(c, world_rank);
-  if (c.op == AttentionOp::context_parallel) {
-    core_traffic(c, cpr, c.attention().kv_heads, t, a, calls);
-    return calls;
-  }
-  const auto& L = c.layer;
-  const HeadAssignment h = head_assignment(L, c.tp, tp_coord(c, world_rank));
-  const std::size_t d = L.attention.head_dim;
-  const std::uint64_t act = c.batch * positions_of(c, cpr).size() * L.hidden;
-  calls.push_back({Collective::all_reduce, t, act});  // y
-  calls.push_back({Collective::all_reduce, t, act});  // dx
-  const std::uint64_t bias = L.has_bias ? 1 : 0;
-  if (h.kv_replicas > 1) {
-    calls.push_back({Collective::all_reduce, t, 2 * h.kv_count * d * (L.hidden + bias)});
-  }
-  if (L.context_parallel && h.q_count > 0) core_traffic(c, cpr, h.kv_count, t, a, calls);
-  if (L.context_parallel && c.cp > 1) {
-    const std::uint64_t params = (h.q_count + 2 * h.kv_count) * d * (L.hidden + bias) +
-                                 L.hidden * h.q_count * d + bias * L.hidden;
-    calls.push_back({Collective::all_reduce, t, params});
-  }
-  return calls;
+std::vector<std::vector<DeclaredCall>> attention_declared_traffic(const AttentionCase& c) {
+  return declared_calls(attention_spec(c), c.dtype);
 }
 
 #define SHARDCHECK_INSTANTIATE(T)                                                                 \

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "engine/traffic.hpp"
+#include "ops/attention/attention_spec.hpp"
 #include "runtime/ledger.hpp"
 #include "suites/attention/attention_case.hpp"
 #include "suites/attention/attention_impl.hpp"
@@ -32,15 +33,14 @@ template <class T>
 AttentionRun<T> run_attention(const AttentionImplementation& impl, const AttentionCase& c,
                               const AttentionData<T>& d);
 
-// The collectives world rank r declares for one forward and backward (element counts):
-//   core, ring        ring_shift of its current K/V chunk (T) at steps 0..cp−2; backward the
-//                     same again plus ring_shift of dK/dV (A) at steps 0..cp−1 (cp = 1: none)
-//   core, all_gather  all_gather of K and of V (T) forward and again backward, reduce_scatter of
-//                     dK and dV (A)
-//   layer             all_reduce of y and of dx over tp (batch·L_r·hidden of T); g < tp: one
-//                     all_reduce over the kv group of the kv projection's gradients; the core's
-//                     traffic over cp when cp is configured; cp > 1: one all_reduce over cp of
-//                     every parameter gradient
-std::vector<DeclaredCall> attention_declared_traffic(const AttentionCase& c, int world_rank);
+// The op's spec for this case (context_parallel_attention over cp, or attention_layer on the
+// (cp, tp) mesh): its tensors and each world rank's collectives
+// (ops/attention/attention_spec.hpp). The inputs are cut by cp positions (positions_of), which
+// the spec's shapes agree with (a zigzag piece is not one contiguous split).
+spec::OpSpec attention_spec(const AttentionCase& c);
+
+// The collectives each world rank declares for one forward and backward: the spec's, with this
+// case's element type.
+std::vector<std::vector<DeclaredCall>> attention_declared_traffic(const AttentionCase& c);
 
 }  // namespace shardcheck::check

@@ -234,9 +234,7 @@ struct AttentionFamily : RankFamily<AttentionFamily> {
     return run_attention(impl, c, d);
   }
   static std::vector<std::vector<DeclaredCall>> declared_traffic(const Case& c) {
-    std::vector<std::vector<DeclaredCall>> declared;
-    for (int r = 0; r < c.world(); ++r) declared.push_back(attention_declared_traffic(c, r));
-    return declared;
+    return attention_declared_traffic(c);
   }
   template <class T>
   static AttentionExpected expected(const Case& c, const Data<T>& d) {
