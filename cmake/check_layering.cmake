@@ -4,9 +4,22 @@
 #                generators/, testing/), reports/ or tools/;
 #     lib/runtime/  only runtime/ and tensor/ (the bottom layer: no layout, ops or budget)
 #     lib/layout/   no ops/ or budget/
-#   reference/   includes only reference/, tensor/ and runtime/dtype.hpp (the value types the
-#                dense ops need): never op code (ops/), layout/, budget/ or another runtime
-#                header, so the oracle cannot share a bug with the library it judges.
+#     lib/ops/<family>/<family>_config.hpp  (a family's configuration: enums and structs of
+#                   fields, no op logic) only tensor/ and runtime/dtype.hpp (and the standard
+#                   library): nothing that carries behaviour, not even layout/ or the runtime's
+#                   Algorithm, since the reference includes it;
+#   reference/   includes only reference/, tensor/, runtime/dtype.hpp (the value types the
+#                dense ops need) and its family's data-only ops/<family>/<family>_config.hpp:
+#                never op code (any other ops/ header), layout/, budget/ or another runtime
+#                header.
+#
+# Why the reference may share the configuration types but nothing else: a configuration type is
+# the question both sides answer (which mask, which norm, which reduction), declared once so
+# the library, the reference and the suite cannot drift apart (no parallel enums, no conversion
+# helpers). It holds no computation, so sharing it shares no bug. What a configuration MEANS (the
+# visibility rule of a mask, the formula of a norm kind, the loss of a reduction) stays written
+# twice, independently: in the library's op code and in reference/, which never includes op
+# code, so the oracle cannot share a bug with the library it judges.
 #
 # CMake targets keep the link graph in order; this catches the header includes the link graph
 # cannot see (a header-only reach upward compiles and links fine).
@@ -34,10 +47,20 @@ function(check_tree root out)
           set(rule "lib/runtime/ may include only runtime/ and tensor/")
         elseif(f MATCHES "^lib/layout/" AND inc MATCHES "^(ops|budget)/")
           set(rule "lib/layout/ must not include ops/ or budget/")
+        elseif(f MATCHES "^lib/ops/[^/]+/[^/]+_config\\.hpp$"
+               AND NOT inc MATCHES "^(tensor/|runtime/dtype\\.hpp$)")
+          set(rule "lib/ops/*/*_config.hpp (data only) may include only tensor/, runtime/dtype.hpp")
         endif()
       elseif(f MATCHES "^reference/")
-        if(NOT inc MATCHES "^(reference/|tensor/|runtime/dtype\\.hpp$)")
-          set(rule "reference/ may include only reference/, tensor/ and runtime/dtype.hpp")
+        # ops/<family>/<family>_config.hpp, the family's name twice (CMake regexes have no
+        # back-references: compare the two captures).
+        set(config_header OFF)
+        if(inc MATCHES "^ops/([a-z0-9_]+)/([a-z0-9_]+)_config\\.hpp$"
+           AND CMAKE_MATCH_1 STREQUAL CMAKE_MATCH_2)
+          set(config_header ON)
+        endif()
+        if(NOT inc MATCHES "^(reference/|tensor/|runtime/dtype\\.hpp$)" AND NOT config_header)
+          set(rule "reference/ may include only reference/, tensor/, runtime/dtype.hpp, ops/<family>/<family>_config.hpp")
         endif()
       endif()
       if(rule)
@@ -57,14 +80,25 @@ if(SELF_TEST)
   file(WRITE ${root}/lib/layout/d.hpp "#include \"ops/linear/linear.hpp\"\n")
   file(WRITE ${root}/reference/e.hpp "#include \"ops/linear/linear.hpp\"\n")
   file(WRITE ${root}/reference/f.hpp "#include \"runtime/communicator.hpp\"\n")
-  file(WRITE ${root}/reference/ok.hpp "#include \"runtime/dtype.hpp\"\n#include \"tensor/tensor.hpp\"\n")
+  # Only a family's own config header: not another header named *_config.hpp.
+  file(WRITE ${root}/reference/g.hpp "#include \"ops/norm/linear_config.hpp\"\n")
+  file(WRITE ${root}/lib/ops/norm/norm_config.hpp
+       "#include \"layout/split_policy.hpp\"\n#include \"runtime/communicator.hpp\"\n"
+       "#include \"ops/linear/linear.hpp\"\n#include \"tensor/tensor.hpp\"\n")
+  file(WRITE ${root}/reference/ok.hpp
+       "#include \"runtime/dtype.hpp\"\n#include \"tensor/tensor.hpp\"\n"
+       "#include \"ops/norm/norm_config.hpp\"\n")
   file(WRITE ${root}/lib/ops/ok.cpp "#include \"layout/placement.hpp\"\n")
+  file(WRITE ${root}/lib/ops/vocab/vocab_config.hpp
+       "#include \"runtime/dtype.hpp\"\n#include \"tensor/tensor.hpp\"\n")
+  file(WRITE ${root}/lib/ops/vocab/vocab.hpp
+       "#include \"ops/vocab/vocab_config.hpp\"\n#include \"layout/split_policy.hpp\"\n")
   check_tree(${root} found)
   list(LENGTH found n)
-  if(NOT n EQUAL 6)
-    message(FATAL_ERROR "layering self-test: expected 6 violations, found ${n}:\n${found}")
+  if(NOT n EQUAL 10)
+    message(FATAL_ERROR "layering self-test: expected 10 violations, found ${n}:\n${found}")
   endif()
-  message(STATUS "layering self-test: all 6 planted violations reported")
+  message(STATUS "layering self-test: all 10 planted violations reported")
   return()
 endif()
 

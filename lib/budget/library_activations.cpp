@@ -1,11 +1,9 @@
 #include "budget/library_activations.hpp"
 
-#include "ops/attention/context_parallel_attention.hpp"
-#include "ops/attention/head_parallel_attention.hpp"
-#include "ops/linear/linear.hpp"
-#include "ops/norm/norm.hpp"
-#include "ops/vocab/vocab_cross_entropy.hpp"
-#include "ops/vocab/vocab_embedding.hpp"
+#include "ops/attention/attention_spec.hpp"
+#include "ops/linear/linear_spec.hpp"
+#include "ops/norm/norm_spec.hpp"
+#include "ops/vocab/vocab_spec.hpp"
 
 #include <numeric>
 
@@ -34,11 +32,25 @@ std::vector<Term> peak_of(const std::vector<Moment>& moments) {
   return best;
 }
 
-std::size_t piece(const SplitPolicy& policy, std::size_t n, int p, int r) {
-  return split_sizes(policy, n, p)[static_cast<std::size_t>(r)];
-}
-
 std::string num(std::size_t n) { return std::to_string(n); }
+
+// The kept terms: the spec's kept tensors, rank r's local piece of each (ops/op_spec.hpp: the
+// activation model is declared with the op; the peaks below are the buffers its code uses).
+std::vector<Term> kept_of(const spec::OpSpec& s, int r, ElementBytes e) {
+  std::vector<Term> kept;
+  for (const auto& name : s.kept) {
+    const auto& t = s.tensor(name);
+    const auto shape = t.local_shape(s.mesh, r);
+    std::string dims;
+    for (const auto n : shape) dims += (dims.empty() ? "" : ", ") + num(n);
+    const std::uint64_t size = t.elem == spec::Elem::value ? e.value
+                               : t.elem == spec::Elem::acc ? e.acc
+                                                           : sizeof(std::int64_t);
+    kept.push_back({name + " [" + dims + "] (" + std::string(spec::name(t.elem)) + ")",
+                    t.local_elements(s.mesh, r) * size});
+  }
+  return kept;
+}
 
 }  // namespace
 
@@ -47,8 +59,7 @@ OpActivations column_parallel_activations(const ColumnParallelConfig& cfg, std::
                                           ElementBytes e) {
   OpActivations a;
   const bool sp = cfg.sequence_parallel_input;
-  const std::size_t mine = sp ? piece(cfg.token_split, tokens, p, r) : tokens;
-  a.kept.push_back({sp ? "x [tokens_r, in] (token shard)" : "x [tokens, in]", mine * in * e.value});
+  a.kept = kept_of(column_parallel_linear_spec(cfg, tokens, in, out, false, p), r, e);
   const Term gathered{"all_gathered x [tokens, in]", tokens * in * e.value};
   if (sp) a.forward_peak.push_back(gathered);
   if (cfg.gather_output) {
@@ -66,9 +77,7 @@ OpActivations row_parallel_activations(const RowParallelConfig& cfg, std::size_t
                                        std::size_t in, std::size_t out, int p, int r,
                                        ElementBytes e) {
   OpActivations a;
-  const std::size_t width = cfg.input_is_parallel ? piece(cfg.in_split, in, p, r) : in;
-  a.kept.push_back({cfg.input_is_parallel ? "x [tokens, in_r] (feature shard)" : "x [tokens, in]",
-                    tokens * width * e.value});
+  a.kept = kept_of(row_parallel_linear_spec(cfg, tokens, in, out, false, p), r, e);
   if (cfg.sequence_parallel_output) {
     a.forward_peak.push_back(
         {"full partial y [tokens, out] (reduce_scatter input)", tokens * out * e.value});
@@ -84,8 +93,7 @@ OpActivations row_parallel_activations(const RowParallelConfig& cfg, std::size_t
 OpActivations sp_norm_activations(const SequenceParallelNormConfig& cfg, std::size_t hidden, int p,
                                   int r, ElementBytes e) {
   OpActivations a;
-  const std::size_t mine = piece(cfg.token_split, cfg.tokens, p, r);
-  a.kept.push_back({"x [tokens_r, hidden]", mine * hidden * e.value});
+  a.kept = kept_of(sequence_parallel_norm_spec(cfg, hidden, p), r, e);
   const bool beta = has_beta(cfg.norm.kind);
   a.backward_peak.push_back({beta ? "[dgamma | dbeta] all_reduce buffer [2·hidden]"
                                   : "[dgamma] all_reduce buffer [hidden]",
@@ -102,9 +110,7 @@ OpActivations sp_block_activations(const SequenceParallelNormConfig& norm, std::
   const auto w = row_parallel_activations(sp_block_row_config(norm, ffn_split), norm.tokens, ffn,
                                           hidden, p, r, e);
   OpActivations a;
-  a.kept.push_back({"norm: x [tokens_r, hidden]", n.kept_bytes()});
-  a.kept.push_back({"column: z [tokens_r, hidden] (norm output)", c.kept_bytes()});
-  a.kept.push_back({"row: a [tokens, ffn_r] (column output)", w.kept_bytes()});
+  a.kept = kept_of(sp_block_spec(norm, hidden, ffn, ffn_split, p), r, e);
   auto tagged = [](const char* op, std::vector<Term> terms) {
     for (auto& t : terms) t.name = std::string(op) + ": " + t.name;
     return terms;
@@ -117,10 +123,10 @@ OpActivations sp_block_activations(const SequenceParallelNormConfig& norm, std::
 }
 
 OpActivations vocab_embedding_activations(const VocabEmbeddingConfig& cfg, std::size_t tokens,
-                                          std::size_t hidden, int /*p*/, int /*r*/,
+                                          std::size_t hidden, int p, int r,
                                           ElementBytes e) {
   OpActivations a;
-  a.kept.push_back({"ids [tokens] (int64)", tokens * sizeof(std::int64_t)});
+  a.kept = kept_of(vocab_parallel_embedding_spec(cfg, tokens, hidden, p), r, e);
   if (cfg.sequence_parallel_output) {
     a.forward_peak.push_back(
         {"full partial rows [tokens, hidden] (reduce_scatter input)", tokens * hidden * e.value});
@@ -132,11 +138,7 @@ OpActivations vocab_embedding_activations(const VocabEmbeddingConfig& cfg, std::
 OpActivations vocab_cross_entropy_activations(const VocabCrossEntropyConfig& cfg,
                                               std::size_t tokens, int p, int r, ElementBytes e) {
   OpActivations a;
-  const std::size_t vr = piece(cfg.vocab_split, cfg.vocab, p, r);
-  a.kept.push_back({"logits [tokens, V_r]", tokens * vr * e.value});
-  a.kept.push_back({"targets [tokens] (int64)", tokens * sizeof(std::int64_t)});
-  a.kept.push_back({"max [tokens] (acc)", tokens * e.acc});
-  a.kept.push_back({"sum_exp [tokens] (acc)", tokens * e.acc});
+  a.kept = kept_of(vocab_parallel_cross_entropy_spec(cfg, tokens, p), r, e);
   const std::size_t k = cfg.label_smoothing > 0 ? 3 : 2;
   a.forward_peak.push_back(
       {"sums all_reduce buffer [" + num(k) + "·tokens] (acc)", k * tokens * e.acc});
@@ -147,13 +149,8 @@ OpActivations cp_attention_activations(const AttentionConfig& cfg, const Context
                                        std::size_t batch, int p, int r, ElementBytes e) {
   OpActivations a;
   const auto lens = cp_lengths(cc, p);
-  const std::size_t h = cfg.q_heads, g = cfg.kv_heads, d = cfg.head_dim;
-  const std::size_t len = lens[static_cast<std::size_t>(r)];
-  a.kept.push_back({"q [b, L_r, h, d]", batch * len * h * d * e.value});
-  a.kept.push_back({"k [b, L_r, g, d]", batch * len * g * d * e.value});
-  a.kept.push_back({"v [b, L_r, g, d]", batch * len * g * d * e.value});
-  a.kept.push_back({"out [b, L_r, h, d]", batch * len * h * d * e.value});
-  a.kept.push_back({"lse [b, h, L_r] (acc)", batch * h * len * e.acc});
+  const std::size_t g = cfg.kv_heads, d = cfg.head_dim;
+  a.kept = kept_of(context_parallel_attention_spec(cfg, cc, batch, p), r, e);
 
   if (cc.algorithm == CpAlgorithm::all_gather) {
     const std::size_t n = batch * cc.seq_len * g * d;
@@ -210,17 +207,10 @@ OpActivations head_layer_activations(const HeadParallelConfig& cfg, std::size_t 
                                      int tp_rank, int cp, int cp_rank, ElementBytes e) {
   const HeadAssignment as = head_assignment(cfg, tp, tp_rank);
   const std::size_t d = cfg.attention.head_dim, hidden = cfg.hidden;
-  const std::size_t len = cfg.context_parallel ? cp_lengths(*cfg.context_parallel,
-                                                            cp)[static_cast<std::size_t>(cp_rank)]
-                                               : cfg.attention.mask.q_len;
-  const std::size_t n = batch * len, hq = as.q_count * d, hkv = as.kv_count * d;
+  const std::size_t hq = as.q_count * d, hkv = as.kv_count * d;
   OpActivations a;
-  a.kept.push_back({"x [b, L_r, hidden]", n * hidden * e.value});
-  a.kept.push_back({"q [b, L_r, h_r, d]", n * hq * e.value});
-  a.kept.push_back({"k [b, L_r, g_r, d]", n * hkv * e.value});
-  a.kept.push_back({"v [b, L_r, g_r, d]", n * hkv * e.value});
-  a.kept.push_back({"out [b, L_r, h_r, d]", n * hq * e.value});
-  a.kept.push_back({"lse [b, h_r, L_r] (acc)", n * as.q_count * e.acc});
+  a.kept = kept_of(attention_layer_spec(cfg, batch, cp, tp),
+                   cfg.context_parallel ? cp_rank * tp + tp_rank : tp_rank, e);
   std::vector<Moment> back;
   if (as.q_count > 0 && cfg.context_parallel) {
     AttentionConfig local = cfg.attention;

@@ -6,7 +6,9 @@
 // sharded runs (properties/budget/).
 //
 // kept     the tensors the backward takes as input that the forward produced or received
-//          (parameters excluded): the caller holds them between the passes.
+//          (parameters excluded): the caller holds them between the passes. They are the op
+//          spec's `kept` list (lib/ops/<family>/<family>_spec.hpp), each rank's local piece of
+//          each, so the model states them once; the lines below give their sizes.
 // peaks    the most bytes of the collective buffers (live_bytes.hpp lists them) live at once
 //          during the forward, and during the backward; the terms are the buffers live at that
 //          moment. Outputs, kept tensors and kernels' working memory are not in the peaks.

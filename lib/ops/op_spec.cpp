@@ -19,17 +19,45 @@ std::string_view name(Role r) noexcept {
     case Role::output: return "output";
     case Role::grad_input: return "grad_input";
     case Role::grad_output: return "grad_output";
+    case Role::saved: return "saved";
   }
   return "?";
 }
 
-std::string_view name(Elem e) noexcept { return e == Elem::value ? "T" : "acc_t<T>"; }
+std::string_view name(Elem e) noexcept {
+  switch (e) {
+    case Elem::value: return "T";
+    case Elem::acc: return "acc_t<T>";
+    case Elem::index: return "int64";
+  }
+  return "?";
+}
 
-DType dtype_of(Elem e, DType t) { return e == Elem::value ? t : acc_dtype(t); }
+DType dtype_of(Elem e, DType t) {
+  switch (e) {
+    case Elem::value: return t;
+    case Elem::acc: return acc_dtype(t);
+    case Elem::index: return DType::int64;
+  }
+  return t;
+}
 
 TensorSpec tensor(std::string name, Role role, std::vector<std::size_t> shape,
                   std::vector<Placement> placements, std::string layout) {
-  return {std::move(name), role, std::move(shape), std::move(placements), std::move(layout), {}};
+  return tensor_of(Elem::value, std::move(name), role, std::move(shape), std::move(placements),
+                   std::move(layout));
+}
+
+TensorSpec tensor_of(Elem elem, std::string name, Role role, std::vector<std::size_t> shape,
+                     std::vector<Placement> placements, std::string layout) {
+  return {std::move(name),   role, elem, std::move(shape), std::move(placements),
+          std::move(layout), {}};
+}
+
+std::uint64_t TensorSpec::local_elements(const std::vector<Size>& mesh, int r) const {
+  const auto s = local_shape(mesh, r);
+  return std::accumulate(s.begin(), s.end(), std::uint64_t{1},
+                         [](std::uint64_t a, std::size_t b) { return a * b; });
 }
 
 std::vector<std::size_t> TensorSpec::local_shape(const std::vector<Size>& mesh, int r) const {
@@ -239,6 +267,7 @@ std::string json_tensor(const TensorSpec& t, const std::vector<Size>& mesh, int 
   JsonObject o;
   o.field("name", t.name)
       .field("role", std::string(name(t.role)))
+      .field("elem", std::string(name(t.elem)))
       .raw("shape", list(t.shape))
       .raw("placements", placements);
   if (!t.layout.empty()) o.field("layout", t.layout);

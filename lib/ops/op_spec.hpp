@@ -37,15 +37,17 @@ namespace shardcheck::spec {
 enum class Pass : std::uint8_t { forward, backward };
 std::string_view name(Pass p) noexcept;  // "forward", "backward"
 
-// What a tensor is to the op: an input or output of the forward (x, y), a parameter (w, b), or
-// a tensor of the backward (dy in; dx, dw, db out).
-enum class Role : std::uint8_t { input, parameter, output, grad_input, grad_output };
+// What a tensor is to the op: an input or output of the forward (x, y), a parameter (w, b), a
+// tensor of the backward (dy in; dx, dw, db out), or one the forward makes for the backward
+// (saved: a norm's output z, attention's lse).
+enum class Role : std::uint8_t { input, parameter, output, grad_input, grad_output, saved };
 std::string_view name(Role r) noexcept;  // "input", "parameter", "output", ...
 
-// The element type of a call, by role: the op's T or its accumulator acc_t<T>.
-enum class Elem : std::uint8_t { value, acc };
-std::string_view name(Elem e) noexcept;  // "T", "acc_t<T>"
-// The DType an Elem is for an op run in `t` (acc: acc_dtype(t)).
+// An element type by role: the op's T, its accumulator acc_t<T>, or an index (int64: ids,
+// targets).
+enum class Elem : std::uint8_t { value, acc, index };
+std::string_view name(Elem e) noexcept;  // "T", "acc_t<T>", "int64"
+// The DType an Elem is for an op run in `t` (acc: acc_dtype(t); index: int64).
 DType dtype_of(Elem e, DType t);
 
 // A size the op's spec is a function of, or a mesh dimension: {"tokens", 7}, {"tp", 3}.
@@ -54,6 +56,7 @@ using Size = std::pair<std::string, std::size_t>;
 struct TensorSpec {
   std::string name;  // "x", "dw_gate"
   Role role = Role::input;
+  Elem elem = Elem::value;            // T, acc_t<T> or int64
   std::vector<std::size_t> shape;     // global
   std::vector<Placement> placements;  // one per mesh dimension, in the mesh's order
   std::string layout;                 // how pieces map to positions when a split policy
@@ -66,11 +69,14 @@ struct TensorSpec {
   // Rank r's local shape (r row-major over `mesh`): local_shapes[r] when given, else for each
   // S(d) its split policy's piece of shape[d] at the rank's coordinate (R and P keep it).
   std::vector<std::size_t> local_shape(const std::vector<Size>& mesh, int r) const;
+  std::uint64_t local_elements(const std::vector<Size>& mesh, int r) const;
 };
 
-// A tensor placed by `placements` (no explicit local shapes).
+// A tensor of T placed by `placements` (no explicit local shapes); `of` another element type.
 TensorSpec tensor(std::string name, Role role, std::vector<std::size_t> shape,
                   std::vector<Placement> placements, std::string layout = "");
+TensorSpec tensor_of(Elem elem, std::string name, Role role, std::vector<std::size_t> shape,
+                     std::vector<Placement> placements, std::string layout = "");
 
 // One collective one rank makes. `counts` are elements: all_gather and reduce_scatter, each
 // group rank's piece; all_reduce, {the buffer}; ring_shift, {sent, received} (the ring's shift
@@ -105,8 +111,11 @@ struct OpSpec {
   std::vector<Size> sizes;  // the global sizes: tokens, in, out, ...
   std::vector<Size> mesh;   // the group(s): {"tp", 3} or {"cp", 2}, {"tp", 2}
   std::vector<TensorSpec> tensors;
-  std::vector<RankCalls> calls;   // per rank of the mesh (row-major over `mesh`)
-  std::vector<std::string> kept;  // the tensors the caller keeps for the backward
+  std::vector<RankCalls> calls;  // per rank of the mesh (row-major over `mesh`)
+  // The activation model: the tensors (inputs or saved) the caller keeps from the forward for
+  // the backward, each rank's local piece of them (lib/budget/library_activations.hpp adds the
+  // collective buffers' peaks, and properties/budget/ measures both).
+  std::vector<std::string> kept;
 
   int world() const;
   // @throws UsageError naming the op and the tensors it has when `name` is not one of them.

@@ -51,7 +51,7 @@ AttentionBounds<R> attention_bounds(const AttentionConfig& cfg, const Tensor<R>&
   em.u_t = unit_roundoff<R>(arith.storage);
   em.eta_t = smallest_subnormal<R>(arith.storage);
   em.round_t = !(arith.storage == arith.accumulate);
-  const R sigma = R(cfg.effective_scale());
+  const R sigma = R(score_scale(cfg));
   if (arith.accumulate == float64_format) {
     em.scale_error = 0;  // σ is a double
   } else if (arith.accumulate == float32_format) {

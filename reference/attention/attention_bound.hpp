@@ -181,7 +181,7 @@ class AttentionModel {
         gd_(gamma<R>(D_.d, u_)),
         fwd_(reference::attention_forward<R>(cfg, q, k, v)) {
     using std::abs;
-    sig_hat_ = abs(R(cfg.effective_scale())) + em.scale_error;
+    sig_hat_ = abs(R(score_scale(cfg))) + em.scale_error;
     B_.out_acc = Tensor<R>(q.shape());
     B_.out = Tensor<R>(q.shape());
     B_.lse = Tensor<R>(Shape{D_.batch, D_.h, D_.lq});

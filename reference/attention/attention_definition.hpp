@@ -4,7 +4,7 @@
 //
 // Layout BSHD (lib/ops/attention/attention.hpp): q [batch, Lq, h, d], k, v [batch, Lk, g, d], out
 // like q, lse [batch, h, Lq]; query head i reads kv head i/(h/g). Per row (b, i, t), over the set
-// S of visible keys (n = |S|), σ = cfg.effective_scale() (a double, exact in R):
+// S of visible keys (n = |S|), σ = score_scale(cfg) (a double, exact in R):
 //   s_s = σ·(q·k_s),  M = max s_s,  lse = log Σ exp(s_s),  P_s = exp(s_s − lse),
 //   out = Σ P_s v_s;  D = dout·out,  dP_s = dout·v_s,  dS_s = P_s(dP_s − D),
 //   dq = σ Σ_s dS_s k_s,  dk_s = σ Σ_(i,t) dS q_t,  dv_s = Σ_(i,t) P dout_t   (dk, dv summed
@@ -16,6 +16,7 @@
 // and the backward's D = dout·out form.
 #pragma once
 
+#include "ops/attention/attention_config.hpp"
 #include "reference/precision.hpp"
 
 #include <cmath>
@@ -27,53 +28,28 @@
 
 namespace shardcheck::reference {
 
-// Mirrors shardcheck::MaskKind, AttentionMask and AttentionConfig (reference/ does not include
-// lib/ops): same fields, same meaning, same visibility rule. attention_config_of copies a
-// library config field by field.
-enum class MaskKind { none, causal, explicit_mask };
+// The configuration is the library's own data type, shardcheck::AttentionConfig with its
+// AttentionMask (lib/ops/attention/attention_config.hpp: fields only, declared once for the
+// library, the reference and the suite). What the fields mean is evaluated here independently of
+// the library (its visible() and effective_scale() live in op code, which the reference does not
+// include), from the definition written in that header.
 
-struct AttentionMask {
-  MaskKind kind = MaskKind::none;
-  std::size_t q_len = 0;                 // global Lq
-  std::size_t k_len = 0;                 // global Lk
-  std::vector<std::size_t> key_lengths;  // per sequence; empty: no padding
-  Tensor<std::uint8_t> allowed;          // explicit_mask: [batch, q_len, k_len], 1 = visible
-  bool visible(std::size_t b, std::size_t t, std::size_t s) const {
-    if (!key_lengths.empty() && s >= key_lengths[b]) return false;
-    switch (kind) {
-      case MaskKind::none: return true;
-      case MaskKind::causal: return s + q_len <= t + k_len;  // bottom-right aligned
-      case MaskKind::explicit_mask: return allowed[(b * q_len + t) * k_len + s] != 0;
-    }
-    return false;
+// Whether query position t sees key position s in sequence b (global positions): not padded
+// (s < key_lengths[b] when given) and allowed by the kind: none always; causal bottom-right
+// aligned, s ≤ t + (Lk − Lq); explicit_mask when allowed[b, t, s] is 1.
+inline bool mask_visible(const AttentionMask& m, std::size_t b, std::size_t t, std::size_t s) {
+  if (!m.key_lengths.empty() && s >= m.key_lengths[b]) return false;
+  switch (m.kind) {
+    case MaskKind::none: return true;
+    case MaskKind::causal: return s + m.q_len <= t + m.k_len;  // s ≤ t + (Lk − Lq)
+    case MaskKind::explicit_mask: return m.allowed[(b * m.q_len + t) * m.k_len + s] != 0;
   }
-};
+  return false;
+}
 
-struct AttentionConfig {
-  std::size_t q_heads = 1;
-  std::size_t kv_heads = 1;
-  std::size_t head_dim = 1;
-  double scale = 0;  // 0: 1/sqrt(d)
-  AttentionMask mask;
-  double effective_scale() const {
-    return scale != 0 ? scale : 1.0 / std::sqrt(static_cast<double>(head_dim));
-  }
-};
-
-// A copy of a library config (shardcheck::AttentionConfig, or anything with the same fields).
-template <class LibConfig>
-AttentionConfig attention_config_of(const LibConfig& c) {
-  AttentionConfig r;
-  r.q_heads = c.q_heads;
-  r.kv_heads = c.kv_heads;
-  r.head_dim = c.head_dim;
-  r.scale = c.scale;
-  r.mask.kind = static_cast<MaskKind>(static_cast<int>(c.mask.kind));
-  r.mask.q_len = c.mask.q_len;
-  r.mask.k_len = c.mask.k_len;
-  r.mask.key_lengths = c.mask.key_lengths;
-  r.mask.allowed = c.mask.allowed;
-  return r;
+// σ, the scale of the scores: cfg.scale, or 1/sqrt(d) when it is 0 (a double, exact in R).
+inline double score_scale(const AttentionConfig& cfg) {
+  return cfg.scale != 0 ? cfg.scale : 1.0 / std::sqrt(static_cast<double>(cfg.head_dim));
 }
 
 template <class R = hp>
@@ -145,14 +121,14 @@ bool row_softmax(const AttentionConfig& cfg, const AttentionDims& D, const Tenso
                  RowSoftmax<R>& row) {
   using std::exp;
   using std::log;
-  const R sigma = R(cfg.effective_scale());
+  const R sigma = R(score_scale(cfg));
   const std::size_t j = i / D.group;
   row.keys.clear();
   row.score.clear();
   row.p.clear();
   row.qk.clear();
   for (std::size_t s = 0; s < D.lk; ++s) {
-    if (!cfg.mask.visible(b, t, s)) continue;
+    if (!mask_visible(cfg.mask, b, t, s)) continue;
     R dot(0);
     for (std::size_t e = 0; e < D.d; ++e) dot += q[D.qi(b, t, i, e)] * k[D.ki(b, s, j, e)];
     row.keys.push_back(s);
@@ -217,7 +193,7 @@ AttentionGrads<R> attention_backward(const AttentionConfig& cfg, const Tensor<R>
         "reference::attention_backward: dout and fwd.out must be q's shape, fwd.lse [batch, h, "
         "Lq]");
   }
-  const R sigma = R(cfg.effective_scale());
+  const R sigma = R(score_scale(cfg));
   AttentionGrads<R> g{Tensor<R>(q.shape()), Tensor<R>(k.shape()), Tensor<R>(k.shape())};
   for (std::size_t b = 0; b < D.batch; ++b) {
     for (std::size_t i = 0; i < D.h; ++i) {
@@ -229,7 +205,7 @@ AttentionGrads<R> attention_backward(const AttentionConfig& cfg, const Tensor<R>
         for (std::size_t e = 0; e < D.d; ++e)
           dd += dout[D.qi(b, t, i, e)] * fwd.out[D.qi(b, t, i, e)];
         for (std::size_t s = 0; s < D.lk; ++s) {
-          if (!cfg.mask.visible(b, t, s)) continue;
+          if (!mask_visible(cfg.mask, b, t, s)) continue;
           R dot(0), dp(0);
           for (std::size_t e = 0; e < D.d; ++e) {
             dot += q[D.qi(b, t, i, e)] * k[D.ki(b, s, j, e)];

@@ -9,6 +9,7 @@
 // charges that evaluation's error (eval_error below).
 #pragma once
 
+#include "ops/mlp/mlp_config.hpp"
 #include "reference/format.hpp"
 #include "reference/precision.hpp"
 
@@ -19,9 +20,9 @@
 
 namespace shardcheck::reference {
 
-// The activation of a case (mirrors the library's shardcheck::Activation; the reference includes
-// no op code).
-enum class MlpActivation { gelu, gelu_tanh, swiglu };
+// The activation is the library's own data type, shardcheck::Activation
+// (lib/ops/mlp/mlp_config.hpp: declared once for the library, the reference and the suite); the
+// functions it names are written here independently of the library's.
 
 namespace detail {
 // erf in R: libquadmath's erfq for float128 (this Boost's erf(float128) does not compile),
@@ -86,16 +87,14 @@ R silu_grad(const R& x) {
 
 // f and f' of gelu or gelu_tanh (swiglu's gate is silu).
 template <class R = hp>
-R activation_value(MlpActivation act, const R& x) {
-  return act == MlpActivation::gelu        ? gelu(x)
-         : act == MlpActivation::gelu_tanh ? gelu_tanh(x)
-                                           : silu(x);
+R activation_value(Activation act, const R& x) {
+  return act == Activation::gelu ? gelu(x) : act == Activation::gelu_tanh ? gelu_tanh(x) : silu(x);
 }
 template <class R = hp>
-R activation_grad(MlpActivation act, const R& x) {
-  return act == MlpActivation::gelu        ? gelu_grad(x)
-         : act == MlpActivation::gelu_tanh ? gelu_tanh_grad(x)
-                                           : silu_grad(x);
+R activation_grad(Activation act, const R& x) {
+  return act == Activation::gelu        ? gelu_grad(x)
+         : act == Activation::gelu_tanh ? gelu_tanh_grad(x)
+                                        : silu_grad(x);
 }
 
 // S2 ≥ sup_x |f''(x)| of the elementwise function (gelu, gelu_tanh, or swiglu's silu):
@@ -103,8 +102,8 @@ R activation_grad(MlpActivation act, const R& x) {
 // c = √(2/π) = 0.7979; silu'' = σ'(x)(2 + x(1 − 2σ(x))) at x = 0 with 1/2. Rounded up; checked on
 // a dense grid by properties/suites/mlp/mlp_reference_props.cpp.
 template <class R = hp>
-R second_derivative_bound(MlpActivation act) {
-  return act == MlpActivation::swiglu ? R(1) / 2 : R(81) / 100;
+R second_derivative_bound(Activation act) {
+  return act == Activation::swiglu ? R(1) / 2 : R(81) / 100;
 }
 
 // The library's evaluation in A of f and f' (mlp.hpp's formulas, libm's erf, tanh and exp within
@@ -116,16 +115,16 @@ R second_derivative_bound(MlpActivation act) {
 //          cg = 9, cx = 0 (silu)
 // m is an upper bound on |x| (the computed input is unknown: |x̂| ≤ |x| + its error).
 template <class R = hp>
-R value_eval_error(MlpActivation act, const R& m, const Format& acc) {
+R value_eval_error(Activation act, const R& m, const Format& acc) {
   const R u = unit_roundoff<R>(acc), eta = smallest_subnormal<R>(acc);
-  const R cv = act == MlpActivation::gelu ? R(4) : R(6);
+  const R cv = act == Activation::gelu ? R(4) : R(6);
   return cv * u * m + 4 * eta * (1 + m);
 }
 template <class R = hp>
-R grad_eval_error(MlpActivation act, const R& m, const Format& acc) {
+R grad_eval_error(Activation act, const R& m, const Format& acc) {
   const R u = unit_roundoff<R>(acc), eta = smallest_subnormal<R>(acc);
-  const R cg = act == MlpActivation::gelu ? R(6) : R(9);
-  const R cx = act == MlpActivation::gelu_tanh ? R(7) : R(0);
+  const R cg = act == Activation::gelu ? R(6) : R(9);
+  const R cx = act == Activation::gelu_tanh ? R(7) : R(0);
   return u * (cg + cx * m * (1 + R(135) / 1000 * m * m)) + 4 * eta * (1 + m);
 }
 

@@ -18,7 +18,7 @@
 
 namespace shardcheck::reference {
 
-inline std::size_t mlp_up_rows(MlpActivation act) { return act == MlpActivation::swiglu ? 2 : 1; }
+inline std::size_t mlp_up_rows(Activation act) { return act == Activation::swiglu ? 2 : 1; }
 
 template <class R = hp>
 struct MlpForward {
@@ -36,7 +36,7 @@ struct MlpGrads {
 
 namespace detail {
 template <class R>
-void require_mlp_shapes(MlpActivation act, const Tensor<R>& x, const Tensor<R>& w_up,
+void require_mlp_shapes(Activation act, const Tensor<R>& x, const Tensor<R>& w_up,
                         const Tensor<R>& w_down) {
   const std::size_t k = mlp_up_rows(act);
   if (x.ndim() != 2 || w_up.ndim() != 2 || w_down.ndim() != 2 || w_up.dim(1) != x.dim(1) ||
@@ -52,7 +52,7 @@ void require_mlp_shapes(MlpActivation act, const Tensor<R>& x, const Tensor<R>& 
 // The forward. @pre shapes as above.
 template <HighPrecision R = hp>
 MlpForward<R> mlp(const Tensor<R>& x, const Tensor<R>& w_up, const Tensor<R>& b_up,
-                  const Tensor<R>& w_down, const Tensor<R>& b_down, MlpActivation act) {
+                  const Tensor<R>& w_down, const Tensor<R>& b_down, Activation act) {
   detail::require_mlp_shapes(act, x, w_up, w_down);
   const std::size_t n = x.dim(0), hid = x.dim(1), f = w_down.dim(1), kf = w_up.dim(0);
   MlpForward<R> o{Tensor<R>({n, kf}), Tensor<R>({n, f}), Tensor<R>({n, hid})};
@@ -63,8 +63,8 @@ MlpForward<R> mlp(const Tensor<R>& x, const Tensor<R>& w_up, const Tensor<R>& b_
       o.h(t, j) = s;
     }
     for (std::size_t j = 0; j < f; ++j) {
-      o.a(t, j) = act == MlpActivation::swiglu ? R(silu(o.h(t, j)) * o.h(t, f + j))
-                                               : activation_value(act, o.h(t, j));
+      o.a(t, j) = act == Activation::swiglu ? R(silu(o.h(t, j)) * o.h(t, f + j))
+                                            : activation_value(act, o.h(t, j));
     }
     for (std::size_t i = 0; i < hid; ++i) {
       R s = b_down.empty() ? R(0) : b_down[i];
@@ -79,7 +79,7 @@ MlpForward<R> mlp(const Tensor<R>& x, const Tensor<R>& w_up, const Tensor<R>& b_
 template <HighPrecision R = hp>
 MlpGrads<R> mlp_backward(const Tensor<R>& x, const Tensor<R>& w_up, const Tensor<R>& w_down,
                          const MlpForward<R>& fwd, bool has_bias, const Tensor<R>& dy,
-                         MlpActivation act) {
+                         Activation act) {
   detail::require_mlp_shapes(act, x, w_up, w_down);
   const std::size_t n = x.dim(0), hid = x.dim(1), f = w_down.dim(1), kf = w_up.dim(0);
   MlpGrads<R> g;
@@ -97,7 +97,7 @@ MlpGrads<R> mlp_backward(const Tensor<R>& x, const Tensor<R>& w_up, const Tensor
       R s(0);
       for (std::size_t i = 0; i < hid; ++i) s += dy(t, i) * w_down(i, j);
       g.da(t, j) = s;
-      if (act == MlpActivation::swiglu) {
+      if (act == Activation::swiglu) {
         const R& gate = fwd.h(t, j);
         const R& up = fwd.h(t, f + j);
         g.dh(t, j) = s * up * silu_grad(gate);

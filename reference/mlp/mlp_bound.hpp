@@ -91,7 +91,7 @@ Tensor<R> up_projection_error(const Tensor<R>& x, const Tensor<R>& w_up, const T
 // |f_A(ĥ) − f(h)| for gelu, gelu_tanh or swiglu's silu with |ĥ − h| ≤ e: Taylor to first order
 // with the remainder bounded by S2 ≥ sup|f''|, plus f's evaluation in A.
 template <class R = hp>
-R value_error(MlpActivation act, const R& z, const R& e, const Format& acc) {
+R value_error(Activation act, const R& z, const R& e, const Format& acc) {
   using std::abs;
   return abs(activation_grad(act, z)) * e + second_derivative_bound<R>(act) / 2 * e * e +
          value_eval_error(act, R(abs(z) + e), acc);
@@ -99,7 +99,7 @@ R value_error(MlpActivation act, const R& z, const R& e, const Format& acc) {
 
 // e_a: a = f(ĥ) (swiglu: silu(ĝ)·û), evaluated in A and rounded once to T.
 template <class R = hp>
-Tensor<R> activation_error(MlpActivation act, const Tensor<R>& h, const Tensor<R>& e_h,
+Tensor<R> activation_error(Activation act, const Tensor<R>& h, const Tensor<R>& e_h,
                            const Arithmetic& arith) {
   using std::abs;
   const std::size_t n = h.dim(0), kf = h.dim(1), f = kf / mlp_up_rows(act);
@@ -110,7 +110,7 @@ Tensor<R> activation_error(MlpActivation act, const Tensor<R>& h, const Tensor<R
     for (std::size_t j = 0; j < f; ++j) {
       const R& z = h(t, j);
       const R ev = value_error(act, z, e_h(t, j), arith.accumulate);
-      if (act != MlpActivation::swiglu) {
+      if (act != Activation::swiglu) {
         e(t, j) = ev + detail::rounding_to_storage(R(abs(activation_value(act, z)) + ev), arith);
         continue;
       }
@@ -155,7 +155,7 @@ Tensor<R> down_projection_error(const Tensor<R>& a, const Tensor<R>& e_a, const 
 
 // e_dh: dh = f'(ĥ)⊙d̂a (swiglu: dĝ = d̂a·û·silu'(ĝ), dû = d̂a·silu(ĝ)), in A, rounded once to T.
 template <class R = hp>
-Tensor<R> activation_grad_error(MlpActivation act, const Tensor<R>& h, const Tensor<R>& e_h,
+Tensor<R> activation_grad_error(Activation act, const Tensor<R>& h, const Tensor<R>& e_h,
                                 const Tensor<R>& da, const Tensor<R>& e_da,
                                 const Arithmetic& arith) {
   using std::abs;
@@ -172,7 +172,7 @@ Tensor<R> activation_grad_error(MlpActivation act, const Tensor<R>& h, const Ten
       const R fp = abs(activation_grad(act, z));
       // |f'_A(ĝ) − f'(g)| ≤ S2·e (the f'' term) + the evaluation of f' in A.
       const R efp = s2 * ez + grad_eval_error(act, R(abs(z) + ez), arith.accumulate);
-      if (act != MlpActivation::swiglu) {
+      if (act != Activation::swiglu) {
         // (fp + efp)·d − fp·|da|, the product's rounding in A, then to T.
         const R prod = (fp + efp) * d;
         const R err = prod - fp * abs(da(t, j)) + u_a * prod + eta_a / 2;
@@ -209,7 +209,7 @@ struct MlpBounds {
 template <HighPrecision R = hp>
 MlpBounds<R> mlp_bounds(const Tensor<R>& x, const Tensor<R>& w_up, const Tensor<R>& b_up,
                         const Tensor<R>& w_down, const Tensor<R>& b_down, const Tensor<R>& dy,
-                        MlpActivation act, const MlpForward<R>& fwd, const MlpGrads<R>& grads,
+                        Activation act, const MlpForward<R>& fwd, const MlpGrads<R>& grads,
                         std::span<const std::size_t> ffn_parts, const Arithmetic& arith) {
   const std::size_t n = x.dim(0), hid = x.dim(1), f = w_down.dim(1), k = mlp_up_rows(act);
   const bool has_bias = !b_down.empty();

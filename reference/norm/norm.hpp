@@ -38,6 +38,7 @@
 // exactly when |exact| + bound reaches T's overflow threshold.
 #pragma once
 
+#include "ops/norm/norm_config.hpp"
 #include "reference/bounds.hpp"
 #include "reference/precision.hpp"
 
@@ -49,9 +50,6 @@
 #include <vector>
 
 namespace shardcheck::reference {
-
-// Mirrors shardcheck::NormKind (reference/ does not include lib/ops).
-enum class NormKind { layer_norm, layer_norm_no_bias, rms_norm };
 
 template <class R = hp>
 struct Tracked {

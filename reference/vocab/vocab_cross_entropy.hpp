@@ -37,7 +37,7 @@ struct CrossEntropyResult {
 // arithmetic last. @throws std::invalid_argument on shapes, weights or targets the
 // definition's require_cross_entropy_inputs refuses.
 template <HighPrecision R = hp>
-CrossEntropyResult<R> cross_entropy(const CrossEntropyOptions<R>& opt, const Tensor<R>& logits,
+CrossEntropyResult<R> cross_entropy(const CrossEntropyOptions& opt, const Tensor<R>& logits,
                                     std::span<const std::int64_t> targets, const Tensor<R>& dloss,
                                     const Arithmetic& arith) {
   detail::require_cross_entropy_inputs(logits, targets, dloss, opt);
@@ -74,7 +74,7 @@ CrossEntropyResult<R> cross_entropy(const CrossEntropyOptions<R>& opt, const Ten
       res.grad_bound(t, v) = bound.gradient_error(lse, e_lse, row, v, v == y, g);
     }
   }
-  if (opt.reduction == CeReduction::none) {
+  if (opt.reduction == LossReduction::none) {
     res.loss = Tensor<R>({tokens}, res.token_loss);
     res.loss_bound = Tensor<R>({tokens});
     for (std::size_t t = 0; t < tokens; ++t) {

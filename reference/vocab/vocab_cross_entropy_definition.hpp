@@ -20,6 +20,7 @@
 // lse − ((1 − ε)·z_y + (ε/V)·Z)), so the bound's steps apply to these values one by one.
 #pragma once
 
+#include "ops/vocab/vocab_config.hpp"
 #include "reference/precision.hpp"
 
 #include <cstdint>
@@ -31,19 +32,10 @@
 
 namespace shardcheck::reference {
 
-// Mirrors shardcheck::LossReduction.
-enum class CeReduction { none, sum, mean };
-
-// Mirrors shardcheck::VocabCrossEntropyConfig's semantic fields (the split and the collective's
-// algorithm are the library's business), with the weights as values of R.
-template <class R = hp>
-struct CrossEntropyOptions {
-  std::optional<std::int64_t> ignore_index = -100;
-  R label_smoothing{0};
-  CeReduction reduction = CeReduction::mean;
-  std::vector<R> class_weight;  // PyTorch's per-class `weight`: empty (none) or [V]
-  std::vector<R> token_weight;  // per-token weights ω_t: empty (none) or [tokens]
-};
+// The options are the library's own data type, shardcheck::CrossEntropyOptions
+// (lib/ops/vocab/vocab_config.hpp: fields only, declared once for the library, the reference and
+// the suite; the library's VocabCrossEntropyConfig adds the vocabulary's split). Its doubles
+// (ε and the weights) convert exactly to R.
 
 namespace detail {
 
@@ -52,14 +44,14 @@ namespace detail {
 // @throws std::invalid_argument otherwise.
 template <class R>
 void require_cross_entropy_inputs(const Tensor<R>& logits, std::span<const std::int64_t> targets,
-                                  const Tensor<R>& dloss, const CrossEntropyOptions<R>& opt) {
+                                  const Tensor<R>& dloss, const CrossEntropyOptions& opt) {
   auto fail = [](const std::string& why) {
     throw std::invalid_argument("reference::cross_entropy: " + why);
   };
   if (logits.ndim() != 2 || targets.size() != logits.dim(0))
     fail("logits must be [tokens, V] with one target per token");
   const std::size_t tokens = logits.dim(0), V = logits.dim(1);
-  if (dloss.size() != (opt.reduction == CeReduction::none ? tokens : 1))
+  if (dloss.size() != (opt.reduction == LossReduction::none ? tokens : 1))
     fail("dloss must be [tokens] for none, [1] otherwise");
   if ((!opt.class_weight.empty() && opt.class_weight.size() != V) ||
       (!opt.token_weight.empty() && opt.token_weight.size() != tokens))
@@ -74,19 +66,19 @@ void require_cross_entropy_inputs(const Tensor<R>& logits, std::span<const std::
 // The options as the formulas read them: ε, ε/V, c_v, ω_t (1 when not given) and C = Σ_v c_v.
 template <class R>
 struct CeSpec {
-  CeSpec(const CrossEntropyOptions<R>& o, std::size_t vocab)
-      : opt(o), V(vocab), eps(o.label_smoothing), q(eps / R(vocab)) {
+  CeSpec(const CrossEntropyOptions& o, std::size_t vocab)
+      : opt(o), V(vocab), eps(R(o.label_smoothing)), q(eps / R(vocab)) {
     for (std::size_t v = 0; v < V; ++v) c_total += cls(v);
   }
   bool by_class() const { return !opt.class_weight.empty(); }
   bool by_token() const { return !opt.token_weight.empty(); }
   bool weighted() const { return by_class() || by_token(); }
-  bool mean() const { return opt.reduction == CeReduction::mean; }
+  bool mean() const { return opt.reduction == LossReduction::mean; }
   bool ignored(std::int64_t y) const { return opt.ignore_index && y == *opt.ignore_index; }
-  R cls(std::size_t v) const { return by_class() ? opt.class_weight[v] : R(1); }  // c_v
-  R tok(std::size_t t) const { return by_token() ? opt.token_weight[t] : R(1); }  // ω_t
+  R cls(std::size_t v) const { return by_class() ? R(opt.class_weight[v]) : R(1); }  // c_v
+  R tok(std::size_t t) const { return by_token() ? R(opt.token_weight[t]) : R(1); }  // ω_t
 
-  const CrossEntropyOptions<R>& opt;
+  const CrossEntropyOptions& opt;
   std::size_t V;
   R eps, q;      // ε, ε/V
   R c_total{0};  // C
@@ -188,7 +180,7 @@ TokenLoss<R> token_loss(const Tensor<R>& z, std::size_t t, std::size_t y,
 template <class R>
 R upstream_base(const Tensor<R>& dloss, std::size_t t, const CeSpec<R>& spec,
                 const LossDenominator<R>& d) {
-  if (spec.opt.reduction == CeReduction::none) return dloss[t];
+  if (spec.opt.reduction == LossReduction::none) return dloss[t];
   if (!spec.mean()) return dloss[0];
   return d.zero() ? R(0) : R(dloss[0] / d.value);
 }

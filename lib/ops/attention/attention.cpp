@@ -43,7 +43,7 @@ struct BlockGeometry {
         lk(k.dim(1)),
         gl(k.dim(2)),
         group(cfg.q_heads / cfg.kv_heads),
-        scale(static_cast<A>(cfg.effective_scale())),
+        scale(static_cast<A>(effective_scale(cfg))),
         qi{lq, hl, d},
         ki{lk, gl, d} {}
 };
@@ -212,7 +212,7 @@ AttentionPartial<T> block_forward(const AttentionConfig& cfg, const Tensor<T>& q
         A m = -std::numeric_limits<A>::infinity();
         bool any = false;
         for (std::size_t sk = 0; sk < lk; ++sk) {
-          vis[sk] = cfg.mask.visible(b, qpos[t], kpos[sk]) ? 1 : 0;
+          vis[sk] = visible(cfg.mask, b, qpos[t], kpos[sk]) ? 1 : 0;
           if (vis[sk] == 0) continue;
           s[sk] = dot<A>(q.data() + qi(b, t, i, 0), k.data() + ki(b, sk, j, 0), d) * scale;
           if (!any || s[sk] > m) m = s[sk];
@@ -265,7 +265,7 @@ AttentionBlockGrads<T> block_backward(const AttentionConfig& cfg, const Tensor<T
         std::fill(dq_acc.begin(), dq_acc.end(), A(0));
         bool touched = false;
         for (std::size_t sk = 0; sk < lk; ++sk) {
-          if (!cfg.mask.visible(b, qpos[t], kpos[sk])) continue;
+          if (!visible(cfg.mask, b, qpos[t], kpos[sk])) continue;
           touched = true;
           const A sc = dot<A>(q.data() + qi(b, t, i, 0), k.data() + ki(b, sk, j, 0), d) * scale;
           const A pr = std::exp(sc - row_lse);
@@ -310,8 +310,8 @@ std::string to_string(MaskKind k) {
   return "?";
 }
 
-double AttentionConfig::effective_scale() const {
-  return scale != 0 ? scale : 1.0 / std::sqrt(static_cast<double>(head_dim));
+double effective_scale(const AttentionConfig& cfg) {
+  return cfg.scale != 0 ? cfg.scale : 1.0 / std::sqrt(static_cast<double>(cfg.head_dim));
 }
 
 std::vector<std::size_t> iota_positions(std::size_t n) {

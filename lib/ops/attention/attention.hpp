@@ -5,7 +5,7 @@
 // [batch, Lq, h, d], lse [batch, h, Lq]. h query heads, g key/value heads, g divides h: query
 // head i reads kv head i / (h/g) (MHA g = h, GQA 1 < g < h, MQA g = 1).
 // Per batch b, query head i (kv head j = i/(h/g)), query position t, over the VISIBLE keys s
-// (AttentionMask::visible):
+// (visible(cfg.mask, b, t, s)):
 //   s_ts  = scale·(q_t · k_s)                   scale = 1/sqrt(d) unless given
 //   lse_t = log Σ_s exp(s_ts)                   natural log, includes the max
 //   out_t = Σ_s exp(s_ts − lse_t)·v_s
@@ -44,6 +44,7 @@
 // alignment; docs/attention.md.
 #pragma once
 
+#include "ops/attention/attention_config.hpp"
 #include "runtime/dtype.hpp"
 #include "tensor/tensor.hpp"
 
@@ -55,55 +56,23 @@
 
 namespace shardcheck {
 
-// ---- the mask: defined on GLOBAL positions, so every piece of a partitioned computation
-// ---- evaluates the same mask (a context-parallel step passes its chunks' global positions)
-
-enum class MaskKind {
-  none,    // every key visible
-  causal,  // bottom-right aligned (FlashAttention ≥ 2.1): t sees s iff s ≤ t + (Lk − Lq)
-  explicit_mask  // any boolean mask [batch, Lq, Lk] (1 = visible)
-};
-
 std::string to_string(MaskKind k);
 
-// q_len and k_len are the GLOBAL lengths. They must be set (and every query / key position
-// must lie in [0, q_len) / [0, k_len)) whenever the mask depends on positions: causal and
-// explicit_mask need both, key padding needs k_len. With kind none and no padding they may be
-// left 0 (positions are then not range-checked). The dense op (positions 0..L−1) needs them
-// equal to its Lq and Lk, or both 0 with kind none and no padding.
-struct AttentionMask {
-  MaskKind kind = MaskKind::none;
-  std::size_t q_len = 0;  // global Lq
-  std::size_t k_len = 0;  // global Lk
-  // Key padding, per sequence: keys s ≥ key_lengths[b] are invisible. Empty: no padding.
-  // Combines with every kind. Else one entry per sequence of the batch, each ≤ k_len.
-  std::vector<std::size_t> key_lengths;
-  // explicit_mask only: [batch, q_len, k_len], 1 = visible.
-  Tensor<std::uint8_t> allowed;
-
-  // Whether query position t sees key position s in sequence b (global positions).
-  bool visible(std::size_t b, std::size_t t, std::size_t s) const {
-    if (!key_lengths.empty() && s >= key_lengths[b]) return false;
-    switch (kind) {
-      case MaskKind::none: return true;
-      case MaskKind::causal: return s + q_len <= t + k_len;  // s ≤ t + (Lk − Lq), no underflow
-      case MaskKind::explicit_mask: return allowed[(b * q_len + t) * k_len + s] != 0;
-    }
-    return false;
+// Whether query position t sees key position s in sequence b (global positions): the rule of
+// AttentionMask (attention_config.hpp).
+inline bool visible(const AttentionMask& m, std::size_t b, std::size_t t, std::size_t s) {
+  if (!m.key_lengths.empty() && s >= m.key_lengths[b]) return false;
+  switch (m.kind) {
+    case MaskKind::none: return true;
+    case MaskKind::causal: return s + m.q_len <= t + m.k_len;  // s ≤ t + (Lk − Lq), no underflow
+    case MaskKind::explicit_mask: return m.allowed[(b * m.q_len + t) * m.k_len + s] != 0;
   }
-};
+  return false;
+}
 
-struct AttentionConfig {
-  std::size_t q_heads = 1;   // h
-  std::size_t kv_heads = 1;  // g, divides h
-  std::size_t head_dim = 1;  // d
-  double scale = 0;          // 0: 1/sqrt(d); must be finite
-  AttentionMask mask;
-
-  // scale, or 1.0/std::sqrt(double(head_dim)) when scale is 0 (computed in double, then
-  // converted once to A by the kernels).
-  double effective_scale() const;
-};
+// cfg.scale, or 1.0/std::sqrt(double(cfg.head_dim)) when cfg.scale is 0 (computed in double,
+// then converted once to A by the kernels).
+double effective_scale(const AttentionConfig& cfg);
 
 // Checks q/k/v shapes against cfg (heads, head dim, batch), the local head counts (q's heads
 // = (h/g)·k's heads, at most h and g), the positions (one per row, inside the mask's range),
@@ -125,7 +94,7 @@ struct AttentionPartial {
 // Forward of q [batch, Lq_local, h_local, d] against k, v [batch, Lk_local, g_local, d], where
 // query row t is at global position q_positions[t] and key row s at k_positions[s]; h_local and
 // g_local are the local head counts (h_local / g_local = h / g, the GQA group size, read from
-// cfg). Visibility is cfg.mask.visible(b, q_positions[t], k_positions[s]).
+// cfg). Visibility is visible(cfg.mask, b, q_positions[t], k_positions[s]).
 template <class T>
 AttentionPartial<T> attention_block_forward(const AttentionConfig& cfg, const Tensor<T>& q,
                                             const Tensor<T>& k, const Tensor<T>& v,

@@ -130,7 +130,7 @@ spec::OpSpec context_parallel_attention_spec(const AttentionConfig& cfg,
                spec::tensor("k", Role::input, {batch, L, g, d}, seq, note),
                spec::tensor("v", Role::input, {batch, L, g, d}, seq, note),
                spec::tensor("out", Role::output, {batch, L, h, d}, seq, note),
-               spec::tensor("lse", Role::output, {batch, h, L}, lse, note),
+               spec::tensor_of(Elem::acc, "lse", Role::output, {batch, h, L}, lse, note),
                spec::tensor("dout", Role::grad_output, {batch, L, h, d}, seq, note),
                spec::tensor("dq", Role::grad_input, {batch, L, h, d}, seq, note),
                spec::tensor("dk", Role::grad_input, {batch, L, g, d}, seq, note),
@@ -159,10 +159,12 @@ spec::OpSpec attention_layer_spec(const HeadParallelConfig& cfg, std::size_t bat
   // unless the kv group shares them (then each rank's rows are listed per rank).
   std::vector<HeadAssignment> heads;
   for (int t = 0; t < tp; ++t) heads.push_back(head_assignment(cfg, tp, t));
-  std::vector<std::size_t> q_rows, kv_rows;
+  std::vector<std::size_t> q_rows, kv_rows, q_heads, kv_heads;
   for (const auto& a : heads) {
     q_rows.push_back(a.q_count * d);
     kv_rows.push_back(a.kv_count * d);
+    q_heads.push_back(a.q_count);
+    kv_heads.push_back(a.kv_count);
   }
   const auto rep = Placement::replicate();
   const auto seq = by_lengths(1, lens);
@@ -207,6 +209,25 @@ spec::OpSpec attention_layer_spec(const HeadParallelConfig& cfg, std::size_t bat
   add("y", Role::output, {batch, L, hidden}, {seq, rep}, note);
   add("dy", Role::grad_output, {batch, L, hidden}, {seq, rep}, note);
   add("dx", Role::grad_input, {batch, L, hidden}, {seq, rep}, note);
+  // Saved for the backward: the rank's heads of q, k, v, out [batch, L_r, heads_r, d] and lse
+  // [batch, h_r, L_r] (acc_t<T>).
+  const auto q2 = by_lengths(2, q_heads), q1h = by_lengths(1, q_heads);
+  const auto kv2 = kv_shared ? rep : by_lengths(2, kv_heads);
+  add("q", Role::saved, {batch, L, h, d}, {seq, q2}, note);
+  add("k", Role::saved, {batch, L, g, d}, {seq, kv2}, kv_note);
+  add("v", Role::saved, {batch, L, g, d}, {seq, kv2}, kv_note);
+  if (kv_shared) {
+    for (auto* t : {&s.tensors[s.tensors.size() - 2], &s.tensors.back()}) {
+      t->local_shapes.clear();
+      for (int r = 0; r < cp * tp; ++r) {
+        t->local_shapes.push_back({batch, lens[static_cast<std::size_t>(r / tp)],
+                                   heads[static_cast<std::size_t>(r % tp)].kv_count, d});
+      }
+    }
+  }
+  add("out", Role::saved, {batch, L, h, d}, {seq, q2}, note);
+  s.tensors.push_back(spec::tensor_of(Elem::acc, "lse", Role::saved, {batch, h, L},
+                                      {by_lengths(2, lens), q1h}, note));
   for (const char* w : {"wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo"}) {
     if (!cfg.has_bias && w[0] == 'b') continue;
     auto grad = s.tensor(w);

@@ -95,7 +95,7 @@ AttentionConfig local_config(const HeadParallelConfig& cfg, const HeadAssignment
   AttentionConfig c = cfg.attention;
   c.q_heads = a.q_count;
   c.kv_heads = a.kv_count;
-  if (c.scale == 0) c.scale = cfg.attention.effective_scale();
+  if (c.scale == 0) c.scale = effective_scale(cfg.attention);
   return c;
 }
 

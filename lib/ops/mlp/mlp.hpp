@@ -33,6 +33,7 @@
 
 #include "layout/split_policy.hpp"
 #include "ops/linear/linear.hpp"
+#include "ops/mlp/mlp_config.hpp"
 #include "runtime/communicator.hpp"
 #include "tensor/tensor.hpp"
 
@@ -40,8 +41,6 @@
 #include <string_view>
 
 namespace shardcheck {
-
-enum class Activation { gelu, gelu_tanh, swiglu };
 
 std::string_view name(Activation a);
 

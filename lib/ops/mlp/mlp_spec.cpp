@@ -53,6 +53,15 @@ spec::OpSpec parallel_mlp_spec(const MlpConfig& cfg, std::size_t tokens, std::si
   add("y", Role::output, {tokens, hidden}, tok);
   add("dy", Role::grad_output, {tokens, hidden}, tok);
   add("dx", Role::grad_input, {tokens, hidden}, tok);
+  // Saved: fc1's output h [tokens, k·F] before the activation, all tokens (fc1 gathered them)
+  // and the rank's features (for swiglu its gate and up halves side by side, [tokens, 2·F_r]).
+  {
+    std::vector<std::size_t> h_cols = split_sizes(cfg.ffn_split, F, p);
+    for (auto& n : h_cols) n *= gate ? 2 : 1;
+    add("h", Role::saved, {tokens, (gate ? 2 : 1) * F},
+        {Placement::shard(1, SplitPolicy::explicit_sizes(h_cols))},
+        gate ? "each rank's [gate_r | up_r] side by side" : "");
+  }
   if (gate) add("dw_gate", Role::grad_input, {F, hidden}, {rows}, fused);
   add("dw_up", Role::grad_input, {F, hidden}, {rows}, fused);
   if (has_bias && gate) add("db_gate", Role::grad_input, {F}, {rows}, fused);

@@ -36,14 +36,13 @@
 
 #include "layout/split_policy.hpp"
 #include "ops/linear/linear.hpp"
+#include "ops/norm/norm_config.hpp"
 #include "runtime/communicator.hpp"
 #include "tensor/tensor.hpp"
 
 #include <string>
 
 namespace shardcheck {
-
-enum class NormKind { layer_norm, layer_norm_no_bias, rms_norm };
 
 inline std::string to_string(NormKind k) {
   switch (k) {
@@ -56,11 +55,6 @@ inline std::string to_string(NormKind k) {
 
 // True for the kind that has beta (and dbeta).
 constexpr bool has_beta(NormKind k) { return k == NormKind::layer_norm; }
-
-struct NormConfig {
-  NormKind kind = NormKind::layer_norm;
-  double eps = 1e-5;  // converted to acc_t<T> before use; must be > 0
-};
 
 template <class T>
 struct NormGrads {

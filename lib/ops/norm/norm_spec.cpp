@@ -92,6 +92,12 @@ spec::OpSpec sp_block_spec(const SequenceParallelNormConfig& norm, std::size_t h
       s.tensors.push_back(t);
     }
   }
+  // What the backward keeps besides x: the norm's output z (the column layer's token shard) and
+  // the column layer's output a (its ffn features).
+  s.tensors.push_back(
+      spec::tensor("z", Role::saved, {norm.tokens, hidden}, col.tensor("x").placements));
+  s.tensors.push_back(
+      spec::tensor("a", Role::saved, {norm.tokens, ffn}, col.tensor("y").placements));
   auto dw1 = col.tensor("dw"), dw2 = row.tensor("dw");
   dw1.name = "dw1";
   dw2.name = "dw2";

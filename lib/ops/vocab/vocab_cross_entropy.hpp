@@ -80,6 +80,7 @@
 #pragma once
 
 #include "layout/split_policy.hpp"
+#include "ops/vocab/vocab_config.hpp"
 #include "runtime/communicator.hpp"
 #include "tensor/tensor.hpp"
 
@@ -90,17 +91,12 @@
 
 namespace shardcheck {
 
-enum class LossReduction { none, sum, mean };
-
-struct VocabCrossEntropyConfig {
+// The loss's options (ignore_index, label_smoothing, reduction, class and token weights:
+// CrossEntropyOptions, vocab_config.hpp) and how the vocabulary is split over the ranks.
+struct VocabCrossEntropyConfig : CrossEntropyOptions {
   std::size_t vocab = 0;                           // V, known to every rank (required)
   SplitPolicy vocab_split = SplitPolicy::chunk();  // columns of the logits over the ranks
-  std::optional<std::int64_t> ignore_index = -100;
-  double label_smoothing = 0;
-  LossReduction reduction = LossReduction::mean;
   Algorithm reduce_algorithm = Algorithm::ring;
-  std::vector<double> class_weight;  // PyTorch's `weight`: empty, or [V] (the full vector)
-  std::vector<double> token_weight;  // per-token weights ω_t: empty, or [tokens]
 };
 
 // What the backward needs from the forward (per token, in acc_t<T>): no collective then.

@@ -58,7 +58,7 @@ spec::OpSpec vocab_parallel_embedding_spec(const VocabEmbeddingConfig& cfg, std:
   const auto w = Placement::shard(0, cfg.vocab_split);
   const auto y =
       cfg.sequence_parallel_output ? Placement::shard(0, cfg.token_split) : Placement::replicate();
-  s.tensors = {spec::tensor("ids", Role::input, {tokens}, {Placement::replicate()}),
+  s.tensors = {spec::tensor_of(Elem::index, "ids", Role::input, {tokens}, {Placement::replicate()}),
                spec::tensor("w", Role::parameter, {cfg.vocab, hidden}, {w}),
                spec::tensor("y", Role::output, {tokens, hidden}, {y}),
                spec::tensor("dy", Role::grad_output, {tokens, hidden}, {y}),
@@ -88,15 +88,19 @@ spec::OpSpec vocab_parallel_cross_entropy_spec(const VocabCrossEntropyConfig& cf
                  {{"tp", static_cast<std::size_t>(p)}},
                  {},
                  {},
-                 {"logits", "targets"}};
+                 {"logits", "targets", "max", "sum_exp"}};
   const auto logits = Placement::shard(1, cfg.vocab_split);
   const auto rep = Placement::replicate();
   const std::size_t loss = cfg.reduction == LossReduction::none ? tokens : 1;
   s.tensors = {spec::tensor("logits", Role::input, {tokens, cfg.vocab}, {logits}),
-               spec::tensor("targets", Role::input, {tokens}, {rep}),
+               spec::tensor_of(Elem::index, "targets", Role::input, {tokens}, {rep}),
                spec::tensor("loss", Role::output, {loss}, {rep}),
                spec::tensor("dloss", Role::grad_output, {loss}, {rep}),
-               spec::tensor("dlogits", Role::grad_input, {tokens, cfg.vocab}, {logits})};
+               spec::tensor("dlogits", Role::grad_input, {tokens, cfg.vocab}, {logits}),
+               // Saved per token by the forward: the row maximum and the sum of exp (the
+               // reduced values, the same on every rank), so the backward makes no collective.
+               spec::tensor_of(Elem::acc, "max", Role::saved, {tokens}, {rep}),
+               spec::tensor_of(Elem::acc, "sum_exp", Role::saved, {tokens}, {rep})};
   const bool smoothing = cfg.label_smoothing > 0;
   for (int r = 0; r < p; ++r) {
     s.calls.push_back(

@@ -23,7 +23,7 @@ std::string list(const std::vector<std::size_t>& v) {
 
 bool row_is_empty(const AttentionMask& m, std::size_t b, std::size_t t) {
   for (std::size_t s = 0; s < m.k_len; ++s) {
-    if (m.visible(b, t, s)) return false;
+    if (visible(m, b, t, s)) return false;
   }
   return true;
 }

@@ -185,7 +185,7 @@ ExpectedTensor expected(const VB& x, const Shape& shape, std::size_t dim,
 
 template <class T>
 AttentionExpected core_expected(const AttentionCase& c, const AttentionData<T>& d) {
-  const auto cfg = ref::attention_config_of(c.attention());
+  const AttentionConfig& cfg = c.attention();
   const Tensor<R> q = ref::to_hp<R>(d.q), k = ref::to_hp<R>(d.k), v = ref::to_hp<R>(d.v),
                   dout = ref::to_hp<R>(d.dout);
   const auto fwd = ref::attention_forward<R>(cfg, q, k, v);
@@ -291,10 +291,10 @@ AttentionExpected layer_expected(const AttentionCase& c, const AttentionData<T>&
       continue;
     }
     // The attention core on this rank's heads, with the projections' errors as input errors.
-    auto cfg = ref::attention_config_of(L.attention);
+    AttentionConfig cfg = L.attention;
     cfg.q_heads = a.q_count;
     cfg.kv_heads = a.kv_count;
-    cfg.scale = L.attention.effective_scale();
+    cfg.scale = ref::score_scale(L.attention);
     const Shape qs{B, len, a.q_count, dh}, ks{B, len, a.kv_count, dh};
     auto as4 = [](const Tensor<R>& t, const Shape& s) { return Tensor<R>(s, t.values()); };
     const Tensor<R> q4 = as4(q.v, qs), k4 = as4(k.v, ks), v4 = as4(v.v, ks), do4 = as4(do_r.v, qs);

@@ -30,13 +30,11 @@
 namespace shardcheck::props::ref {
 namespace {
 
-using reference::AttentionConfig;
 using reference::central_difference_gradient;
 using reference::compare_gradient;
 using reference::Evaluation;
 using reference::gamma;
 using reference::hp;
-using reference::MaskKind;
 using reference::to_hp;
 
 const hp u_hp = reference::unit_roundoff_of<hp>();
@@ -144,7 +142,7 @@ hp third_derivative_bound(const AttnCase& c, std::size_t coord) {
   using std::abs;
   const std::size_t nq = c.q.size(), nk = c.k.size();
   if (coord >= nq + nk) return hp(0);
-  const hp sigma = hp(c.cfg.effective_scale());
+  const hp sigma = hp(reference::score_scale(c.cfg));
   const std::size_t group = c.h / c.g;
   auto qi = [&](std::size_t b, std::size_t t, std::size_t i, std::size_t e) {
     return ((b * c.lq + t) * c.h + i) * c.d + e;
@@ -159,7 +157,7 @@ hp third_derivative_bound(const AttnCase& c, std::size_t coord) {
     bool first = true;
     hp cmin(0), cmax(0), amin(0), amax(0);
     for (std::size_t s = 0; s < c.lk; ++s) {
-      if (!c.cfg.mask.visible(b, t, s)) continue;
+      if (!reference::mask_visible(c.cfg.mask, b, t, s)) continue;
       hp cs(0);
       for (std::size_t x = 0; x < c.d; ++x) cs += c.dout[qi(b, t, i, x)] * c.v[ki(b, s, j, x)];
       const hp as = sigma * c.k[ki(b, s, j, e)];
@@ -189,7 +187,7 @@ hp third_derivative_bound(const AttnCase& c, std::size_t coord) {
                       b = x / (c.d * c.g * c.lk);
     for (std::size_t i = j * group; i < (j + 1) * group; ++i) {
       for (std::size_t t = 0; t < c.lq; ++t) {
-        if (!c.cfg.mask.visible(b, t, s)) continue;
+        if (!reference::mask_visible(c.cfg.mask, b, t, s)) continue;
         hp rc, ra;
         row_ranges(b, i, t, e, rc, ra);
         const hp a = sigma * abs(c.q[qi(b, t, i, e)]);
@@ -278,7 +276,8 @@ RC_GTEST_PROP(attention_reference, empty_rows_have_zero_out_minus_inf_lse_and_ze
     for (std::size_t i = 0; i < c.h; ++i) {
       for (std::size_t t = 0; t < c.lq; ++t) {
         bool any = false;
-        for (std::size_t s = 0; s < c.lk; ++s) any = any || c.cfg.mask.visible(b, t, s);
+        for (std::size_t s = 0; s < c.lk; ++s)
+          any = any || reference::mask_visible(c.cfg.mask, b, t, s);
         const hp lse = f.lse[(b * c.h + i) * c.lq + t];
         if (any) {
           RC_ASSERT(b == last);

@@ -144,13 +144,12 @@ TYPED_TEST(AttentionTyped, blocks_over_key_and_query_partitions_are_within_the_b
       seq_add(dv2_a, g.dv, 0);
     }
 
-    const auto rcfg = reference::attention_config_of(cfg);
     const auto q = to_hp(in.q), k = to_hp(in.k), v = to_hp(in.v), dout = to_hp(in.dout);
-    const auto rf = reference::attention_forward(rcfg, q, k, v);
-    const auto rg = reference::attention_backward(rcfg, q, k, v, rf, dout);
+    const auto rf = reference::attention_forward(cfg, q, k, v);
+    const auto rg = reference::attention_backward(cfg, q, k, v, rf, dout);
     reference::AttentionBoundOptions<hp> opt;
     opt.parts = parts;
-    const auto bnd = reference::attention_bounds(rcfg, q, k, v, dout, arith<T>(), opt);
+    const auto bnd = reference::attention_bounds(cfg, q, k, v, dout, arith<T>(), opt);
     const std::string key = std::string(dtype_name<T>()) + " blocks ";
     const std::string keya = std::string(dtype_name<T>()) + " blocks(A) ";
     EXPECT_WITHIN_BOUND(key + "out", out, rf.out, bnd.out);
@@ -271,14 +270,13 @@ TYPED_TEST(AttentionTyped, the_bound_holds_over_a_random_sweep) {
     const auto dense = attention_forward(cfg, in.q, in.k, in.v);
     const auto dense_g = attention_backward(cfg, in.q, in.k, in.v, dense, in.dout);
 
-    const auto rcfg = reference::attention_config_of(cfg);
     const auto q = to_hp(in.q), k = to_hp(in.k), v = to_hp(in.v), dout = to_hp(in.dout);
-    const auto rf = reference::attention_forward(rcfg, q, k, v);
-    const auto rg = reference::attention_backward(rcfg, q, k, v, rf, dout);
+    const auto rf = reference::attention_forward(cfg, q, k, v);
+    const auto rg = reference::attention_backward(cfg, q, k, v, rf, dout);
     reference::AttentionBoundOptions<hp> opt;
     opt.parts = parts;
-    const auto bnd = reference::attention_bounds(rcfg, q, k, v, dout, arith<T>(), opt);
-    const auto bnd1 = reference::attention_bounds(rcfg, q, k, v, dout, arith<T>());
+    const auto bnd = reference::attention_bounds(cfg, q, k, v, dout, arith<T>(), opt);
+    const auto bnd1 = reference::attention_bounds(cfg, q, k, v, dout, arith<T>());
     EXPECT_WITHIN_BOUND(key + "dense out", dense.out, rf.out, bnd1.out);
     EXPECT_WITHIN_BOUND(key + "dense lse", dense.lse, rf.lse, bnd1.lse);
     EXPECT_WITHIN_BOUND(key + "dense dq", dense_g.dq, rg.dq, bnd1.dq);

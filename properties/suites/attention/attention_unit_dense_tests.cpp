@@ -25,11 +25,10 @@ TYPED_TEST(AttentionTyped, dense_op_is_within_the_reference_bound) {
     const auto fwd = attention_forward(cfg, in.q, in.k, in.v);
     const auto grads = attention_backward(cfg, in.q, in.k, in.v, fwd, in.dout);
 
-    const auto rcfg = reference::attention_config_of(cfg);
     const auto q = to_hp(in.q), k = to_hp(in.k), v = to_hp(in.v), dout = to_hp(in.dout);
-    const auto rf = reference::attention_forward(rcfg, q, k, v);
-    const auto rg = reference::attention_backward(rcfg, q, k, v, rf, dout);
-    const auto bnd = reference::attention_bounds(rcfg, q, k, v, dout, arith<T>());
+    const auto rf = reference::attention_forward(cfg, q, k, v);
+    const auto rg = reference::attention_backward(cfg, q, k, v, rf, dout);
+    const auto bnd = reference::attention_bounds(cfg, q, k, v, dout, arith<T>());
     const std::string key = std::string(dtype_name<T>()) + " dense ";
     EXPECT_WITHIN_BOUND(key + "out", fwd.out, rf.out, bnd.out);
     EXPECT_WITHIN_BOUND(key + "lse", fwd.lse, rf.lse, bnd.lse);
@@ -77,10 +76,9 @@ TYPED_TEST(AttentionTyped, input_errors_are_carried_by_the_bound) {
   opt.dout_error = err_of(dout, dt);
   const auto fwd = attention_forward(cfg, qt, kt, vt);
   const auto grads = attention_backward(cfg, qt, kt, vt, fwd, dt);
-  const auto rcfg = reference::attention_config_of(cfg);
-  const auto rf = reference::attention_forward(rcfg, q, k, v);
-  const auto rg = reference::attention_backward(rcfg, q, k, v, rf, dout);
-  const auto bnd = reference::attention_bounds(rcfg, q, k, v, dout, arith<T>(), opt);
+  const auto rf = reference::attention_forward(cfg, q, k, v);
+  const auto rg = reference::attention_backward(cfg, q, k, v, rf, dout);
+  const auto bnd = reference::attention_bounds(cfg, q, k, v, dout, arith<T>(), opt);
   const std::string key = std::string(dtype_name<T>()) + " inexact-inputs ";
   EXPECT_WITHIN_BOUND(key + "out", fwd.out, rf.out, bnd.out);
   EXPECT_WITHIN_BOUND(key + "lse", fwd.lse, rf.lse, bnd.lse);
@@ -89,7 +87,7 @@ TYPED_TEST(AttentionTyped, input_errors_are_carried_by_the_bound) {
   EXPECT_WITHIN_BOUND(key + "dv", grads.dv, rg.dv, bnd.dv);
   // Without the input errors the bound is too small for 16-bit inputs (their rounding
   // dominates): the input terms are needed, not decoration. Informational for float32/64.
-  const auto bare = reference::attention_bounds(rcfg, q, k, v, dout, arith<T>());
+  const auto bare = reference::attention_bounds(cfg, q, k, v, dout, arith<T>());
   double bare_ratio = 0;
   for (const double r :
        {judge(fwd.out, rf.out, bare.out).max_ratio, judge(fwd.lse, rf.lse, bare.lse).max_ratio,
@@ -126,7 +124,7 @@ TEST(Attention, two_keys_by_hand) {
   // Default scale 1/sqrt(d): d = 4, q·k = 4 → s = 2.
   AttentionConfig c4;
   c4.head_dim = 4;
-  EXPECT_EQ(c4.effective_scale(), 0.5);
+  EXPECT_EQ(effective_scale(c4), 0.5);
   const auto q4 = tensor_of<double>({1, 1, 1, 4}, {1, 1, 1, 1});
   const auto k4 = tensor_of<double>({1, 2, 1, 4}, {1, 1, 1, 1, 0, 0, 0, 0});
   const auto v4 = tensor_of<double>({1, 2, 1, 4}, {1, 1, 1, 1, 0, 0, 0, 0});

@@ -36,11 +36,10 @@ TYPED_TEST(AttentionTyped, the_bound_catches_realistic_bugs) {
              k = random_tensor<T>({batch, lk, g, d}, 32),
              v = random_tensor<T>({batch, lk, g, d}, 33),
              dout = random_tensor<T>({batch, lq, h, d}, 34);
-  const auto rcfg = reference::attention_config_of(cfg);
   const auto rq = to_hp(q), rk = to_hp(k), rv = to_hp(v), rdo = to_hp(dout);
-  const auto rf = reference::attention_forward(rcfg, rq, rk, rv);
-  const auto rg = reference::attention_backward(rcfg, rq, rk, rv, rf, rdo);
-  const auto bnd = reference::attention_bounds(rcfg, rq, rk, rv, rdo, arith<T>());
+  const auto rf = reference::attention_forward(cfg, rq, rk, rv);
+  const auto rg = reference::attention_backward(cfg, rq, rk, rv, rf, rdo);
+  const auto bnd = reference::attention_bounds(cfg, rq, rk, rv, rdo, arith<T>());
   const auto good = attention_forward(cfg, q, k, v);
   const auto good_g = attention_backward(cfg, q, k, v, good, dout);
   EXPECT_LE(ratio_of(good.out, rf.out, bnd.out), 1.0);
@@ -62,12 +61,12 @@ TYPED_TEST(AttentionTyped, the_bound_catches_realistic_bugs) {
       for (std::size_t t = 0; t < lq; ++t) {
         A m = -std::numeric_limits<A>::infinity();
         for (std::size_t s = 0; s < lk; ++s) {
-          if (!cfg.mask.visible(b, t, s)) continue;
+          if (!visible(cfg.mask, b, t, s)) continue;
           A dot = 0;
           for (std::size_t e = 0; e < d; ++e)
             dot = dot +
                   A(q[((b * lq + t) * h + i) * d + e]) * A(k[((b * lk + s) * g + i / 2) * d + e]);
-          m = std::max(m, dot * A(cfg.effective_scale()));
+          m = std::max(m, dot * A(effective_scale(cfg)));
         }
         const std::size_t li = (b * h + i) * lq + t;
         no_max[li] = good.lse[li] - m;

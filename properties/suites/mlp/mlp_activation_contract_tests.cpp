@@ -19,7 +19,6 @@ namespace shardcheck {
 namespace {
 
 using reference::hp;
-using reference::MlpActivation;
 
 template <class A>
 std::vector<A> arguments() {
@@ -34,7 +33,7 @@ std::vector<A> arguments() {
 }
 
 template <class A>
-void check_contract(MlpActivation act, A (*value)(A), A (*grad)(A)) {
+void check_contract(Activation act, A (*value)(A), A (*grad)(A)) {
   const auto acc = reference::format_of<A>();
   double worst_value = 0, worst_grad = 0;
   for (const A x : arguments<A>()) {
@@ -59,15 +58,15 @@ void check_contract(MlpActivation act, A (*value)(A), A (*grad)(A)) {
 }
 
 TEST(MlpActivationContract, float_evaluation_within_the_charged_error) {
-  check_contract<float>(MlpActivation::gelu, &gelu<float>, &gelu_grad<float>);
-  check_contract<float>(MlpActivation::gelu_tanh, &gelu_tanh<float>, &gelu_tanh_grad<float>);
-  check_contract<float>(MlpActivation::swiglu, &silu<float>, &silu_grad<float>);
+  check_contract<float>(Activation::gelu, &gelu<float>, &gelu_grad<float>);
+  check_contract<float>(Activation::gelu_tanh, &gelu_tanh<float>, &gelu_tanh_grad<float>);
+  check_contract<float>(Activation::swiglu, &silu<float>, &silu_grad<float>);
 }
 
 TEST(MlpActivationContract, double_evaluation_within_the_charged_error) {
-  check_contract<double>(MlpActivation::gelu, &gelu<double>, &gelu_grad<double>);
-  check_contract<double>(MlpActivation::gelu_tanh, &gelu_tanh<double>, &gelu_tanh_grad<double>);
-  check_contract<double>(MlpActivation::swiglu, &silu<double>, &silu_grad<double>);
+  check_contract<double>(Activation::gelu, &gelu<double>, &gelu_grad<double>);
+  check_contract<double>(Activation::gelu_tanh, &gelu_tanh<double>, &gelu_tanh_grad<double>);
+  check_contract<double>(Activation::swiglu, &silu<double>, &silu_grad<double>);
 }
 
 }  // namespace

@@ -7,15 +7,6 @@ namespace {
 
 using reference::hp;
 
-reference::MlpActivation reference_activation(Activation a) {
-  switch (a) {
-    case Activation::gelu: return reference::MlpActivation::gelu;
-    case Activation::gelu_tanh: return reference::MlpActivation::gelu_tanh;
-    case Activation::swiglu: return reference::MlpActivation::swiglu;
-  }
-  return reference::MlpActivation::gelu;
-}
-
 // Rows [first, first + count) of a [rows, ...] tensor in hp.
 Tensor<hp> rows(const Tensor<hp>& t, std::size_t first, std::size_t count) {
   Shape shape = t.shape();
@@ -43,7 +34,7 @@ void unfuse(const Tensor<hp>& value, const Tensor<hp>& bound, Activation act, st
 template <class T>
 MlpExpected mlp_expected(const MlpCase& c, const MlpData<T>& d) {
   using reference::to_hp;
-  const auto act = reference_activation(c.cfg.activation);
+  const Activation act = c.cfg.activation;
   const auto x = to_hp<hp>(d.x), w_up = to_hp<hp>(d.w_up), b_up = to_hp<hp>(d.b_up),
              w_down = to_hp<hp>(d.w_down), b_down = to_hp<hp>(d.b_down), dy = to_hp<hp>(d.dy);
   const auto fwd = reference::mlp<hp>(x, w_up, b_up, w_down, b_down, act);

@@ -18,11 +18,10 @@ namespace shardcheck::props::ref {
 namespace {
 
 using reference::hp;
-using reference::MlpActivation;
 
 // sup|f'''| (gelu''' = φ(x)(x³ − 4x) peaks near 0.78; the tanh form and silu''' lower), checked
 // below.
-hp third_derivative_bound(MlpActivation) { return hp(1); }
+hp third_derivative_bound(Activation) { return hp(1); }
 
 Tensor<hp> eighths(Shape shape) {
   const auto v = *rc::gen::container<std::vector<int>>(numel(shape), uniform(-16, 16));
@@ -31,13 +30,12 @@ Tensor<hp> eighths(Shape shape) {
   return t;
 }
 
-const MlpActivation all_activations[] = {MlpActivation::gelu, MlpActivation::gelu_tanh,
-                                         MlpActivation::swiglu};
+const Activation all_activations[] = {Activation::gelu, Activation::gelu_tanh, Activation::swiglu};
 
 TEST(mlp_reference, derivative_bounds_hold_on_a_dense_grid) {
   // f'' and f''' by central differences of the exact f' (step 2^-24: truncation ~2^-48).
   const hp h = reference::pow2<hp>(-24);
-  for (MlpActivation act : all_activations) {
+  for (Activation act : all_activations) {
     hp worst2(0), worst3(0);
     for (int i = -16 * 64; i <= 16 * 64; ++i) {
       const hp x = hp(i) / 64;
@@ -57,8 +55,8 @@ TEST(mlp_reference, derivative_bounds_hold_on_a_dense_grid) {
 
 RC_GTEST_PROP(mlp_reference, gradients_equal_central_finite_differences, ()) {
   using std::abs;
-  const MlpActivation act = *rc::gen::elementOf(
-      std::vector<MlpActivation>(std::begin(all_activations), std::end(all_activations)));
+  const Activation act = *rc::gen::elementOf(
+      std::vector<Activation>(std::begin(all_activations), std::end(all_activations)));
   const std::size_t k = reference::mlp_up_rows(act);
   const std::size_t n = *uniform<std::size_t>(1, 3), hid = *uniform<std::size_t>(1, 3),
                     f = *uniform<std::size_t>(1, 3);
@@ -101,8 +99,8 @@ RC_GTEST_PROP(mlp_reference, gradients_equal_central_finite_differences, ()) {
   }
   const hp f3 = third_derivative_bound(act), s2 = reference::second_derivative_bound<hp>(act);
   const hp m3 =
-      weight * (act == MlpActivation::swiglu ? f3 * s * s * s * (u_max + s + 1) + 3 * s2 * s * s * s
-                                             : f3 * s * s * s);
+      weight * (act == Activation::swiglu ? f3 * s * s * s * (u_max + s + 1) + 3 * s2 * s * s * s
+                                          : f3 * s * s * s);
   reference::FdOptions<hp> opt;
   opt.smoothness = reference::Smoothness::smooth;
   opt.third_derivative_bound = [m3](std::size_t, const hp&) { return m3; };
@@ -127,7 +125,7 @@ RC_GTEST_PROP(mlp_reference, gradients_equal_central_finite_differences, ()) {
 TEST(mlp_reference, errors_name_the_shapes) {
   try {
     (void)reference::mlp<hp>(Tensor<hp>({2, 3}), Tensor<hp>({4, 3}), Tensor<hp>(),
-                             Tensor<hp>({3, 4}), Tensor<hp>(), MlpActivation::swiglu);
+                             Tensor<hp>({3, 4}), Tensor<hp>(), Activation::swiglu);
     ADD_FAILURE() << "no error";
   } catch (const std::invalid_argument& e) {
     EXPECT_STREQ(e.what(),

@@ -10,15 +10,6 @@ using reference::Propagator;
 using reference::Tracked;
 using reference::TrackedTensor;
 
-reference::NormKind ref_kind(NormKind k) {
-  switch (k) {
-    case NormKind::layer_norm: return reference::NormKind::layer_norm;
-    case NormKind::layer_norm_no_bias: return reference::NormKind::layer_norm_no_bias;
-    case NormKind::rms_norm: return reference::NormKind::rms_norm;
-  }
-  return reference::NormKind::layer_norm;
-}
-
 ExpectedTensor expect(const TrackedTensor<hp>& t, const Propagator<hp>& P) {
   return {t.values(), t.bounds(P)};
 }
@@ -60,7 +51,7 @@ NormExpected norm_expected(const NormCase& c, const NormData<T>& d) {
   using A = acc_t<T>;
   const auto arith = reference::arithmetic_of<T>();
   const Propagator<hp> P(arith);
-  const auto kind = ref_kind(c.kind());
+  const auto kind = c.kind();
   const hp eps = reference::to_hp<hp>(static_cast<A>(c.norm().norm.eps));
   const auto token_parts = split_sizes(c.norm().token_split, c.tokens(), c.world);
   const auto x = TrackedTensor<hp>::exact(reference::to_hp<hp>(d.x));

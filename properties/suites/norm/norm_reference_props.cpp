@@ -32,7 +32,6 @@ using reference::compare_gradient;
 using reference::Evaluation;
 using reference::gamma;
 using reference::hp;
-using reference::NormKind;
 using reference::Propagator;
 using reference::to_hp;
 using reference::TrackedTensor;

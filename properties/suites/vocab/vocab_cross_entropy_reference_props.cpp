@@ -35,7 +35,7 @@ const hp u_hp = reference::unit_roundoff_of<hp>();
 struct CeCase {
   std::size_t tokens = 1, vocab = 1;
   std::vector<std::int64_t> targets;
-  reference::CrossEntropyOptions<hp> opt;
+  CrossEntropyOptions opt;
   Tensor<hp> z, dloss;
 };
 
@@ -44,8 +44,8 @@ rc::Gen<CeCase> genCeCase() {
     CeCase c;
     c.tokens = *uniform<std::size_t>(1, 3);
     c.vocab = *uniform<std::size_t>(1, 6);
-    c.opt.reduction = reference::CeReduction::none;
-    c.opt.label_smoothing = hp(*rc::gen::element(0.0, 0.25, 0.125));
+    c.opt.reduction = LossReduction::none;
+    c.opt.label_smoothing = *rc::gen::element(0.0, 0.25, 0.125);
     for (std::size_t t = 0; t < c.tokens; ++t) {
       c.targets.push_back(*uniform<int>(0, 4) == 0
                               ? std::int64_t{-100}
@@ -56,9 +56,7 @@ rc::Gen<CeCase> genCeCase() {
     for (std::size_t t = 0; t < c.tokens; ++t) d.push_back(*genLogUniform<double>(-2, 1));
     c.z = to_hp(Tensor<double>({c.tokens, c.vocab}, z));
     c.dloss = to_hp(Tensor<double>({c.tokens}, d));
-    auto weight = [] {
-      return *uniform(0, 5) == 0 ? hp(0) : hp(*genLogUniform<double>(-3, 2, true, 4));
-    };
+    auto weight = [] { return *uniform(0, 5) == 0 ? 0.0 : *genLogUniform<double>(-3, 2, true, 4); };
     if (*uniform(0, 1) == 1) {
       for (std::size_t v = 0; v < c.vocab; ++v) c.opt.class_weight.push_back(weight());
     }
@@ -93,16 +91,17 @@ WeightScale weight_scale(const CeCase& c) {
   WeightScale s;
   hp c_total(0), c_max(0);
   for (std::size_t v = 0; v < c.vocab; ++v) {
-    const hp cv = c.opt.class_weight.empty() ? hp(1) : c.opt.class_weight[v];
+    const hp cv = c.opt.class_weight.empty() ? hp(1) : hp(c.opt.class_weight[v]);
     c_total += cv;
     c_max = abs(cv) > c_max ? abs(cv) : c_max;
   }
-  const hp eps = c.opt.label_smoothing;
+  const hp eps(c.opt.label_smoothing);
   for (std::size_t t = 0; t < c.tokens; ++t) {
-    const hp om = c.opt.token_weight.empty() ? hp(1) : c.opt.token_weight[t];
+    const hp om = c.opt.token_weight.empty() ? hp(1) : hp(c.opt.token_weight[t]);
     const std::int64_t y = c.targets[t];
     hp cy(1);
-    if (!c.opt.class_weight.empty() && y >= 0) cy = c.opt.class_weight[static_cast<std::size_t>(y)];
+    if (!c.opt.class_weight.empty() && y >= 0)
+      cy = hp(c.opt.class_weight[static_cast<std::size_t>(y)]);
     s.wk.push_back(abs(om * ((1 - eps) * cy + eps / hp(c.vocab) * c_total)));
     s.wc.push_back(abs(om) * c_max);
   }

@@ -18,14 +18,7 @@ VocabExpected vocab_expected(const VocabCase& c, const VocabData<T>& d) {
     e.dw = {std::move(g.dw), std::move(g.bound)};
     return e;
   }
-  reference::CrossEntropyOptions<hp> opt;
-  opt.ignore_index = c.ce.ignore_index;
-  opt.label_smoothing = hp(c.ce.label_smoothing);
-  for (double w : c.ce.class_weight) opt.class_weight.push_back(hp(w));
-  for (double w : c.ce.token_weight) opt.token_weight.push_back(hp(w));
-  opt.reduction = c.ce.reduction == LossReduction::none  ? reference::CeReduction::none
-                  : c.ce.reduction == LossReduction::sum ? reference::CeReduction::sum
-                                                         : reference::CeReduction::mean;
+  const CrossEntropyOptions& opt = c.ce;  // the loss's options, without the split
   auto r = reference::cross_entropy<hp>(opt, reference::to_hp<hp>(d.logits), c.ids,
                                         reference::to_hp<hp>(d.dloss), arith);
   e.loss = {std::move(r.loss), std::move(r.loss_bound)};
