@@ -9,7 +9,7 @@
 #                   library): nothing that carries behaviour, not even layout/ or the runtime's
 #                   Algorithm, since the reference includes it;
 #   reference/   includes only reference/, tensor/, runtime/dtype.hpp (the value types the
-#                dense ops need) and its family's data-only ops/<family>/<family>_config.hpp:
+#                dense ops need) and a family's data-only ops/<family>/<family>_config.hpp:
 #                never op code (any other ops/ header), layout/, budget/ or another runtime
 #                header.
 #

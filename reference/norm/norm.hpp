@@ -1,374 +1,22 @@
 // LayerNorm and RMSNorm, forward and backward, in the high-precision scalar R, with an a-priori
-// elementwise error bound for an implementation that follows lib/ops/norm/norm.hpp's arithmetic
-// contract (every step one IEEE operation in the accumulator A, y/dx rounded once to T, the
-// parameter gradients rounded to T per rank and summed in T over the ranks). docs/norm.md has
-// the derivation in prose; each rule below names its step.
-//
-// Method: forward error propagation with rigorous per-operation bounds (Higham, ASNA 2nd ed.,
-// §2.2 and §3.1; the "running error analysis" of §3.3 done a priori, from the exact operands).
-// Every intermediate quantity q is carried as Tracked{v, e, r}:
-//   v  the value computed in R (the reference's value),
-//   e  a bound on |q̂ − q|, q̂ the implementation's value, q the exact value,
-//   r  a bound on |v − q| (R's own roundings; ~2^-113 relative, kept so nothing assumes the
-//      reference is exact).
-// An element's bound is e + r (|q̂ − v| ≤ |q̂ − q| + |q − v|), raised by gamma_{64}(u_R) for
-// the bound's own evaluation in R (sums and products of nonnegative numbers).
-// Rules, with u, eta the unit roundoff and smallest subnormal of the format the step rounds to
-// (IEEE round to nearest: |fl(z) − z| ≤ u·|z| + eta/2, and additions are exact when the result
-// is subnormal, Hauser 1996), and M_a = |a.v| + a.r ≥ |a| (the exact magnitude):
-//   a ± b      e = e_a + e_b + u·(|v| + r + e_a + e_b)
-//   a · b      p = M_a·e_b + M_b·e_a + e_a·e_b;          e = p + u·(|v| + r + p) + eta/2
-//   a / b      m_b = |b.v| − b.r − e_b > 0 (else the bound is +inf: b̂ may be 0)
-//              p = (M_b·e_a + M_a·e_b) / ((|b.v| − b.r)·m_b); e = p + u·(|v| + r + p) + eta/2
-//   sqrt(a)    a ≥ 0 exactly; p = min(e_a / sqrt(|a.v| − a.r), sqrt(e_a))
-//              (|√â − √a| = |â − a|/(√â + √a) ≤ e_a/√a, and ≤ √|â − a| always);
-//              e = p + u·(|v| + r + p) + eta/2
-//   Σ_k a_k    n terms, any order: e = Σ e_k + gamma_{n−1}(u)·Σ (M_k + e_k)   (Higham (3.4);
-//              no underflow term: additions are exact when subnormal)
-//   round to T e = e_a + u_T·(|v| + r + e_a) + eta_T/2   (nothing when T = A)
-// and r follows the same rules with u_R, eta_R = 0 (R's exponent range is far wider than every
-// value here). The rules are sound whatever the magnitudes, including catastrophic cancellation
-// in x − mean and in the backward's g − c1 − xhat·c2: the bound then grows as the condition
-// number does, which is the point.
-// fma: an implementation may contract a·b + c; one rounding of the exact a·b + c is within the
-// bound of the two-rounding evaluation (each rule's rounding term is ≥ u·|result|).
-// Underflow is covered by the eta/2 terms. Overflow in A is excluded by the suite's value ranges
-// (docs/norm.md);
-// a final rounding to T that overflows gives ±inf, which properties/engine/tensor_check accepts
-// exactly when |exact| + bound reaches T's overflow threshold.
+// elementwise error bound for lib/ops/norm/norm.hpp's arithmetic contract. Two halves, each in
+// its own header:
+//   norm_definition.hpp  the definition in plain loops: norm_forward, norm_backward (formulas
+//                        there)
+//   norm_bound.hpp       the bound: forward error propagation, one function per step of the op
+//                        (docs/norm.md, "The bound")
+// norm_expected() below pairs every value of the definition with its bound.
 #pragma once
 
 #include "ops/norm/norm_config.hpp"
 #include "reference/bounds.hpp"
+#include "reference/norm/norm_bound.hpp"
+#include "reference/norm/norm_definition.hpp"
 #include "reference/precision.hpp"
 
-#include <cmath>
-#include <limits>
 #include <span>
-#include <stdexcept>
-#include <string>
-#include <vector>
 
 namespace shardcheck::reference {
-
-template <class R = hp>
-struct Tracked {
-  R v{0};  // the value in R
-  R e{0};  // |implementation − exact| ≤ e
-  R r{0};  // |v − exact| ≤ r
-  R magnitude() const {
-    using std::abs;
-    return abs(v) + r;
-  }
-  R bound() const { return e + r; }
-};
-
-// The propagation rules above for one arithmetic (storage T, accumulator A).
-template <class R = hp>
-class Propagator {
- public:
-  explicit Propagator(const Arithmetic& arith)
-      : u_(unit_roundoff<R>(arith.accumulate)),
-        eta_(smallest_subnormal<R>(arith.accumulate)),
-        ut_(unit_roundoff<R>(arith.storage)),
-        etat_(smallest_subnormal<R>(arith.storage)),
-        ur_(unit_roundoff_of<R>()),
-        same_(arith.storage == arith.accumulate) {}
-
-  static Tracked<R> exact(const R& v) { return {v, R(0), R(0)}; }
-
-  Tracked<R> add(const Tracked<R>& a, const Tracked<R>& b) const { return addsub(a, b, a.v + b.v); }
-  Tracked<R> sub(const Tracked<R>& a, const Tracked<R>& b) const { return addsub(a, b, a.v - b.v); }
-
-  Tracked<R> mul(const Tracked<R>& a, const Tracked<R>& b) const {
-    using std::abs;
-    Tracked<R> o;
-    o.v = a.v * b.v;
-    const R pr = times(abs(a.v), b.r) + times(abs(b.v), a.r) + times(a.r, b.r);
-    o.r = pr + 2 * ur_ * abs(o.v);
-    const R p = times(a.magnitude(), b.e) + times(b.magnitude(), a.e) + times(a.e, b.e);
-    o.e = p + u_ * (abs(o.v) + o.r + p) + eta_ / 2;
-    return o;
-  }
-
-  Tracked<R> div(const Tracked<R>& a, const Tracked<R>& b) const {
-    using std::abs;
-    Tracked<R> o;
-    o.v = a.v / b.v;
-    const R bl = abs(b.v) - b.r;  // ≤ |b|
-    if (!(bl > 0)) {
-      // R's own value of the divisor is too uncertain to exclude 0 (an ill-conditioned row:
-      // var far below u_R·mean²): the reference cannot decide this element, so neither its
-      // value nor the implementation's is bounded. Both bounds become +inf (accepted, and
-      // counted by the suite's statistics as ratio 0); docs/norm.md says how rare this is.
-      o.r = std::numeric_limits<R>::infinity();
-      o.e = std::numeric_limits<R>::infinity();
-      return o;
-    }
-    o.r = (abs(b.v) * a.r + abs(a.v) * b.r) / (abs(b.v) * bl) + 2 * ur_ * abs(o.v);
-    const R mb = bl - b.e;  // ≤ |b̂|
-    if (!(mb > 0)) {
-      o.e = std::numeric_limits<R>::infinity();
-      return o;
-    }
-    const R p = (times(b.magnitude(), a.e) + times(a.magnitude(), b.e)) / (bl * mb);
-    // Division by an exact power of two (the hidden size 1, 2, 4, ...) only rounds when the
-    // quotient is subnormal.
-    const bool exact_pow2 = b.e == 0 && b.r == 0 && is_pow2(abs(b.v));
-    o.e = p + (exact_pow2 ? R(0) : R(u_ * (abs(o.v) + o.r + p))) + eta_ / 2;
-    return o;
-  }
-
-  Tracked<R> sqrt(const Tracked<R>& a) const {
-    using std::sqrt;
-    Tracked<R> o;
-    o.v = sqrt(a.v);
-    const R lo = a.v - a.r;
-    o.r = (lo > 0 ? R(a.r / sqrt(lo)) : R(sqrt(a.r))) + 2 * ur_ * o.v;
-    const R via_root = lo > 0 ? R(a.e / sqrt(lo)) : std::numeric_limits<R>::infinity();
-    const R direct = sqrt(a.e);
-    const R p = via_root < direct ? via_root : direct;
-    o.e = p + u_ * (o.v + o.r + p) + eta_ / 2;
-    return o;
-  }
-
-  // Σ terms in A, any order.
-  Tracked<R> sum(std::span<const Tracked<R>> terms) const { return sum_in(terms, u_); }
-
-  // Rounded once from A to T.
-  Tracked<R> to_storage(const Tracked<R>& a) const {
-    using std::abs;
-    if (same_) return a;
-    Tracked<R> o = a;
-    o.e = a.e + ut_ * (abs(a.v) + a.r + a.e) + etat_ / 2;
-    return o;
-  }
-
-  // Σ parts in T (a reduction across ranks, any order); empty parts are exact zeros and do not
-  // count (a sum with an exact +0 is exact).
-  Tracked<R> sum_in_storage(std::span<const Tracked<R>> parts) const { return sum_in(parts, ut_); }
-
-  // The bound of a final value: e + r, raised for its evaluation in R.
-  R final_bound(const Tracked<R>& a) const { return a.bound() * (1 + gamma<R>(64, ur_)); }
-
- private:
-  // m·e for bounds, with 0·inf = 0: a term whose magnitude is exactly 0 contributes nothing
-  // however large the other factor's error bound (an infinite bound means "no bound").
-  static R times(const R& m, const R& e) { return m == 0 || e == 0 ? R(0) : R(m * e); }
-  static bool is_pow2(const R& v) {
-    using std::frexp;
-    if (!(v > 0)) return false;
-    int ex = 0;
-    return frexp(v, &ex) == R(0.5);
-  }
-
-  Tracked<R> addsub(const Tracked<R>& a, const Tracked<R>& b, const R& v) const {
-    using std::abs;
-    Tracked<R> o;
-    o.v = v;
-    o.r = a.r + b.r + 2 * ur_ * abs(v);
-    const R p = a.e + b.e;
-    o.e = p + u_ * (abs(v) + o.r + p);
-    return o;
-  }
-
-  Tracked<R> sum_in(std::span<const Tracked<R>> terms, const R& u) const {
-    using std::abs;
-    Tracked<R> o;
-    R mag(0), e(0), r(0), absv(0);
-    for (const auto& t : terms) {
-      o.v += t.v;
-      mag += t.magnitude() + t.e;
-      e += t.e;
-      r += t.r;
-      absv += abs(t.v);
-    }
-    const std::size_t n = terms.size();
-    o.e = e + (n >= 2 ? gamma<R>(n - 1, u) * mag : R(0));
-    o.r = r + (n >= 2 ? R(2 * gamma<R>(n - 1, ur_) * absv) : R(0));
-    return o;
-  }
-
-  R u_, eta_, ut_, etat_, ur_;
-  bool same_;
-};
-
-// A tensor of tracked values, row-major.
-template <class R = hp>
-struct TrackedTensor {
-  Shape shape;
-  std::vector<Tracked<R>> data;
-  TrackedTensor() = default;
-  explicit TrackedTensor(Shape s) : shape(std::move(s)), data(numel(shape)) {}
-  static TrackedTensor exact(const Tensor<R>& t) {
-    TrackedTensor o(t.shape());
-    for (std::size_t i = 0; i < t.size(); ++i) o.data[i] = Propagator<R>::exact(t[i]);
-    return o;
-  }
-  Tracked<R>& operator()(std::size_t i, std::size_t j) { return data[i * shape[1] + j]; }
-  const Tracked<R>& operator()(std::size_t i, std::size_t j) const {
-    return data[i * shape[1] + j];
-  }
-  bool empty() const { return data.empty(); }
-  Tensor<R> values() const {
-    std::vector<R> v;
-    for (const auto& t : data) v.push_back(t.v);
-    return Tensor<R>(shape, std::move(v));
-  }
-  Tensor<R> bounds(const Propagator<R>& p) const {
-    std::vector<R> v;
-    for (const auto& t : data) v.push_back(p.final_bound(t));
-    return Tensor<R>(shape, std::move(v));
-  }
-  // The reference's own error bound r per element (for the finite-difference checks).
-  Tensor<R> reference_errors() const {
-    std::vector<R> v;
-    for (const auto& t : data) v.push_back(t.r);
-    return Tensor<R>(shape, std::move(v));
-  }
-};
-
-template <class R = hp>
-struct NormForwardTracked {
-  TrackedTensor<R> y;            // [tokens, hidden], rounded to T
-  TrackedTensor<R> xhat;         // [tokens, hidden], in A
-  std::vector<Tracked<R>> rstd;  // [tokens], in A
-};
-
-namespace detail {
-template <class R>
-void require_norm_shapes(NormKind kind, const Shape& x, const Tensor<R>& gamma,
-                         const Tensor<R>& beta, const Shape* dy) {
-  auto fail = [&](const std::string& why) {
-    throw std::invalid_argument("reference::norm: x " + format_shape(x) + ", gamma " +
-                                format_shape(gamma.shape()) + ", beta " +
-                                format_shape(beta.shape()) + ": " + why);
-  };
-  if (x.size() != 2 || x[1] == 0) fail("x must be [tokens, hidden] with hidden >= 1");
-  if (gamma.shape() != Shape{x[1]}) fail("gamma must be [hidden]");
-  if (kind == NormKind::layer_norm && beta.shape() != Shape{x[1]}) fail("beta must be [hidden]");
-  if (kind != NormKind::layer_norm && !beta.empty()) fail("this kind has no beta: pass it empty");
-  if (dy != nullptr && *dy != x) fail("dy must have x's shape");
-}
-}  // namespace detail
-
-// The forward, per token, following lib/ops/norm/norm.hpp step by step: the library's
-// norm_forward(cfg, x, gamma, beta) with cfg.kind first and the reference-only arguments last:
-// `eps`, the accumulator's eps (acc_t<T>(cfg.eps), exact in R), and the propagator P. x may carry
-// errors (the Megatron block feeds exact x; the bound machinery does not care).
-template <HighPrecision R = hp>
-NormForwardTracked<R> norm_forward(NormKind kind, const TrackedTensor<R>& x, const Tensor<R>& gamma,
-                                   const Tensor<R>& beta, const R& eps, const Propagator<R>& P) {
-  detail::require_norm_shapes(kind, x.shape, gamma, beta, nullptr);
-  const std::size_t tokens = x.shape[0], n = x.shape[1];
-  const auto count = Propagator<R>::exact(R(n));
-  const auto eps_t = Propagator<R>::exact(eps);
-  NormForwardTracked<R> out{TrackedTensor<R>(x.shape), TrackedTensor<R>(x.shape), {}};
-  std::vector<Tracked<R>> terms(n);
-  for (std::size_t t = 0; t < tokens; ++t) {
-    Tracked<R> rstd;
-    if (kind == NormKind::rms_norm) {
-      for (std::size_t i = 0; i < n; ++i) terms[i] = P.mul(x(t, i), x(t, i));
-      const auto ms = P.div(P.sum(terms), count);
-      rstd = P.div(Propagator<R>::exact(R(1)), P.sqrt(P.add(ms, eps_t)));
-      for (std::size_t i = 0; i < n; ++i) out.xhat(t, i) = P.mul(x(t, i), rstd);
-    } else {
-      for (std::size_t i = 0; i < n; ++i) terms[i] = x(t, i);
-      const auto mean = P.div(P.sum(terms), count);
-      std::vector<Tracked<R>> d(n);
-      for (std::size_t i = 0; i < n; ++i) {
-        d[i] = P.sub(x(t, i), mean);
-        terms[i] = P.mul(d[i], d[i]);
-      }
-      // var ≥ 0 exactly: keep the reference's value non-negative under R's roundings.
-      const auto var = P.div(P.sum(terms), count);
-      rstd = P.div(Propagator<R>::exact(R(1)), P.sqrt(P.add(var, eps_t)));
-      for (std::size_t i = 0; i < n; ++i) out.xhat(t, i) = P.mul(d[i], rstd);
-    }
-    out.rstd.push_back(rstd);
-    for (std::size_t i = 0; i < n; ++i) {
-      auto v = P.mul(out.xhat(t, i), Propagator<R>::exact(gamma[i]));
-      if (kind == NormKind::layer_norm) v = P.add(v, Propagator<R>::exact(beta[i]));
-      out.y(t, i) = P.to_storage(v);
-    }
-  }
-  return out;
-}
-
-template <class R = hp>
-struct NormBackwardTracked {
-  TrackedTensor<R> dx;      // [tokens, hidden], rounded to T
-  TrackedTensor<R> dgamma;  // [hidden]: per-part partial sums rounded to T, summed in T
-  TrackedTensor<R> dbeta;   // [hidden], empty without beta
-};
-
-// The backward: the library's norm_backward(cfg, x, gamma, dy), arguments as norm_forward's.
-// `token_parts`: the token counts of the ranks in order (empty: one part, the dense op); each
-// part's partial dgamma/dbeta is a sum in A rounded to T, then the parts are summed in T. dy may
-// carry errors (the block's dz).
-template <HighPrecision R = hp>
-NormBackwardTracked<R> norm_backward(NormKind kind, const TrackedTensor<R>& x,
-                                     const Tensor<R>& gamma, const TrackedTensor<R>& dy,
-                                     const R& eps, const Propagator<R>& P,
-                                     std::span<const std::size_t> token_parts = {}) {
-  detail::require_norm_shapes(kind, x.shape, gamma,
-                              kind == NormKind::layer_norm ? gamma : Tensor<R>(), &dy.shape);
-  const std::size_t tokens = x.shape[0], n = x.shape[1];
-  std::vector<std::size_t> parts(token_parts.begin(), token_parts.end());
-  if (parts.empty()) parts.push_back(tokens);
-  std::size_t total = 0;
-  for (auto p : parts) total += p;
-  if (total != tokens)
-    throw std::invalid_argument("reference::norm_backward: token_parts must add up to tokens");
-  const Tensor<R> no_beta;
-  const auto fwd =
-      norm_forward<R>(kind, x, gamma, kind == NormKind::layer_norm ? gamma : no_beta, eps, P);
-  const auto count = Propagator<R>::exact(R(n));
-  NormBackwardTracked<R> out;
-  out.dx = TrackedTensor<R>(x.shape);
-  std::vector<Tracked<R>> g(n), terms(n);
-  for (std::size_t t = 0; t < tokens; ++t) {
-    for (std::size_t i = 0; i < n; ++i) g[i] = P.mul(dy(t, i), Propagator<R>::exact(gamma[i]));
-    for (std::size_t i = 0; i < n; ++i) terms[i] = P.mul(g[i], fwd.xhat(t, i));
-    const auto c2 = P.div(P.sum(terms), count);
-    const auto& rstd = fwd.rstd[t];
-    if (kind == NormKind::rms_norm) {
-      for (std::size_t i = 0; i < n; ++i) {
-        out.dx(t, i) = P.to_storage(P.mul(P.sub(g[i], P.mul(fwd.xhat(t, i), c2)), rstd));
-      }
-    } else {
-      const auto c1 = P.div(P.sum(std::span<const Tracked<R>>(g)), count);
-      for (std::size_t i = 0; i < n; ++i) {
-        const auto centered = P.sub(g[i], c1);
-        out.dx(t, i) = P.to_storage(P.mul(P.sub(centered, P.mul(fwd.xhat(t, i), c2)), rstd));
-      }
-    }
-  }
-  // Parameter gradients: per part a sum over its tokens in A, rounded to T; parts summed in T.
-  out.dgamma = TrackedTensor<R>(Shape{n});
-  if (kind == NormKind::layer_norm) out.dbeta = TrackedTensor<R>(Shape{n});
-  std::vector<Tracked<R>> pg, pb, col;
-  for (std::size_t i = 0; i < n; ++i) {
-    pg.clear();
-    pb.clear();
-    std::size_t t0 = 0;
-    for (const std::size_t len : parts) {
-      if (len == 0) continue;
-      col.clear();
-      for (std::size_t t = t0; t < t0 + len; ++t) col.push_back(P.mul(dy(t, i), fwd.xhat(t, i)));
-      pg.push_back(P.to_storage(P.sum(col)));
-      if (kind == NormKind::layer_norm) {
-        col.clear();
-        for (std::size_t t = t0; t < t0 + len; ++t) col.push_back(dy(t, i));
-        pb.push_back(P.to_storage(P.sum(col)));
-      }
-      t0 += len;
-    }
-    out.dgamma.data[i] = P.sum_in_storage(pg);
-    if (kind == NormKind::layer_norm) out.dbeta.data[i] = P.sum_in_storage(pb);
-  }
-  return out;
-}
 
 // Values and bounds, the form the suites compare with.
 template <class R = hp>
@@ -376,29 +24,33 @@ struct NormExpected {
   Tensor<R> y, y_bound, dx, dx_bound, dgamma, dgamma_bound, dbeta, dbeta_bound;
 };
 
-// Forward and backward of a norm for storage-typed inputs (converted exactly). `eps`: the
-// accumulator's eps. `token_parts`: the sequence-parallel token split (empty for dense).
+// Forward and backward of a norm for exact inputs: the values of norm_definition.hpp, the bounds
+// of norm_bound.hpp's propagation. `eps`: the accumulator's eps. `arith`: the implementation's
+// storage T and accumulator (arithmetic_of<T>()). `token_parts`: the sequence-parallel token
+// split (empty for dense).
 template <HighPrecision R = hp>
 NormExpected<R> norm_expected(NormKind kind, const Tensor<R>& x, const Tensor<R>& gamma,
                               const Tensor<R>& beta, const Tensor<R>& dy, const R& eps,
                               const Arithmetic& arith,
                               std::span<const std::size_t> token_parts = {}) {
   detail::require_norm_shapes(kind, x.shape(), gamma, beta, &dy.shape());
+  const auto fwd = norm_forward<R>(kind, x, gamma, beta, eps);
+  const auto grads = norm_backward<R>(kind, x, gamma, dy, eps, token_parts);
   const Propagator<R> P(arith);
   const auto xt = TrackedTensor<R>::exact(x);
-  const auto fwd = norm_forward<R>(kind, xt, gamma, beta, eps, P);
-  const auto bwd =
-      norm_backward<R>(kind, xt, gamma, TrackedTensor<R>::exact(dy), eps, P, token_parts);
+  const auto fwd_t = propagate_norm_forward<R>(kind, xt, gamma, beta, eps, P);
+  const auto bwd_t =
+      propagate_norm_backward<R>(kind, xt, gamma, TrackedTensor<R>::exact(dy), eps, P, token_parts);
   NormExpected<R> e;
-  e.y = fwd.y.values();
-  e.y_bound = fwd.y.bounds(P);
-  e.dx = bwd.dx.values();
-  e.dx_bound = bwd.dx.bounds(P);
-  e.dgamma = bwd.dgamma.values();
-  e.dgamma_bound = bwd.dgamma.bounds(P);
+  e.y = fwd.y;
+  e.y_bound = fwd_t.y.bounds(P);
+  e.dx = grads.dx;
+  e.dx_bound = bwd_t.dx.bounds(P);
+  e.dgamma = grads.dgamma;
+  e.dgamma_bound = bwd_t.dgamma.bounds(P);
   if (kind == NormKind::layer_norm) {
-    e.dbeta = bwd.dbeta.values();
-    e.dbeta_bound = bwd.dbeta.bounds(P);
+    e.dbeta = grads.dbeta;
+    e.dbeta_bound = bwd_t.dbeta.bounds(P);
   }
   return e;
 }

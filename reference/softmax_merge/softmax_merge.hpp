@@ -121,7 +121,7 @@ R slack() {
 
 // A product of bounds with 0·inf = 0: a term whose magnitude (or weight error) is exactly 0
 // contributes nothing, however large the other factor's bound (an infinite bound means "no
-// bound", as in reference/norm/norm.hpp).
+// bound", as in reference/norm/norm_bound.hpp).
 template <class R>
 R times(const R& a, const R& b) {
   return a == 0 || b == 0 ? R(0) : R(a * b);

@@ -54,26 +54,29 @@ NormExpected norm_expected(const NormCase& c, const NormData<T>& d) {
   const auto kind = c.kind();
   const hp eps = reference::to_hp<hp>(static_cast<A>(c.norm().norm.eps));
   const auto token_parts = split_sizes(c.norm().token_split, c.tokens(), c.world);
-  const auto x = TrackedTensor<hp>::exact(reference::to_hp<hp>(d.x));
   const auto gamma = reference::to_hp<hp>(d.gamma);
   const auto beta = reference::to_hp<hp>(d.beta);
-  const auto dy = TrackedTensor<hp>::exact(reference::to_hp<hp>(d.dy));
   NormExpected e;
   if (c.op == NormOp::norm) {
-    const auto f = reference::norm_forward<hp>(kind, x, gamma, beta, eps, P);
-    const auto b = reference::norm_backward<hp>(kind, x, gamma, dy, eps, P, token_parts);
-    e.y = expect(f.y, P);
-    e.dx = expect(b.dx, P);
-    e.dgamma = expect(b.dgamma, P);
-    if (!b.dbeta.empty()) e.dbeta = expect(b.dbeta, P);
+    // The definition's values, the propagation's bounds.
+    auto r = reference::norm_expected<hp>(kind, reference::to_hp<hp>(d.x), gamma, beta,
+                                          reference::to_hp<hp>(d.dy), eps, arith, token_parts);
+    e.y = {std::move(r.y), std::move(r.y_bound)};
+    e.dx = {std::move(r.dx), std::move(r.dx_bound)};
+    e.dgamma = {std::move(r.dgamma), std::move(r.dgamma_bound)};
+    if (!r.dbeta.empty()) e.dbeta = {std::move(r.dbeta), std::move(r.dbeta_bound)};
     return e;
   }
+  // The Megatron block: the bound's propagation through the whole block, which carries the
+  // values in R (the definition's, for the norm: norm_reference_props checks it).
+  const auto x = TrackedTensor<hp>::exact(reference::to_hp<hp>(d.x));
+  const auto dy = TrackedTensor<hp>::exact(reference::to_hp<hp>(d.dy));
   const std::size_t tokens = c.tokens(), h = c.hidden, ffn = c.block.ffn;
   const auto ffn_parts = split_sizes(c.block.ffn_split, ffn, c.world);
   const std::vector<std::size_t> whole_h{h}, whole_t{tokens};
   const auto w1 = TrackedTensor<hp>::exact(reference::to_hp<hp>(d.w1));  // [ffn, h]
   const auto w2 = TrackedTensor<hp>::exact(reference::to_hp<hp>(d.w2));  // [h, ffn]
-  const auto z = reference::norm_forward<hp>(kind, x, gamma, beta, eps, P).y;
+  const auto z = reference::propagate_norm_forward<hp>(kind, x, gamma, beta, eps, P).y;
   // a [tokens, ffn] = z·W1ᵀ: one dot over hidden.
   const auto a = contract(P, {&z, false}, {&w1, false}, tokens, ffn, whole_h);
   // y [tokens, h] = a·W2ᵀ over ffn, split by the ffn shards.
@@ -85,7 +88,7 @@ NormExpected norm_expected(const NormCase& c, const NormData<T>& d) {
   const auto dw1 = contract(P, {&da, true}, {&z, true}, ffn, h, whole_t);
   // dz [tokens, h] = da·W1 over ffn, split by the ffn shards (reduce_scatter of partials).
   const auto dz = contract(P, {&da, false}, {&w1, true}, tokens, h, ffn_parts);
-  const auto b = reference::norm_backward<hp>(kind, x, gamma, dz, eps, P, token_parts);
+  const auto b = reference::propagate_norm_backward<hp>(kind, x, gamma, dz, eps, P, token_parts);
   e.y = expect(y, P);
   e.dx = expect(b.dx, P);
   e.dgamma = expect(b.dgamma, P);

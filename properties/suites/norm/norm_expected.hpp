@@ -14,7 +14,8 @@ struct NormExpected {
 };
 
 // norm:  reference::norm_expected with the token split as the parts of dgamma/dbeta.
-// block: the same error propagation through the whole block (reference/norm/norm.hpp's Propagator):
+// block: the same error propagation through the whole block (reference/norm/norm_bound.hpp's
+// Propagator):
 //        z = T(norm(x)); a = T(Σ_i z·W1) one dot over hidden in A; y = Σ_r T(Σ_{f in r} a·W2)
 //        the ffn split's partial dots in A rounded to T and summed in T; backward da = T(dy·W2)
 //        one dot over hidden; dz = Σ_r T(Σ_{f in r} da·W1) as y; dW1 = T(Σ_t da·z),

@@ -15,7 +15,9 @@
 // evaluated with D raised to D + 2h (each a_k moves by at most h) and s lowered to
 // max(eps, s(θ) − 4·D·h) (s is convex along the line, so s ≥ s(θ) + s'(θ)·τ).
 // The evaluation bound E of L and the analytic gradient's own error are the reference's r
-// bounds (reference/norm/norm.hpp's Tracked::r), so nothing assumes R is exact.
+// bounds (reference/norm/norm_bound.hpp's Tracked::r), so nothing assumes R is exact.
+// And the definition (norm_definition.hpp, plain loops) against the bound's propagation
+// (norm_bound.hpp), which carries the values it bounds: the same values in R, bit for bit.
 #include "testing/reference_gen.hpp"
 
 #include "reference/finite_difference.hpp"
@@ -101,8 +103,8 @@ Unpacked unpack(const NormCase& c, const Tensor<hp>& th) {
 Evaluation<hp> loss(const NormCase& c, const Tensor<hp>& th) {
   using std::abs;
   const auto u = unpack(c, th);
-  const auto f = reference::norm_forward<hp>(c.kind, TrackedTensor<hp>::exact(u.x), u.g, u.b, c.eps,
-                                             propagator());
+  const auto f = reference::propagate_norm_forward<hp>(c.kind, TrackedTensor<hp>::exact(u.x), u.g,
+                                                       u.b, c.eps, propagator());
   hp value(0), err(0), mag(0);
   for (std::size_t e = 0; e < c.dy.size(); ++e) {
     value += c.dy[e] * f.y.data[e].v;
@@ -152,8 +154,8 @@ struct Gradient {
 Gradient analytic_gradient(const NormCase& c, bool drop_c2) {
   const auto& P = propagator();
   const auto x = TrackedTensor<hp>::exact(c.x);
-  const auto b =
-      reference::norm_backward<hp>(c.kind, x, c.gamma_, TrackedTensor<hp>::exact(c.dy), c.eps, P);
+  const auto b = reference::propagate_norm_backward<hp>(c.kind, x, c.gamma_,
+                                                        TrackedTensor<hp>::exact(c.dy), c.eps, P);
   Gradient g;
   for (const auto* t : {&b.dx, &b.dgamma, &b.dbeta}) {
     for (const auto& v : t->data) {
@@ -163,8 +165,8 @@ Gradient analytic_gradient(const NormCase& c, bool drop_c2) {
   }
   if (drop_c2) {
     // dx_i + xhat_i·c2·rstd: recompute the term in R from the forward.
-    const auto f = reference::norm_forward<hp>(c.kind, x, c.gamma_,
-                                               c.has_beta() ? c.beta : Tensor<hp>(), c.eps, P);
+    const auto f = reference::propagate_norm_forward<hp>(
+        c.kind, x, c.gamma_, c.has_beta() ? c.beta : Tensor<hp>(), c.eps, P);
     for (std::size_t t = 0; t < c.tokens; ++t) {
       hp c2(0);
       for (std::size_t i = 0; i < c.hidden; ++i) {
@@ -225,6 +227,44 @@ RC_GTEST_PROP(finite_difference, norm_backward_matches_central_differences_bfloa
 }
 RC_GTEST_PROP(finite_difference, norm_backward_without_its_c2_term_is_caught, ()) {
   fd_case<double>(true);
+}
+
+// ---------------------------------------------------------------- definition and bound agree
+
+// The bound holds for the propagation's values; norm_expected reports the definition's. They are
+// the same operations in the same order in R, so they must agree exactly, for every kind and any
+// split of the tokens into parts.
+template <class T>
+void definition_matches_propagation() {
+  const NormCase c = genCase<T>();
+  RC_TAG(kind_name(c.kind));
+  // 1 to 4 parts, empty ones included, the last taking what is left.
+  const std::size_t nparts = *uniform<std::size_t>(1, 4);
+  std::vector<std::size_t> parts;
+  std::size_t left = c.tokens;
+  for (std::size_t p = 0; p + 1 < nparts; ++p) {
+    parts.push_back(*uniform<std::size_t>(0, left));
+    left -= parts.back();
+  }
+  parts.push_back(left);
+  const auto& P = propagator();
+  const auto x = TrackedTensor<hp>::exact(c.x);
+  const auto f = reference::norm_forward<hp>(c.kind, c.x, c.gamma_, c.beta, c.eps);
+  const auto ft = reference::propagate_norm_forward<hp>(c.kind, x, c.gamma_, c.beta, c.eps, P);
+  const auto b = reference::norm_backward<hp>(c.kind, c.x, c.gamma_, c.dy, c.eps, parts);
+  const auto bt = reference::propagate_norm_backward<hp>(
+      c.kind, x, c.gamma_, TrackedTensor<hp>::exact(c.dy), c.eps, P, parts);
+  RC_ASSERT(f.y.values() == ft.y.values().values());
+  RC_ASSERT(f.xhat.values() == ft.xhat.values().values());
+  for (std::size_t t = 0; t < c.tokens; ++t) RC_ASSERT(f.rstd[t] == ft.rstd[t].v);
+  RC_ASSERT(b.dx.values() == bt.dx.values().values());
+  RC_ASSERT(b.dgamma.values() == bt.dgamma.values().values());
+  RC_ASSERT(b.dbeta.empty() == bt.dbeta.empty());
+  if (c.has_beta()) RC_ASSERT(b.dbeta.values() == bt.dbeta.values().values());
+}
+
+RC_GTEST_PROP(norm_reference, definition_and_bound_propagation_compute_the_same_values, ()) {
+  definition_matches_propagation<double>();
 }
 
 // ---------------------------------------------------------------- soundness of the bounds

@@ -1,0 +1,387 @@
+// The a-priori elementwise error bound of LayerNorm and RMSNorm, forward and backward, for an
+// implementation that follows lib/ops/norm/norm.hpp's arithmetic contract (every step one IEEE
+// operation in the accumulator A, y/dx rounded once to T, the parameter gradients rounded to T
+// per rank and summed in T over the ranks). The definition in plain loops is norm_definition.hpp;
+// norm.hpp includes both. docs/norm.md has the derivation in prose; each rule below names its
+// step, and the propagation through the norm is one function per step of the op:
+//   normalize_row        mean, d = x − mean, var (or ms), rstd = 1/sqrt(· + eps), xhat
+//   scale_and_shift_row  y = xhat·gamma (+ beta), rounded to T
+//   input_gradient_row   g = dy·gamma, c1, c2, dx = ((g − c1) − xhat·c2)·rstd, rounded to T
+//   parameter_gradients  dgamma, dbeta: per part a sum over its tokens in A rounded to T, the
+//                        parts summed in T (the all_reduce)
+// propagate_norm_forward and propagate_norm_backward chain them. They carry the values in R too
+// (the bound needs them): the same operations in the same order as norm_definition.hpp.
+//
+// Method: forward error propagation with rigorous per-operation bounds (Higham, ASNA 2nd ed.,
+// §2.2 and §3.1; the "running error analysis" of §3.3 done a priori, from the exact operands).
+// Every intermediate quantity q is carried as Tracked{v, e, r}:
+//   v  the value computed in R (the reference's value),
+//   e  a bound on |q̂ − q|, q̂ the implementation's value, q the exact value,
+//   r  a bound on |v − q| (R's own roundings; ~2^-113 relative, kept so nothing assumes the
+//      reference is exact).
+// An element's bound is e + r (|q̂ − v| ≤ |q̂ − q| + |q − v|), raised by gamma_{64}(u_R) for
+// the bound's own evaluation in R (sums and products of nonnegative numbers).
+// Rules, with u, eta the unit roundoff and smallest subnormal of the format the step rounds to
+// (IEEE round to nearest: |fl(z) − z| ≤ u·|z| + eta/2, and additions are exact when the result
+// is subnormal, Hauser 1996), and M_a = |a.v| + a.r ≥ |a| (the exact magnitude):
+//   a ± b      e = e_a + e_b + u·(|v| + r + e_a + e_b)
+//   a · b      p = M_a·e_b + M_b·e_a + e_a·e_b;          e = p + u·(|v| + r + p) + eta/2
+//   a / b      m_b = |b.v| − b.r − e_b > 0 (else the bound is +inf: b̂ may be 0)
+//              p = (M_b·e_a + M_a·e_b) / ((|b.v| − b.r)·m_b); e = p + u·(|v| + r + p) + eta/2
+//   sqrt(a)    a ≥ 0 exactly; p = min(e_a / sqrt(|a.v| − a.r), sqrt(e_a))
+//              (|√â − √a| = |â − a|/(√â + √a) ≤ e_a/√a, and ≤ √|â − a| always);
+//              e = p + u·(|v| + r + p) + eta/2
+//   Σ_k a_k    n terms, any order: e = Σ e_k + gamma_{n−1}(u)·Σ (M_k + e_k)   (Higham (3.4);
+//              no underflow term: additions are exact when subnormal)
+//   round to T e = e_a + u_T·(|v| + r + e_a) + eta_T/2   (nothing when T = A)
+// and r follows the same rules with u_R, eta_R = 0 (R's exponent range is far wider than every
+// value here). The rules are sound whatever the magnitudes, including catastrophic cancellation
+// in x − mean and in the backward's g − c1 − xhat·c2: the bound then grows as the condition
+// number does, which is the point.
+// fma: an implementation may contract a·b + c; one rounding of the exact a·b + c is within the
+// bound of the two-rounding evaluation (each rule's rounding term is ≥ u·|result|).
+// Underflow is covered by the eta/2 terms. Overflow in A is excluded by the suite's value ranges
+// (docs/norm.md);
+// a final rounding to T that overflows gives ±inf, which properties/engine/tensor_check accepts
+// exactly when |exact| + bound reaches T's overflow threshold.
+#pragma once
+
+#include "ops/norm/norm_config.hpp"
+#include "reference/bounds.hpp"
+#include "reference/norm/norm_definition.hpp"
+#include "reference/precision.hpp"
+
+#include <cmath>
+#include <limits>
+#include <span>
+#include <vector>
+
+namespace shardcheck::reference {
+
+template <class R = hp>
+struct Tracked {
+  R v{0};  // the value in R
+  R e{0};  // |implementation − exact| ≤ e
+  R r{0};  // |v − exact| ≤ r
+  R magnitude() const {
+    using std::abs;
+    return abs(v) + r;
+  }
+  R bound() const { return e + r; }
+};
+
+// The propagation rules above for one arithmetic (storage T, accumulator A).
+template <class R = hp>
+class Propagator {
+ public:
+  explicit Propagator(const Arithmetic& arith)
+      : u_(unit_roundoff<R>(arith.accumulate)),
+        eta_(smallest_subnormal<R>(arith.accumulate)),
+        ut_(unit_roundoff<R>(arith.storage)),
+        etat_(smallest_subnormal<R>(arith.storage)),
+        ur_(unit_roundoff_of<R>()),
+        same_(arith.storage == arith.accumulate) {}
+
+  static Tracked<R> exact(const R& v) { return {v, R(0), R(0)}; }
+
+  Tracked<R> add(const Tracked<R>& a, const Tracked<R>& b) const { return addsub(a, b, a.v + b.v); }
+  Tracked<R> sub(const Tracked<R>& a, const Tracked<R>& b) const { return addsub(a, b, a.v - b.v); }
+
+  Tracked<R> mul(const Tracked<R>& a, const Tracked<R>& b) const {
+    using std::abs;
+    Tracked<R> o;
+    o.v = a.v * b.v;
+    const R pr = times(abs(a.v), b.r) + times(abs(b.v), a.r) + times(a.r, b.r);
+    o.r = pr + 2 * ur_ * abs(o.v);
+    const R p = times(a.magnitude(), b.e) + times(b.magnitude(), a.e) + times(a.e, b.e);
+    o.e = p + u_ * (abs(o.v) + o.r + p) + eta_ / 2;
+    return o;
+  }
+
+  Tracked<R> div(const Tracked<R>& a, const Tracked<R>& b) const {
+    using std::abs;
+    Tracked<R> o;
+    o.v = a.v / b.v;
+    const R bl = abs(b.v) - b.r;  // ≤ |b|
+    if (!(bl > 0)) {
+      // R's own value of the divisor is too uncertain to exclude 0 (an ill-conditioned row:
+      // var far below u_R·mean²): the reference cannot decide this element, so neither its
+      // value nor the implementation's is bounded. Both bounds become +inf (accepted, and
+      // counted by the suite's statistics as ratio 0); docs/norm.md says how rare this is.
+      o.r = std::numeric_limits<R>::infinity();
+      o.e = std::numeric_limits<R>::infinity();
+      return o;
+    }
+    o.r = (abs(b.v) * a.r + abs(a.v) * b.r) / (abs(b.v) * bl) + 2 * ur_ * abs(o.v);
+    const R mb = bl - b.e;  // ≤ |b̂|
+    if (!(mb > 0)) {
+      o.e = std::numeric_limits<R>::infinity();
+      return o;
+    }
+    const R p = (times(b.magnitude(), a.e) + times(a.magnitude(), b.e)) / (bl * mb);
+    // Division by an exact power of two (the hidden size 1, 2, 4, ...) only rounds when the
+    // quotient is subnormal.
+    const bool exact_pow2 = b.e == 0 && b.r == 0 && is_pow2(abs(b.v));
+    o.e = p + (exact_pow2 ? R(0) : R(u_ * (abs(o.v) + o.r + p))) + eta_ / 2;
+    return o;
+  }
+
+  Tracked<R> sqrt(const Tracked<R>& a) const {
+    using std::sqrt;
+    Tracked<R> o;
+    o.v = sqrt(a.v);
+    const R lo = a.v - a.r;
+    o.r = (lo > 0 ? R(a.r / sqrt(lo)) : R(sqrt(a.r))) + 2 * ur_ * o.v;
+    const R via_root = lo > 0 ? R(a.e / sqrt(lo)) : std::numeric_limits<R>::infinity();
+    const R direct = sqrt(a.e);
+    const R p = via_root < direct ? via_root : direct;
+    o.e = p + u_ * (o.v + o.r + p) + eta_ / 2;
+    return o;
+  }
+
+  // Σ terms in A, any order.
+  Tracked<R> sum(std::span<const Tracked<R>> terms) const { return sum_in(terms, u_); }
+
+  // Rounded once from A to T.
+  Tracked<R> to_storage(const Tracked<R>& a) const {
+    using std::abs;
+    if (same_) return a;
+    Tracked<R> o = a;
+    o.e = a.e + ut_ * (abs(a.v) + a.r + a.e) + etat_ / 2;
+    return o;
+  }
+
+  // Σ parts in T (a reduction across ranks, any order); empty parts are exact zeros and do not
+  // count (a sum with an exact +0 is exact).
+  Tracked<R> sum_in_storage(std::span<const Tracked<R>> parts) const { return sum_in(parts, ut_); }
+
+  // The bound of a final value: e + r, raised for its evaluation in R.
+  R final_bound(const Tracked<R>& a) const { return a.bound() * (1 + gamma<R>(64, ur_)); }
+
+ private:
+  // m·e for bounds, with 0·inf = 0: a term whose magnitude is exactly 0 contributes nothing
+  // however large the other factor's error bound (an infinite bound means "no bound").
+  static R times(const R& m, const R& e) { return m == 0 || e == 0 ? R(0) : R(m * e); }
+  static bool is_pow2(const R& v) {
+    using std::frexp;
+    if (!(v > 0)) return false;
+    int ex = 0;
+    return frexp(v, &ex) == R(0.5);
+  }
+
+  Tracked<R> addsub(const Tracked<R>& a, const Tracked<R>& b, const R& v) const {
+    using std::abs;
+    Tracked<R> o;
+    o.v = v;
+    o.r = a.r + b.r + 2 * ur_ * abs(v);
+    const R p = a.e + b.e;
+    o.e = p + u_ * (abs(v) + o.r + p);
+    return o;
+  }
+
+  Tracked<R> sum_in(std::span<const Tracked<R>> terms, const R& u) const {
+    using std::abs;
+    Tracked<R> o;
+    R mag(0), e(0), r(0), absv(0);
+    for (const auto& t : terms) {
+      o.v += t.v;
+      mag += t.magnitude() + t.e;
+      e += t.e;
+      r += t.r;
+      absv += abs(t.v);
+    }
+    const std::size_t n = terms.size();
+    o.e = e + (n >= 2 ? gamma<R>(n - 1, u) * mag : R(0));
+    o.r = r + (n >= 2 ? R(2 * gamma<R>(n - 1, ur_) * absv) : R(0));
+    return o;
+  }
+
+  R u_, eta_, ut_, etat_, ur_;
+  bool same_;
+};
+
+// A tensor of tracked values, row-major.
+template <class R = hp>
+struct TrackedTensor {
+  Shape shape;
+  std::vector<Tracked<R>> data;
+  TrackedTensor() = default;
+  explicit TrackedTensor(Shape s) : shape(std::move(s)), data(numel(shape)) {}
+  static TrackedTensor exact(const Tensor<R>& t) {
+    TrackedTensor o(t.shape());
+    for (std::size_t i = 0; i < t.size(); ++i) o.data[i] = Propagator<R>::exact(t[i]);
+    return o;
+  }
+  Tracked<R>& operator()(std::size_t i, std::size_t j) { return data[i * shape[1] + j]; }
+  const Tracked<R>& operator()(std::size_t i, std::size_t j) const {
+    return data[i * shape[1] + j];
+  }
+  bool empty() const { return data.empty(); }
+  Tensor<R> values() const {
+    std::vector<R> v;
+    for (const auto& t : data) v.push_back(t.v);
+    return Tensor<R>(shape, std::move(v));
+  }
+  Tensor<R> bounds(const Propagator<R>& p) const {
+    std::vector<R> v;
+    for (const auto& t : data) v.push_back(p.final_bound(t));
+    return Tensor<R>(shape, std::move(v));
+  }
+  // The reference's own error bound r per element (for the finite-difference checks).
+  Tensor<R> reference_errors() const {
+    std::vector<R> v;
+    for (const auto& t : data) v.push_back(t.r);
+    return Tensor<R>(shape, std::move(v));
+  }
+};
+
+template <class R = hp>
+struct NormForwardTracked {
+  TrackedTensor<R> y;            // [tokens, hidden], rounded to T
+  TrackedTensor<R> xhat;         // [tokens, hidden], in A
+  std::vector<Tracked<R>> rstd;  // [tokens], in A
+};
+
+template <class R = hp>
+struct NormBackwardTracked {
+  TrackedTensor<R> dx;      // [tokens, hidden], rounded to T
+  TrackedTensor<R> dgamma;  // [hidden]: per-part partial sums rounded to T, summed in T
+  TrackedTensor<R> dbeta;   // [hidden], empty without beta
+};
+
+// ---- the steps ----
+
+// Token t's statistics and normalized values: layer_norm mean = Σx/n, d = x − mean,
+// var = Σd²/n; rms_norm d = x, ms = Σx²/n; rstd = 1/sqrt(var (or ms) + eps); xhat = d·rstd, all
+// in A. Writes out.xhat's row t and returns rstd.
+template <class R>
+Tracked<R> normalize_row(NormKind kind, const TrackedTensor<R>& x, std::size_t t, const R& eps,
+                         const Propagator<R>& P, NormForwardTracked<R>& out) {
+  const std::size_t n = x.shape[1];
+  const auto count = Propagator<R>::exact(R(n));
+  std::vector<Tracked<R>> d(n), terms(n);
+  if (kind == NormKind::rms_norm) {
+    for (std::size_t i = 0; i < n; ++i) d[i] = x(t, i);
+  } else {
+    for (std::size_t i = 0; i < n; ++i) terms[i] = x(t, i);
+    const auto mean = P.div(P.sum(terms), count);
+    for (std::size_t i = 0; i < n; ++i) d[i] = P.sub(x(t, i), mean);
+  }
+  for (std::size_t i = 0; i < n; ++i) terms[i] = P.mul(d[i], d[i]);
+  const auto var = P.div(P.sum(terms), count);  // ms for rms_norm
+  const auto rstd =
+      P.div(Propagator<R>::exact(R(1)), P.sqrt(P.add(var, Propagator<R>::exact(eps))));
+  for (std::size_t i = 0; i < n; ++i) out.xhat(t, i) = P.mul(d[i], rstd);
+  return rstd;
+}
+
+// Token t's output: y = xhat·gamma (+ beta for layer_norm) in A, rounded once to T.
+template <class R>
+void scale_and_shift_row(NormKind kind, std::size_t t, const Tensor<R>& gamma,
+                         const Tensor<R>& beta, const Propagator<R>& P,
+                         NormForwardTracked<R>& out) {
+  const std::size_t n = out.xhat.shape[1];
+  for (std::size_t i = 0; i < n; ++i) {
+    auto v = P.mul(out.xhat(t, i), Propagator<R>::exact(gamma[i]));
+    if (kind == NormKind::layer_norm) v = P.add(v, Propagator<R>::exact(beta[i]));
+    out.y(t, i) = P.to_storage(v);
+  }
+}
+
+// Token t's input gradient: g = dy·gamma, c2 = Σ g·xhat/n, c1 = Σ g/n (layer kinds),
+// dx = ((g − c1) − xhat·c2)·rstd (rms_norm: (g − xhat·c2)·rstd) in A, rounded once to T.
+template <class R>
+void input_gradient_row(NormKind kind, std::size_t t, const Tensor<R>& gamma,
+                        const TrackedTensor<R>& dy, const NormForwardTracked<R>& fwd,
+                        const Propagator<R>& P, TrackedTensor<R>& dx) {
+  const std::size_t n = dx.shape[1];
+  const auto count = Propagator<R>::exact(R(n));
+  std::vector<Tracked<R>> g(n), terms(n);
+  for (std::size_t i = 0; i < n; ++i) g[i] = P.mul(dy(t, i), Propagator<R>::exact(gamma[i]));
+  for (std::size_t i = 0; i < n; ++i) terms[i] = P.mul(g[i], fwd.xhat(t, i));
+  const auto c2 = P.div(P.sum(terms), count);
+  const auto& rstd = fwd.rstd[t];
+  if (kind == NormKind::rms_norm) {
+    for (std::size_t i = 0; i < n; ++i) {
+      dx(t, i) = P.to_storage(P.mul(P.sub(g[i], P.mul(fwd.xhat(t, i), c2)), rstd));
+    }
+  } else {
+    const auto c1 = P.div(P.sum(std::span<const Tracked<R>>(g)), count);
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto centered = P.sub(g[i], c1);
+      dx(t, i) = P.to_storage(P.mul(P.sub(centered, P.mul(fwd.xhat(t, i), c2)), rstd));
+    }
+  }
+}
+
+// The parameter gradients: per part (a rank's tokens, in order) dgamma = Σ_t dy·xhat and
+// dbeta = Σ_t dy in A, each rounded to T; the parts summed in T (the all_reduce, any order).
+// Empty parts are exact zeros and do not count.
+template <class R>
+void parameter_gradients(NormKind kind, const TrackedTensor<R>& dy,
+                         const NormForwardTracked<R>& fwd, std::span<const std::size_t> parts,
+                         const Propagator<R>& P, NormBackwardTracked<R>& out) {
+  const std::size_t n = dy.shape[1];
+  out.dgamma = TrackedTensor<R>(Shape{n});
+  if (kind == NormKind::layer_norm) out.dbeta = TrackedTensor<R>(Shape{n});
+  std::vector<Tracked<R>> pg, pb, col;
+  for (std::size_t i = 0; i < n; ++i) {
+    pg.clear();
+    pb.clear();
+    std::size_t t0 = 0;
+    for (const std::size_t len : parts) {
+      if (len == 0) continue;
+      col.clear();
+      for (std::size_t t = t0; t < t0 + len; ++t) col.push_back(P.mul(dy(t, i), fwd.xhat(t, i)));
+      pg.push_back(P.to_storage(P.sum(col)));
+      if (kind == NormKind::layer_norm) {
+        col.clear();
+        for (std::size_t t = t0; t < t0 + len; ++t) col.push_back(dy(t, i));
+        pb.push_back(P.to_storage(P.sum(col)));
+      }
+      t0 += len;
+    }
+    out.dgamma.data[i] = P.sum_in_storage(pg);
+    if (kind == NormKind::layer_norm) out.dbeta.data[i] = P.sum_in_storage(pb);
+  }
+}
+
+// ---- the op, step by step ----
+
+// The forward, per token: normalize_row, then scale_and_shift_row. Arguments as the definition's
+// norm_forward, x tracked (it may carry errors: the Megatron block's propagation feeds exact x,
+// the machinery does not care) and the propagator P last.
+template <HighPrecision R = hp>
+NormForwardTracked<R> propagate_norm_forward(NormKind kind, const TrackedTensor<R>& x,
+                                             const Tensor<R>& gamma, const Tensor<R>& beta,
+                                             const R& eps, const Propagator<R>& P) {
+  detail::require_norm_shapes(kind, x.shape, gamma, beta, nullptr);
+  NormForwardTracked<R> out{TrackedTensor<R>(x.shape), TrackedTensor<R>(x.shape), {}};
+  for (std::size_t t = 0; t < x.shape[0]; ++t) {
+    out.rstd.push_back(normalize_row(kind, x, t, eps, P, out));
+    scale_and_shift_row(kind, t, gamma, beta, P, out);
+  }
+  return out;
+}
+
+// The backward: the forward's steps, input_gradient_row per token, then parameter_gradients.
+// `token_parts`: the token counts of the ranks in order (empty: one part, the dense op). dy may
+// carry errors (the block's dz).
+template <HighPrecision R = hp>
+NormBackwardTracked<R> propagate_norm_backward(NormKind kind, const TrackedTensor<R>& x,
+                                               const Tensor<R>& gamma, const TrackedTensor<R>& dy,
+                                               const R& eps, const Propagator<R>& P,
+                                               std::span<const std::size_t> token_parts = {}) {
+  const bool beta = kind == NormKind::layer_norm;
+  detail::require_norm_shapes(kind, x.shape, gamma, beta ? gamma : Tensor<R>(), &dy.shape);
+  const auto parts = detail::norm_token_parts(token_parts, x.shape[0]);
+  const auto fwd = propagate_norm_forward<R>(kind, x, gamma, beta ? gamma : Tensor<R>(), eps, P);
+  NormBackwardTracked<R> out;
+  out.dx = TrackedTensor<R>(x.shape);
+  for (std::size_t t = 0; t < x.shape[0]; ++t)
+    input_gradient_row(kind, t, gamma, dy, fwd, P, out.dx);
+  parameter_gradients(kind, dy, fwd, parts, P, out);
+  return out;
+}
+
+}  // namespace shardcheck::reference
