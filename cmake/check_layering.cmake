@@ -4,6 +4,8 @@
 #                generators/, testing/), reports/ or tools/;
 #     lib/runtime/  only runtime/ and tensor/ (the bottom layer: no layout, ops or budget)
 #     lib/layout/   no ops/ or budget/
+#     lib/ops/      no budget/ (the ops take their collective buffers from ops/workspace.hpp,
+#                   which counts their bytes; budget/ sits above and reads the count)
 #   reference/   includes only reference/, tensor/ and runtime/dtype.hpp (the value types the
 #                dense ops need): never op code (ops/), layout/, budget/ or another runtime
 #                header, so the oracle cannot share a bug with the library it judges.
@@ -34,6 +36,8 @@ function(check_tree root out)
           set(rule "lib/runtime/ may include only runtime/ and tensor/")
         elseif(f MATCHES "^lib/layout/" AND inc MATCHES "^(ops|budget)/")
           set(rule "lib/layout/ must not include ops/ or budget/")
+        elseif(f MATCHES "^lib/ops/" AND inc MATCHES "^budget/")
+          set(rule "lib/ops/ must not include budget/")
         endif()
       elseif(f MATCHES "^reference/")
         if(NOT inc MATCHES "^(reference/|tensor/|runtime/dtype\\.hpp$)")
@@ -55,16 +59,18 @@ if(SELF_TEST)
   file(WRITE ${root}/lib/ops/b.cpp "#include \"engine/suite.hpp\"\n")
   file(WRITE ${root}/lib/runtime/c.hpp "#include \"layout/placement.hpp\"\n")
   file(WRITE ${root}/lib/layout/d.hpp "#include \"ops/linear/linear.hpp\"\n")
+  file(WRITE ${root}/lib/ops/g.cpp "#include \"budget/live_bytes.hpp\"\n")
   file(WRITE ${root}/reference/e.hpp "#include \"ops/linear/linear.hpp\"\n")
   file(WRITE ${root}/reference/f.hpp "#include \"runtime/communicator.hpp\"\n")
   file(WRITE ${root}/reference/ok.hpp "#include \"runtime/dtype.hpp\"\n#include \"tensor/tensor.hpp\"\n")
-  file(WRITE ${root}/lib/ops/ok.cpp "#include \"layout/placement.hpp\"\n")
+  file(WRITE ${root}/lib/ops/ok.cpp "#include \"layout/placement.hpp\"\n#include \"ops/workspace.hpp\"\n")
+  file(WRITE ${root}/lib/budget/ok.cpp "#include \"ops/workspace.hpp\"\n")
   check_tree(${root} found)
   list(LENGTH found n)
-  if(NOT n EQUAL 6)
-    message(FATAL_ERROR "layering self-test: expected 6 violations, found ${n}:\n${found}")
+  if(NOT n EQUAL 7)
+    message(FATAL_ERROR "layering self-test: expected 7 violations, found ${n}:\n${found}")
   endif()
-  message(STATUS "layering self-test: all 6 planted violations reported")
+  message(STATUS "layering self-test: all 7 planted violations reported")
   return()
 endif()
 
