@@ -1,6 +1,6 @@
 #include "ops/tp_transitions.hpp"
 
-#include "budget/live_bytes.hpp"
+#include "ops/workspace.hpp"
 #include "runtime/errors.hpp"
 
 #include <numeric>
@@ -105,8 +105,8 @@ Tensor<T> all_gather_last_axis(Communicator& comm, const Tensor<T>& shard,
   const std::size_t cols = std::accumulate(col_counts.begin(), col_counts.end(), std::size_t{0});
   // Gather the row-major pieces whole (block k = [rows, c_k] at offset rows·off_k), then move
   // each block's rows into its columns.
-  std::vector<T> blocks(rows * cols);
-  const auto blocks_bytes = budget::HeldBytes::of(blocks);  // the receive buffer (budget/)
+  auto held_blocks = Workspace::of_this_rank().buffer<T>(rows * cols);  // the receive buffer
+  std::vector<T>& blocks = *held_blocks;
   const auto counts = scaled(col_counts, rows);
   comm.all_gather(shard.span(), std::span<T>(blocks), std::span<const std::size_t>(counts));
   Tensor<T> full(Shape{rows, cols});

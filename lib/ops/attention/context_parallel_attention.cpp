@@ -2,8 +2,8 @@
 // positions, the ring and all-gather algorithms, forward and backward, on one rank each.
 #include "ops/attention/context_parallel_attention.hpp"
 
-#include "budget/live_bytes.hpp"
 #include "ops/softmax_merge/softmax_merge.hpp"
+#include "ops/workspace.hpp"
 #include "runtime/errors.hpp"
 
 #include <algorithm>
@@ -157,24 +157,23 @@ std::vector<E> to_ranks(const Tensor<E>& seq, const std::vector<std::size_t>& le
   return out;
 }
 
-// `held` takes the bytes of the returned (reordered) tensor for the tracker (budget/).
+// x of every rank in sequence order: the all_gather's receive buffer and the reordered copy
+// returned are both the workspace's.
 template <class T>
-Tensor<T> gather_sequence(Communicator& cp, const Tensor<T>& x,
-                          const std::vector<std::size_t>& lens, budget::HeldBytes& held) {
+Held<Tensor<T>> gather_sequence(Communicator& cp, const Workspace& ws, const Tensor<T>& x,
+                                const std::vector<std::size_t>& lens) {
   const std::size_t batch = x.dim(0), row = row_elems(x.shape());
   std::vector<std::size_t> counts;
   counts.reserve(lens.size());
   for (auto l : lens) counts.push_back(batch * l * row);
   std::size_t total = 0;
   for (auto c : counts) total += c;
-  std::vector<T> gathered(total);
-  const auto gathered_bytes = budget::HeldBytes::of(gathered);
-  cp.all_gather(std::span<const T>(x.values()), std::span<T>(gathered), counts);
-  auto seq = to_sequence(gathered, lens, batch, row);
-  held = budget::HeldBytes::of(seq);
+  auto gathered = ws.buffer<T>(total);
+  cp.all_gather(std::span<const T>(x.values()), std::span<T>(*gathered), counts);
+  auto seq = to_sequence(*gathered, lens, batch, row);
   std::size_t len = 0;
   for (auto l : lens) len += l;
-  return Tensor<T>(Shape{batch, len, x.dim(2), x.dim(3)}, std::move(seq.values()));
+  return ws.hold(Tensor<T>(Shape{batch, len, x.dim(2), x.dim(3)}, std::move(seq.values())));
 }
 
 std::vector<std::size_t> lengths(const Setup& s) {
@@ -270,37 +269,34 @@ AttentionOutput<T> context_parallel_attention(Communicator& cp, const AttentionC
   const int p = cp.size(), r = cp.rank();
   const auto& mine = s.mine(r);
   const std::size_t batch = q.dim(0), h = q.dim(2), d = q.dim(3);
+  const auto ws = Workspace::of_this_rank();
 
   if (cc.algorithm == CpAlgorithm::all_gather) {
     const auto lens = lengths(s);
-    budget::HeldBytes k_bytes, v_bytes;
-    const Tensor<T> k_all = gather_sequence(cp, k, lens, k_bytes);
-    const Tensor<T> v_all = gather_sequence(cp, v, lens, v_bytes);
-    auto part = attention_block_forward(cfg, q, k_all, v_all, mine, concat(s));
+    const auto k_all = gather_sequence(cp, ws, k, lens);
+    const auto v_all = gather_sequence(cp, ws, v, lens);
+    auto part = attention_block_forward(cfg, q, *k_all, *v_all, mine, concat(s));
     return {round_tensor<T>(part.out), std::move(part.lse)};
   }
 
   Tensor<A> out(Shape{batch, mine.size(), h, d});
   Tensor<A> lse(Shape{batch, h, mine.size()});
   std::fill(lse.values().begin(), lse.values().end(), -std::numeric_limits<A>::infinity());
-  std::vector<T> kv = pack(k, v);
-  auto kv_bytes = budget::HeldBytes::of(kv);  // the chunk held, then each received one
+  auto kv = ws.hold(pack(k, v));  // the chunk held, then each received one
   for (int step = 0; step < p; ++step) {
     const int src = (r - step + p) % p;
     const auto& pos = s.mine(src);
     if (!skip_block(cfg, mine, pos)) {
-      const Tensor<T> kc = unpack(kv, 0, with_len(k.shape(), pos.size()));
-      const Tensor<T> vc = unpack(kv, kc.size(), with_len(v.shape(), pos.size()));
+      const Tensor<T> kc = unpack(*kv, 0, with_len(k.shape(), pos.size()));
+      const Tensor<T> vc = unpack(*kv, kc.size(), with_len(v.shape(), pos.size()));
       const auto part = attention_block_forward(cfg, q, kc, vc, mine, pos);
       merge_attention_into(out, lse, part.out, part.lse);
     }
     if (step + 1 < p) {
       const auto& next_pos = s.mine((r - step - 1 + p) % p);
-      std::vector<T> next(2 * batch * next_pos.size() * row_elems(k.shape()));
-      auto next_bytes = budget::HeldBytes::of(next);
-      cp.ring_shift(std::span<const T>(kv), std::span<T>(next));
+      auto next = ws.buffer<T>(2 * batch * next_pos.size() * row_elems(k.shape()));
+      cp.ring_shift(std::span<const T>(*kv), std::span<T>(*next));
       kv = std::move(next);
-      kv_bytes = std::move(next_bytes);
     }
   }
   return {round_tensor<T>(out), std::move(lse)};
@@ -324,75 +320,66 @@ AttentionGrads<T> context_parallel_attention_backward(Communicator& cp, const At
                      format_shape(q.shape()) + " (the forward's out for this rank's positions)");
   }
   const std::size_t batch = q.dim(0), row_kv = row_elems(k.shape());
+  const auto ws = Workspace::of_this_rank();
 
   if (cc.algorithm == CpAlgorithm::all_gather) {
     const auto lens = lengths(s);
-    budget::HeldBytes k_bytes, v_bytes;
-    const Tensor<T> k_all = gather_sequence(cp, k, lens, k_bytes);
-    const Tensor<T> v_all = gather_sequence(cp, v, lens, v_bytes);
+    const auto k_all = gather_sequence(cp, ws, k, lens);
+    const auto v_all = gather_sequence(cp, ws, v, lens);
     auto g =
-        attention_block_backward(cfg, q, k_all, v_all, fwd.out, fwd.lse, dout, mine, concat(s));
+        attention_block_backward(cfg, q, *k_all, *v_all, fwd.out, fwd.lse, dout, mine, concat(s));
     std::vector<std::size_t> counts;
     counts.reserve(lens.size());
     for (auto l : lens) counts.push_back(batch * l * row_kv);
-    const Tensor<A> dk_flat(Shape{batch, g.dk.dim(1), row_kv}, std::move(g.dk.values()));
-    const Tensor<A> dv_flat(Shape{batch, g.dv.dim(1), row_kv}, std::move(g.dv.values()));
-    // The full dK/dV partials and their per-rank reordering, reduce_scatter's inputs (budget/).
-    const auto dk_flat_bytes = budget::HeldBytes::of(dk_flat);
-    const auto dv_flat_bytes = budget::HeldBytes::of(dv_flat);
-    const std::vector<A> dk_ranks = to_ranks(dk_flat, lens, batch, row_kv);
-    const auto dk_ranks_bytes = budget::HeldBytes::of(dk_ranks);
-    const std::vector<A> dv_ranks = to_ranks(dv_flat, lens, batch, row_kv);
-    const auto dv_ranks_bytes = budget::HeldBytes::of(dv_ranks);
+    // The full dK/dV partials and their per-rank reordering, reduce_scatter's inputs.
+    const auto dk_flat =
+        ws.hold(Tensor<A>(Shape{batch, g.dk.dim(1), row_kv}, std::move(g.dk.values())));
+    const auto dv_flat =
+        ws.hold(Tensor<A>(Shape{batch, g.dv.dim(1), row_kv}, std::move(g.dv.values())));
+    const auto dk_ranks = ws.hold(to_ranks(*dk_flat, lens, batch, row_kv));
+    const auto dv_ranks = ws.hold(to_ranks(*dv_flat, lens, batch, row_kv));
     Tensor<A> dk(k.shape()), dv(v.shape());
-    cp.reduce_scatter(std::span<const A>(dk_ranks), dk.span(), counts, ReduceOp::sum);
-    cp.reduce_scatter(std::span<const A>(dv_ranks), dv.span(), counts, ReduceOp::sum);
+    cp.reduce_scatter(std::span<const A>(*dk_ranks), dk.span(), counts, ReduceOp::sum);
+    cp.reduce_scatter(std::span<const A>(*dv_ranks), dv.span(), counts, ReduceOp::sum);
     return {round_tensor<T>(g.dq), round_tensor<T>(dk), round_tensor<T>(dv)};
   }
 
   Tensor<A> dq(q.shape());
-  std::vector<T> kv = pack(k, v);
-  auto kv_bytes = budget::HeldBytes::of(kv);
-  std::vector<A> dkv;  // dk | dv of the chunk this rank holds at this step, in A
-  budget::HeldBytes dkv_bytes;
+  auto kv = ws.hold(pack(k, v));
+  Held<std::vector<A>> dkv;  // dk | dv of the chunk this rank holds at this step, in A
   for (int step = 0; step < p; ++step) {
     const int src = (r - step + p) % p;
     const auto& pos = s.mine(src);
     const Shape chunk = with_len(k.shape(), pos.size());
     std::vector<A> block(2 * numel(chunk), A(0));
     if (!skip_block(cfg, mine, pos)) {
-      const Tensor<T> kc = unpack(kv, 0, chunk);
-      const Tensor<T> vc = unpack(kv, kc.size(), chunk);
+      const Tensor<T> kc = unpack(*kv, 0, chunk);
+      const Tensor<T> vc = unpack(*kv, kc.size(), chunk);
       const auto g = attention_block_backward(cfg, q, kc, vc, fwd.out, fwd.lse, dout, mine, pos);
       add_into(dq.values(), g.dq.span());
       block = pack(g.dk, g.dv);
     }
     if (step == 0) {
-      dkv = std::move(block);
-      dkv_bytes = budget::HeldBytes::of(dkv);
+      dkv = ws.hold(std::move(block));
     } else {
-      add_into(dkv, std::span<const A>(block));
+      add_into(*dkv, std::span<const A>(block));
     }
     if (p == 1) break;
     // K/V move on (cp − 1 times); dK/dV follow them (cp times: the last returns to the owner).
     const auto& next_pos = s.mine((r - step - 1 + p) % p);
     const std::size_t next_elems = 2 * batch * next_pos.size() * row_kv;
     if (step + 1 < p) {
-      std::vector<T> next(next_elems);
-      auto next_bytes = budget::HeldBytes::of(next);
-      cp.ring_shift(std::span<const T>(kv), std::span<T>(next));
+      auto next = ws.buffer<T>(next_elems);
+      cp.ring_shift(std::span<const T>(*kv), std::span<T>(*next));
       kv = std::move(next);
-      kv_bytes = std::move(next_bytes);
     }
-    std::vector<A> next_dkv(next_elems);
-    auto next_dkv_bytes = budget::HeldBytes::of(next_dkv);
-    cp.ring_shift(std::span<const A>(dkv), std::span<A>(next_dkv));
+    auto next_dkv = ws.buffer<A>(next_elems);
+    cp.ring_shift(std::span<const A>(*dkv), std::span<A>(*next_dkv));
     dkv = std::move(next_dkv);
-    dkv_bytes = std::move(next_dkv_bytes);
   }
   // dkv now holds this rank's own chunk's dk | dv.
-  return {round_tensor<T>(dq), round_tensor<T>(unpack(dkv, 0, k.shape())),
-          round_tensor<T>(unpack(dkv, k.size(), v.shape()))};
+  return {round_tensor<T>(dq), round_tensor<T>(unpack(*dkv, 0, k.shape())),
+          round_tensor<T>(unpack(*dkv, k.size(), v.shape()))};
 }
 
 #define SHARDCHECK_CP_ATTENTION(T)                                                           \

@@ -3,8 +3,8 @@
 // backward.
 #include "ops/attention/head_parallel_attention.hpp"
 
-#include "budget/live_bytes.hpp"
 #include "ops/linear/linear.hpp"
+#include "ops/workspace.hpp"
 #include "runtime/errors.hpp"
 
 #include <algorithm>
@@ -328,13 +328,18 @@ namespace {
 template <class T>
 void all_reduce_packed(Communicator& group, Algorithm algorithm,
                        std::initializer_list<Tensor<T>*> grads) {
-  std::vector<T> buf;
-  for (auto* t : grads) buf.insert(buf.end(), t->values().begin(), t->values().end());
-  const auto buf_bytes = budget::HeldBytes::of(buf);  // the packed all_reduce buffer (budget/)
-  group.all_reduce(std::span<T>(buf), ReduceOp::sum, algorithm);
+  std::size_t total = 0;
+  for (auto* t : grads) total += t->size();
+  auto buf = Workspace::of_this_rank().buffer<T>(total);  // the packed all_reduce buffer
   std::size_t off = 0;
   for (auto* t : grads) {
-    std::copy_n(buf.begin() + static_cast<std::ptrdiff_t>(off), t->size(), t->values().begin());
+    std::copy_n(t->values().begin(), t->size(), buf->begin() + static_cast<std::ptrdiff_t>(off));
+    off += t->size();
+  }
+  group.all_reduce(std::span<T>(*buf), ReduceOp::sum, algorithm);
+  off = 0;
+  for (auto* t : grads) {
+    std::copy_n(buf->begin() + static_cast<std::ptrdiff_t>(off), t->size(), t->values().begin());
     off += t->size();
   }
 }

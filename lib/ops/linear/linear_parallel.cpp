@@ -8,9 +8,9 @@
 // a full dimension it holds (dy's tokens, x's tokens, x's features). No metadata moves.
 #include "ops/linear/linear.hpp"
 
-#include "budget/live_bytes.hpp"
 #include "ops/linear/linear_internal.hpp"
 #include "ops/tp_transitions.hpp"
+#include "ops/workspace.hpp"
 
 #include <cstdint>
 #include <numeric>
@@ -64,13 +64,12 @@ ColumnParallelOutput<T> column_parallel_linear(Communicator& tp, const ColumnPar
     }
   }
 
-  Tensor<T> gathered;
-  budget::HeldBytes gathered_bytes;  // the all_gathered x, live until the end (budget/)
+  Held<Tensor<T>> gathered;  // the all_gathered x, live until the end (a workspace buffer)
   const Tensor<T>* x_full = &x;
   if (cfg.sequence_parallel_input) {
-    gathered = all_gather_tokens(tp, x, std::span<const std::size_t>(token_counts));
-    gathered_bytes = budget::HeldBytes::of(gathered);
-    x_full = &gathered;
+    gathered = Workspace::of_this_rank().hold(
+        all_gather_tokens(tp, x, std::span<const std::size_t>(token_counts)));
+    x_full = &*gathered;
   }
   ColumnParallelOutput<T> result{forward_core(*x_full, w_shard, b_shard, cfg.kernel)};
   if (cfg.gather_output) {
@@ -120,8 +119,7 @@ LinearGrads<T> column_parallel_linear_backward(Communicator& tp, const ColumnPar
 
   const std::size_t tokens = dy.dim(0);
   std::vector<std::size_t> token_counts;
-  Tensor<T> gathered;
-  budget::HeldBytes gathered_bytes;  // the all_gathered x, live until the end (budget/)
+  Held<Tensor<T>> gathered;  // the all_gathered x, live until the end (a workspace buffer)
   const Tensor<T>* x_full = &x;
   if (cfg.sequence_parallel_input) {
     token_counts =
@@ -134,9 +132,9 @@ LinearGrads<T> column_parallel_linear_backward(Communicator& tp, const ColumnPar
                        "forward");
     }
     // The backward needs the whole input for dW (Megatron gathers it again, as here).
-    gathered = all_gather_tokens(tp, x, std::span<const std::size_t>(token_counts));
-    gathered_bytes = budget::HeldBytes::of(gathered);
-    x_full = &gathered;
+    gathered = Workspace::of_this_rank().hold(
+        all_gather_tokens(tp, x, std::span<const std::size_t>(token_counts)));
+    x_full = &*gathered;
   } else if (x.dim(0) != tokens) {
     throw UsageError(where + "dy is " + format_shape(dy.shape()) + " but x is " +
                      format_shape(x.shape()) + "; dy must have x's " + str(x.dim(0)) + " tokens");
@@ -144,8 +142,9 @@ LinearGrads<T> column_parallel_linear_backward(Communicator& tp, const ColumnPar
 
   LinearGrads<T> g = backward_core(*x_full, w_shard, has_bias, *dy_r, cfg.kernel);
   if (cfg.sequence_parallel_input) {
-    const auto partial = budget::HeldBytes::of(g.dx);  // the full dx: reduce_scatter's input
-    g.dx = reduce_scatter_tokens(tp, g.dx, std::span<const std::size_t>(token_counts),
+    // The full dx, reduce_scatter's input, held in the workspace while it is reduced.
+    const auto full_dx = Workspace::of_this_rank().hold(std::move(g.dx));
+    g.dx = reduce_scatter_tokens(tp, *full_dx, std::span<const std::size_t>(token_counts),
                                  cfg.all_reduce_algorithm);
   } else {
     tp.all_reduce(g.dx.span(), ReduceOp::sum, cfg.all_reduce_algorithm);
@@ -204,8 +203,10 @@ RowParallelOutput<T> row_parallel_linear(Communicator& tp, const RowParallelConf
   if (cfg.sequence_parallel_output) {
     const auto counts = sizes_of(
         pieces(where, "x's " + str(x.dim(0)) + " tokens", cfg.token_split, x.dim(0), tp.size()));
-    const auto partial = budget::HeldBytes::of(y);  // the full partial y: reduce_scatter's input
-    y = reduce_scatter_tokens(tp, y, std::span<const std::size_t>(counts), cfg.reduce_algorithm);
+    // The full partial y, reduce_scatter's input, held in the workspace while it is reduced.
+    const auto full_y = Workspace::of_this_rank().hold(std::move(y));
+    y = reduce_scatter_tokens(tp, *full_y, std::span<const std::size_t>(counts),
+                              cfg.reduce_algorithm);
   } else {
     tp.all_reduce(y.span(), ReduceOp::sum, cfg.reduce_algorithm);
   }
@@ -232,8 +233,7 @@ LinearGrads<T> row_parallel_linear_backward(Communicator& tp, const RowParallelC
                      format_shape(w_shard.shape()) +
                      "; dy must have out = w_shard.dim(0) = " + str(w_shard.dim(0)) + " features");
   }
-  Tensor<T> gathered;
-  budget::HeldBytes gathered_bytes;  // the all_gathered dy, live until the end (budget/)
+  Held<Tensor<T>> gathered;  // the all_gathered dy, live until the end (a workspace buffer)
   const Tensor<T>* dy_full = &dy;
   if (cfg.sequence_parallel_output) {
     const auto counts = sizes_of(
@@ -246,9 +246,9 @@ LinearGrads<T> row_parallel_linear_backward(Communicator& tp, const RowParallelC
                        "); with sequence_parallel_output dy is the gradient of this rank's "
                        "token shard of y");
     }
-    gathered = all_gather_tokens(tp, dy, std::span<const std::size_t>(counts));
-    gathered_bytes = budget::HeldBytes::of(gathered);
-    dy_full = &gathered;
+    gathered = Workspace::of_this_rank().hold(
+        all_gather_tokens(tp, dy, std::span<const std::size_t>(counts)));
+    dy_full = &*gathered;
   } else if (dy.dim(0) != tokens) {
     throw UsageError(where + "dy is " + format_shape(dy.shape()) + " but x is " +
                      format_shape(x.shape()) + "; dy must have x's " + str(tokens) + " tokens");

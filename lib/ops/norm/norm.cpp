@@ -4,8 +4,8 @@
 // (reference/norm/norm.hpp) follows the code step by step.
 #include "ops/norm/norm.hpp"
 
-#include "budget/live_bytes.hpp"
 #include "ops/linear/linear_internal.hpp"
+#include "ops/workspace.hpp"
 
 #include <cmath>
 #include <string>
@@ -227,8 +227,8 @@ NormGrads<T> sequence_parallel_norm_backward(Communicator& sp,
   // One all_reduce(sum) of the partial parameter gradients: [dgamma] or [dgamma | dbeta].
   const std::size_t n = gamma.size();
   const bool bias = has_beta(cfg.norm.kind);
-  std::vector<T> buf(bias ? 2 * n : n);
-  const auto buf_bytes = budget::HeldBytes::of(buf);  // the packed all_reduce buffer (budget/)
+  auto held_buf = Workspace::of_this_rank().buffer<T>(bias ? 2 * n : n);  // the packed buffer
+  std::vector<T>& buf = *held_buf;
   std::copy_n(g.dgamma.data(), n, buf.data());
   if (bias) std::copy_n(g.dbeta.data(), n, buf.data() + n);
   sp.all_reduce(std::span<T>(buf), ReduceOp::sum, cfg.reduce_algorithm);

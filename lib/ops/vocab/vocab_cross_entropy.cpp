@@ -19,8 +19,8 @@
 //     d = K·p − c; s_t = base [· ω_t] (base = dloss[t], dloss[0] or dloss[0]/D); g = d·s_t.
 #include "ops/vocab/vocab_cross_entropy.hpp"
 
-#include "budget/live_bytes.hpp"
 #include "ops/linear/linear_internal.hpp"
+#include "ops/workspace.hpp"
 
 #include <cmath>
 #include <limits>
@@ -156,9 +156,9 @@ VocabCrossEntropyOutput<T> vocab_parallel_cross_entropy(Communicator& tp,
   }
   tp.all_reduce(std::span<A>(m), ReduceOp::max, cfg.reduce_algorithm);
 
-  std::vector<A> sums(k * tokens, A(0));  // [S_r | z_y on its owner | Z_r]
-  // The all_reduce buffer, noted for the tracker (budget/).
-  const auto sums_bytes = budget::HeldBytes::of(sums);
+  // The all_reduce buffer [S_r | z_y on its owner | Z_r], zeros, from the workspace.
+  auto held_sums = Workspace::of_this_rank().buffer<A>(k * tokens);
+  std::vector<A>& sums = *held_sums;
   for (std::size_t t = 0; t < tokens; ++t) {
     A s(0), zs(0);
     for (std::size_t v = 0; v < vr; ++v) {

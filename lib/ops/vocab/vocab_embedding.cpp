@@ -7,8 +7,8 @@
 //     rounded once to T (a plain sum: Operands::unit in reference/bounds.hpp).
 #include "ops/vocab/vocab_embedding.hpp"
 
-#include "budget/live_bytes.hpp"
 #include "ops/linear/linear_internal.hpp"
+#include "ops/workspace.hpp"
 
 #include <string>
 #include <vector>
@@ -92,13 +92,14 @@ Tensor<T> vocab_parallel_embedding(Communicator& tp, const VocabEmbeddingConfig&
     tp.all_reduce(partial.span(), ReduceOp::sum, cfg.reduce_algorithm);
     return partial;
   }
-  const auto partial_bytes = budget::HeldBytes::of(partial);  // reduce_scatter's input (budget/)
+  const auto held_partial =
+      Workspace::of_this_rank().hold(std::move(partial));  // to reduce_scatter
   const auto tps = pieces(where, "the " + str(tokens) + " tokens", cfg.token_split, tokens, p);
   std::vector<std::size_t> counts;
   counts.reserve(tps.size());
   for (const auto& q : tps) counts.push_back(q.size * h);
   Tensor<T> y(Shape{tps[static_cast<std::size_t>(r)].size, h});
-  tp.reduce_scatter(std::span<const T>(partial.span()), y.span(), counts, ReduceOp::sum,
+  tp.reduce_scatter(std::span<const T>(held_partial->span()), y.span(), counts, ReduceOp::sum,
                     cfg.reduce_algorithm);
   return y;
 }
@@ -118,8 +119,7 @@ Tensor<T> vocab_parallel_embedding_backward(Communicator& tp, const VocabEmbeddi
   check_ids(where, ids, cfg.vocab);
   check_padding(where, cfg.padding_idx, cfg.vocab);
   const std::size_t tokens = ids.size(), h = dy.dim(1);
-  Tensor<T> full;
-  budget::HeldBytes full_bytes;  // the all_gathered dy, live until the end (budget/)
+  Held<Tensor<T>> full;  // the all_gathered dy, live until the end (a workspace buffer)
   const Tensor<T>* d = &dy;
   if (cfg.sequence_parallel_output) {
     const auto tps = pieces(where, "the " + str(tokens) + " tokens", cfg.token_split, tokens, p);
@@ -133,10 +133,9 @@ Tensor<T> vocab_parallel_embedding_backward(Communicator& tp, const VocabEmbeddi
     std::vector<std::size_t> counts;
     counts.reserve(tps.size());
     for (const auto& q : tps) counts.push_back(q.size * h);
-    full = Tensor<T>(Shape{tokens, h});
-    full_bytes = budget::HeldBytes::of(full);
-    tp.all_gather(dy.span(), full.span(), counts);
-    d = &full;
+    full = Workspace::of_this_rank().hold(Tensor<T>(Shape{tokens, h}));
+    tp.all_gather(dy.span(), full->span(), counts);
+    d = &*full;
   } else if (dy.dim(0) != tokens) {
     throw UsageError(where + "dy is " + format_shape(dy.shape()) + " but there are " + str(tokens) +
                      " ids; dy must be [tokens, h]");
