@@ -91,21 +91,35 @@ std::string exact(double v) {
 std::string gib(double bytes) { return num(bytes / (1024.0 * 1024 * 1024)) + " GiB"; }
 
 // One row of the library's own model (budget/library_activations.hpp): the fullest rank's kept
-// bytes and collective-buffer peaks (each the maximum over the ranks), or why it does not apply.
+// bytes and collective-buffer peaks, and the most bytes one rank sends forward + backward (the
+// op spec's calls priced by budget/traffic.hpp), each the maximum over the ranks; or why it
+// does not apply.
 struct LibraryRow {
   std::string op;
-  std::uint64_t kept = 0, forward_peak = 0, backward_peak = 0;
+  std::uint64_t kept = 0, forward_peak = 0, backward_peak = 0, sent = 0;
   std::string skipped;  // non-empty: the reason there are no figures
 };
 
-LibraryRow fullest(std::string op, int ranks, const std::function<OpActivations(int)>& model) {
-  LibraryRow row{std::move(op), 0, 0, 0, {}};
+// What the model says of rank r of one op.
+struct RankModel {
+  OpActivations activations;
+  OpTraffic traffic;
+};
+
+LibraryRow fullest(std::string op, int ranks, const std::function<RankModel(int)>& model) {
+  LibraryRow row{std::move(op), 0, 0, 0, 0, {}};
   try {
     for (int r = 0; r < ranks; ++r) {
-      const auto a = model(r);
+      const auto m = model(r);
+      const auto& a = m.activations;
       row.kept = std::max(row.kept, a.kept_bytes());
       row.forward_peak = std::max(row.forward_peak, a.forward_peak_bytes());
       row.backward_peak = std::max(row.backward_peak, a.backward_peak_bytes());
+      std::uint64_t sent = 0;
+      for (const auto* pass : {&m.traffic.forward, &m.traffic.backward}) {
+        for (const auto& c : *pass) sent += c.sent;
+      }
+      row.sent = std::max(row.sent, sent);
     }
   } catch (const UsageError& e) {
     row.skipped = e.what();
@@ -140,37 +154,45 @@ std::vector<LibraryRow> library_rows(const TransformerShape& m, double g, double
     att.context_parallel = cc;
   }
   rows.push_back(fullest("attention layer (heads over tp, ring CP over cp)", tp * cp, [&](int w) {
-    return head_layer_activations(att, b, tp, w % tp, cp, w / tp, e);
+    return RankModel{head_layer_activations(att, b, tp, w % tp, cp, w / tp, e),
+                     head_layer_traffic(att, b, tp, w % tp, cp, w / tp, e)};
   }));
 
   ColumnParallelConfig fc1;
   fc1.tokens = tokens;
   fc1.out_features = 4 * h;
   fc1.sequence_parallel_input = sp;
-  rows.push_back(
-      fullest("MLP fc1 column-parallel [4h, h]" + std::string(sp ? ", SP input" : ""), tp,
-              [&](int r) { return column_parallel_activations(fc1, tokens, h, 4 * h, tp, r, e); }));
+  rows.push_back(fullest(
+      "MLP fc1 column-parallel [4h, h]" + std::string(sp ? ", SP input" : ""), tp, [&](int r) {
+        return RankModel{column_parallel_activations(fc1, tokens, h, 4 * h, tp, r, e),
+                         column_parallel_traffic(fc1, tokens, h, 4 * h, tp, r, e)};
+      }));
   RowParallelConfig fc2;
   fc2.sequence_parallel_output = sp;
-  rows.push_back(
-      fullest("MLP fc2 row-parallel [h, 4h]" + std::string(sp ? ", SP output" : ""), tp,
-              [&](int r) { return row_parallel_activations(fc2, tokens, 4 * h, h, tp, r, e); }));
+  rows.push_back(fullest(
+      "MLP fc2 row-parallel [h, 4h]" + std::string(sp ? ", SP output" : ""), tp, [&](int r) {
+        return RankModel{row_parallel_activations(fc2, tokens, 4 * h, h, tp, r, e),
+                         row_parallel_traffic(fc2, tokens, 4 * h, h, tp, r, e)};
+      }));
   if (sp) {
     SequenceParallelNormConfig ln;
     ln.tokens = tokens;
-    rows.push_back(fullest("SP LayerNorm (one of two)", tp,
-                           [&](int r) { return sp_norm_activations(ln, h, tp, r, e); }));
+    rows.push_back(fullest("SP LayerNorm (one of two)", tp, [&](int r) {
+      return RankModel{sp_norm_activations(ln, h, tp, r, e), sp_norm_traffic(ln, h, tp, r, e)};
+    }));
   }
   VocabEmbeddingConfig emb;
   emb.vocab = vocab;
   emb.sequence_parallel_output = sp;
   rows.push_back(fullest("vocab-parallel embedding (once per model)", tp, [&](int r) {
-    return vocab_embedding_activations(emb, tokens, h, tp, r, e);
+    return RankModel{vocab_embedding_activations(emb, tokens, h, tp, r, e),
+                     vocab_embedding_traffic(emb, tokens, h, tp, r, e)};
   }));
   VocabCrossEntropyConfig ce;
   ce.vocab = vocab;
   rows.push_back(fullest("vocab-parallel cross-entropy (once per model)", tp, [&](int r) {
-    return vocab_cross_entropy_activations(ce, tokens, tp, r, e);
+    return RankModel{vocab_cross_entropy_activations(ce, tokens, tp, r, e),
+                     vocab_cross_entropy_traffic(ce, tokens, tp, r, e)};
   }));
   return rows;
 }
@@ -268,7 +290,7 @@ int print_budget(const BudgetArgs& args, std::ostream& out) {
       out << (k ? ",\n    " : "\n    ") << R"({"op": ")" << r.op << '"';
       if (r.skipped.empty()) {
         out << ", \"kept\": " << r.kept << ", \"forward_peak\": " << r.forward_peak
-            << ", \"backward_peak\": " << r.backward_peak << "}";
+            << ", \"backward_peak\": " << r.backward_peak << ", \"sent\": " << r.sent << "}";
       } else {
         std::string why;
         for (const char ch : r.skipped) {
@@ -309,12 +331,14 @@ int print_budget(const BudgetArgs& args, std::ostream& out) {
   }
   out << "\nlibrary model (shardcheck's own ops; fullest rank; " << eb.value << "-byte values, "
       << eb.acc << "-byte accumulators):\n"
-      << "  kept for backward / forward peak / backward peak of collective buffers\n";
+      << "  kept for backward / forward peak / backward peak of collective buffers; bytes one "
+         "rank sends (forward + backward, the op's spec)\n";
   for (const auto& r : library) {
     out << "  " << r.op << ": ";
     if (r.skipped.empty()) {
       out << gib(static_cast<double>(r.kept)) << " / " << gib(static_cast<double>(r.forward_peak))
-          << " / " << gib(static_cast<double>(r.backward_peak)) << "\n";
+          << " / " << gib(static_cast<double>(r.backward_peak)) << "; sends "
+          << gib(static_cast<double>(r.sent)) << "\n";
     } else {
       out << "n/a (" << r.skipped << ")\n";
     }

@@ -478,10 +478,27 @@ TEST(Cli, BudgetPrintsTheLibraryModel) {
   for (const char* s :
        {R"("library_activation_bytes_per_rank": {"element_bytes": 2, "accumulator_bytes": 4)",
         "{\"op\": \"MLP fc1 column-parallel [4h, h], SP input\", \"kept\": 6291456, "
-        "\"forward_peak\": 25165824, \"backward_peak\": 50331648}",
+        "\"forward_peak\": 25165824, \"backward_peak\": 50331648, \"sent\": ",
         "\"op\": \"SP LayerNorm (one of two)\""}) {
     EXPECT_NE(j.out.find(s), std::string::npos) << s << "\n" << j.out;
   }
+  // The bytes each op's spec sends (priced by budget/traffic.hpp) against the paper's closed form:
+  // without SP one layer's attention (y, dx) and MLP (fc2's y, fc1's dx) are Megatron's 4
+  // all_reduces of s·b·h values (Korthikanti et al. 2022, §4.2.2), byte for byte.
+  const auto plain = nlohmann::json::parse(run_cli({"budget", "--json"}).out);
+  std::uint64_t layer_sent = 0;
+  for (const auto& op : plain.at("library_activation_bytes_per_rank").at("ops")) {
+    const auto name = op.at("op").get<std::string>();
+    if (name.rfind("attention layer", 0) == 0 || name.rfind("MLP", 0) == 0) {
+      layer_sent += op.at("sent").get<std::uint64_t>();
+    }
+  }
+  EXPECT_EQ(static_cast<double>(layer_sent),
+            plain.at("traffic_per_layer").at("tensor_parallel").at("per_rank_bytes").get<double>());
+  EXPECT_NE(r.out.find("attention layer (heads over tp, ring CP over cp): 0.0704041 GiB / 0 GiB / "
+                       "0 GiB; sends 0.164062 GiB"),
+            std::string::npos)
+      << r.out;
   const auto half = run_cli({"budget", "--bytes", "1.5"});
   EXPECT_EQ(half.status, 0) << half.err;
   EXPECT_NE(half.out.find("library model: needs a whole number of bytes"), std::string::npos)
