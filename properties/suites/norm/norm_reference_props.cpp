@@ -16,9 +16,9 @@
 // max(eps, s(θ) − 4·D·h) (s is convex along the line, so s ≥ s(θ) + s'(θ)·τ).
 // The evaluation bound E of L and the analytic gradient's own error are the reference's r
 // bounds (reference/norm/norm.hpp's Tracked::r), so nothing assumes R is exact.
+#include "testing/gradient_check.hpp"
 #include "testing/reference_gen.hpp"
 
-#include "reference/finite_difference.hpp"
 #include "reference/norm/norm.hpp"
 
 #include <gtest/gtest.h>
@@ -27,17 +27,9 @@
 namespace shardcheck::props::ref {
 namespace {
 
-using reference::central_difference_gradient;
-using reference::compare_gradient;
-using reference::Evaluation;
-using reference::gamma;
-using reference::hp;
 using reference::NormKind;
 using reference::Propagator;
-using reference::to_hp;
 using reference::TrackedTensor;
-
-const hp u_hp = reference::unit_roundoff_of<hp>();
 
 struct NormCase {
   NormKind kind = NormKind::layer_norm;
