@@ -1,6 +1,7 @@
 #include "collectives_check.hpp"
 
 #include "properties/runtime/collective_model.hpp"
+#include "properties/runtime/model_bridge.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -11,26 +12,6 @@
 
 namespace shardcheck::fuzz {
 namespace {
-
-int rank_in(const Group& g, int w) {
-  const auto it = std::find(g.members.begin(), g.members.end(), w);
-  return it == g.members.end() ? -1 : static_cast<int>(it - g.members.begin());
-}
-
-model::Op model_op(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::sum: return model::Op::sum;
-    case ReduceOp::avg: return model::Op::avg;
-    case ReduceOp::max: return model::Op::max;
-    case ReduceOp::min: return model::Op::min;
-    case ReduceOp::product: return model::Op::product;
-  }
-  return model::Op::sum;
-}
-
-model::Order model_order(Algorithm a) {
-  return a == Algorithm::sequential ? model::Order::sequential : model::Order::ring;
-}
 
 template <Element T>
 std::vector<T> from_bytes(std::span<const std::byte> b) {
@@ -69,11 +50,13 @@ std::vector<std::optional<std::vector<T>>> expected(const Program& prog, std::si
   switch (c.kind) {
     case Kind::barrier: break;
     case Kind::broadcast: all(model::broadcast(in, c.root)); break;
-    case Kind::reduce: out[root] = model::reduce(in, model_op(c.op), c.root); break;
-    case Kind::all_reduce: all(model::all_reduce(in, model_op(c.op), model_order(c.algo))); break;
+    case Kind::reduce: out[root] = model::reduce(in, model::to_model(c.op), c.root); break;
+    case Kind::all_reduce:
+      all(model::all_reduce(in, model::to_model(c.op), model::to_model(c.algo)));
+      break;
     case Kind::all_gather: all(model::all_gather(in)); break;
     case Kind::reduce_scatter:
-      all(model::reduce_scatter(in, c.counts, model_op(c.op), model_order(c.algo)));
+      all(model::reduce_scatter(in, c.counts, model::to_model(c.op), model::to_model(c.algo)));
       break;
     case Kind::all_to_all: all(model::all_to_all(in, c.matrix)); break;
     case Kind::gather: out[root] = model::gather(in); break;
@@ -86,31 +69,9 @@ std::vector<std::optional<std::vector<T>>> expected(const Program& prog, std::si
   return out;
 }
 
-// Equal bits, except that where `any_nan` is set every NaN equals every other NaN. Why: when
-// two NaNs meet in an addition or a multiplication, IEEE 754 (6.2.3) leaves open which
-// payload and sign the result carries, and compilers commute the operands of a commutative
-// operation (x86 returns the first operand's NaN, so the choice shows): library and model
-// may legitimately differ there. Copies, max and min (documented as returning the first NaN
-// operand itself) are compared bit for bit.
-// A signaling NaN may also come back quieted (quiet bit set, same sign and payload) when the
-// compiler moves it through an arithmetic or conversion instruction (seen with clang-14).
-template <Element T>
-bool same(T got, T want, bool any_nan) {
-  if (model::bits_of(got) == model::bits_of(want)) return true;
-  if (!model::is_nan(got) || !model::is_nan(want)) return false;
-  if (any_nan) return true;
-  if constexpr (std::is_integral_v<T>) {
-    return false;
-  } else {
-    using Bits = decltype(model::bits_of(got));
-    const auto quiet = static_cast<Bits>(Bits{1} << (std::numeric_limits<T>::digits - 2));
-    return (model::bits_of(got) | quiet) == (model::bits_of(want) | quiet);
-  }
-}
-
 template <Element T>
 std::string compare(const std::vector<T>& want, std::span<const std::byte> got_bytes,
-                    bool any_nan) {
+                    model::Match match) {
   const auto got = from_bytes<T>(got_bytes);
   if (got.size() != want.size()) {
     return "has " + std::to_string(got.size()) + " elements, the model " +
@@ -118,7 +79,7 @@ std::string compare(const std::vector<T>& want, std::span<const std::byte> got_b
   }
   std::size_t bad = 0, first = want.size();
   for (std::size_t k = 0; k < want.size(); ++k) {
-    if (!same(got[k], want[k], any_nan)) {
+    if (!model::same(got[k], want[k], match)) {
       if (first == want.size()) first = k;
       ++bad;
     }
@@ -131,10 +92,10 @@ std::string compare(const std::vector<T>& want, std::span<const std::byte> got_b
 
 template <Element T>
 std::size_t first_difference(const std::vector<T>& want, std::span<const std::byte> got_bytes,
-                             bool any_nan) {
+                             model::Match match) {
   const auto got = from_bytes<T>(got_bytes);
   for (std::size_t k = 0; k < std::min(want.size(), got.size()); ++k) {
-    if (!same(got[k], want[k], any_nan)) return k;
+    if (!model::same(got[k], want[k], match)) return k;
   }
   return 0;
 }
@@ -198,12 +159,12 @@ std::pair<std::uint64_t, model::Traffic> ledger_of(const Call& c, int r, int p) 
     case Kind::broadcast: return {c.count, model::broadcast_traffic(p, r, c.root, c.count * e)};
     case Kind::reduce: return {c.count, model::reduce_traffic(p, r, c.root, c.count * e)};
     case Kind::all_reduce:
-      return {c.count, model::all_reduce_traffic(model_order(c.algo), p, r, c.count, e)};
+      return {c.count, model::all_reduce_traffic(model::to_model(c.algo), p, r, c.count, e)};
     case Kind::all_gather:
       return {model::total(c.counts), model::all_gather_traffic(c.counts, r, e)};
     case Kind::reduce_scatter:
       return {model::total(c.counts),
-              model::reduce_scatter_traffic(model_order(c.algo), c.counts, r, e)};
+              model::reduce_scatter_traffic(model::to_model(c.algo), c.counts, r, e)};
     case Kind::all_to_all: {
       std::vector<std::size_t> col;
       for (const auto& row : c.matrix) col.push_back(row[ur]);
@@ -267,9 +228,14 @@ std::string check_outputs(const Program& prog, const Execution& ex) {
       continue;
     }
     bool shown_inputs = false;
+    // Where two NaNs meet in a sum or a product, IEEE 754 (6.2.3) leaves the result's payload
+    // and sign open (and compilers commute the operands): there every NaN equals every NaN.
+    // Elsewhere the bits, up to the quiet bit of a signaling NaN (model_bridge.hpp).
     const bool any_nan =
         (c.kind == Kind::reduce || c.kind == Kind::all_reduce || c.kind == Kind::reduce_scatter) &&
         (c.op == ReduceOp::sum || c.op == ReduceOp::avg || c.op == ReduceOp::product);
+    const model::Match match =
+        any_nan ? model::Match::nan_payload_free : model::Match::nan_quiet_bit_free;
     auto result_of = [&](int r) {
       const int w = g.members[static_cast<std::size_t>(r)];
       const int j = action_of(prog, w, static_cast<int>(i));
@@ -281,12 +247,12 @@ std::string check_outputs(const Program& prog, const Execution& ex) {
       for (int r = 0; r < p; ++r) {
         const auto& wr = want[static_cast<std::size_t>(r)];
         if (!wr) continue;
-        const std::string diff = compare<T>(*wr, result_of(r), any_nan);
+        const std::string diff = compare<T>(*wr, result_of(r), match);
         if (!diff.empty()) {
           err << "call #" << i << " (" << describe(c, g) << "), group rank " << r << " (world rank "
               << g.members[static_cast<std::size_t>(r)] << "): result " << diff << '\n';
           if (!shown_inputs) {
-            err << inputs_at<T>(prog, i, first_difference<T>(*wr, result_of(r), any_nan));
+            err << inputs_at<T>(prog, i, first_difference<T>(*wr, result_of(r), match));
           }
           shown_inputs = true;
         }

@@ -8,6 +8,7 @@
 // Only the decoder, the predictor and the model are used: nothing runs on ranks here.
 #include "collectives_outcome.hpp"
 #include "collectives_program.hpp"
+#include "corpus_seeds.hpp"
 
 #include "properties/runtime/collective_model.hpp"
 
@@ -23,16 +24,6 @@ namespace {
 
 using namespace shardcheck;
 using namespace shardcheck::fuzz;
-
-struct SplitMix64 {
-  std::uint64_t s;
-  std::uint64_t next() {
-    std::uint64_t z = (s += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-  }
-};
 
 // The corpus's fixed seed: the same seeds on every machine (splitmix64 and FNV-1a of the
 // target's name are the only sources of randomness).
@@ -256,23 +247,17 @@ std::vector<Target> targets() {
   return t;
 }
 
-std::vector<std::uint8_t> read_file(const std::filesystem::path& f) {
-  std::ifstream in(f, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 // --check: every target's checked-in seed still decodes to a program that meets the target.
 int check(const std::filesystem::path& dir) {
   int stale = 0;
   for (const Target& target : targets()) {
     const auto f = dir / target.name;
-    if (!std::filesystem::exists(f)) {
-      std::fprintf(stderr, "missing seed %s\n", f.c_str());
+    const auto bytes = read_seed(f);
+    if (!bytes) {
       ++stale;
       continue;
     }
-    const auto bytes = read_file(f);
-    const Program prog = decode(bytes);
+    const Program prog = decode(*bytes);
     if (!target.ok(prog, predict(prog))) {
       std::fprintf(stderr, "seed %s no longer decodes to what its name says:\n%s", f.c_str(),
                    describe(prog).c_str());

@@ -1,28 +1,15 @@
 // describe(): the readable listing of a decoded program that every failure message prints.
 #include "collectives_program.hpp"
 
+#include "runtime/format_list.hpp"
+
 #include <sstream>
 
 namespace shardcheck::fuzz {
 
-namespace {
-
-std::string join(const std::vector<std::size_t>& v) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
-  return s + "]";
-}
-std::string join(const std::vector<int>& v) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
-}  // namespace
-
 std::string describe(const Call& c, const Group& g) {
   std::ostringstream os;
-  os << name(c.kind) << " on g" << c.group << join(g.members);
+  os << name(c.kind) << " on g" << c.group << format_list(g.members);
   if (c.kind == Kind::barrier) return os.str();
   os << ' ' << name(c.dtype);
   switch (c.kind) {
@@ -33,17 +20,19 @@ std::string describe(const Call& c, const Group& g) {
     case Kind::all_reduce:
       os << " count=" << c.count << " op=" << name(c.op) << ' ' << name(c.algo);
       break;
-    case Kind::all_gather: os << " counts=" << join(c.counts); break;
+    case Kind::all_gather: os << " counts=" << format_list(c.counts); break;
     case Kind::reduce_scatter:
-      os << " counts=" << join(c.counts) << " op=" << name(c.op) << ' ' << name(c.algo);
+      os << " counts=" << format_list(c.counts) << " op=" << name(c.op) << ' ' << name(c.algo);
       break;
     case Kind::all_to_all:
       os << " matrix=";
-      for (const auto& row : c.matrix) os << join(row);
+      for (const auto& row : c.matrix) os << format_list(row);
       break;
     case Kind::gather:
-    case Kind::scatter: os << " counts=" << join(c.counts) << " root=" << c.root; break;
-    case Kind::ring_shift: os << " shift=" << c.shift << " send_counts=" << join(c.counts); break;
+    case Kind::scatter: os << " counts=" << format_list(c.counts) << " root=" << c.root; break;
+    case Kind::ring_shift:
+      os << " shift=" << c.shift << " send_counts=" << format_list(c.counts);
+      break;
     case Kind::send_recv:
       os << " " << c.src << "->" << c.dst << " tag=" << c.tag << " count=" << c.count;
       break;
@@ -60,8 +49,8 @@ std::string describe(const Program& p) {
   os << "P=" << p.world << '\n';
   for (std::size_t i = 1; i < p.groups.size(); ++i) {
     const Group& g = p.groups[i];
-    os << "  g" << i << " = g" << g.parent << ".group(" << join(g.ranks_in_parent)
-       << ")  world ranks " << join(g.members) << '\n';
+    os << "  g" << i << " = g" << g.parent << ".group(" << format_list(g.ranks_in_parent)
+       << ")  world ranks " << format_list(g.members) << '\n';
   }
   for (std::size_t i = 0; i < p.calls.size(); ++i) {
     const Call& c = p.calls[i];

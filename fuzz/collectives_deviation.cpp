@@ -20,8 +20,6 @@ bool has_op(Kind k) {
 }
 bool has_algo(Kind k) { return k == Kind::all_reduce || k == Kind::reduce_scatter; }
 
-int mod(int a, int p) { return ((a % p) + p) % p; }
-
 // A locally valid call of kind k for a group of p (the deviant's call of Deviation::kind).
 Call simple_call(Kind k, const Call& like, int p) {
   Call c;
@@ -34,11 +32,6 @@ Call simple_call(Kind k, const Call& like, int p) {
   if (k == Kind::all_to_all) c.matrix.assign(static_cast<std::size_t>(p), c.counts);
   if (k == Kind::ring_shift) c.shift = 1;
   return c;
-}
-
-int rank_in(const Group& g, int world_rank) {
-  const auto it = std::find(g.members.begin(), g.members.end(), world_rank);
-  return it == g.members.end() ? -1 : static_cast<int>(it - g.members.begin());
 }
 
 bool acts_in(const Call& c, const Group& g, int world_rank) {

@@ -10,13 +10,6 @@
 namespace shardcheck::fuzz {
 namespace {
 
-int mod(int a, int p) { return ((a % p) + p) % p; }
-
-int rank_in(const Group& g, int w) {
-  const auto it = std::find(g.members.begin(), g.members.end(), w);
-  return it == g.members.end() ? -1 : static_cast<int>(it - g.members.begin());
-}
-
 std::vector<std::size_t> offsets(const std::vector<std::size_t>& counts) {
   std::vector<std::size_t> off(counts.size() + 1, 0);
   for (std::size_t k = 0; k < counts.size(); ++k) off[k + 1] = off[k] + counts[k];

@@ -9,13 +9,6 @@
 namespace shardcheck::fuzz {
 namespace {
 
-int mod(int a, int p) { return ((a % p) + p) % p; }
-
-int rank_in(const Group& g, int w) {
-  const auto it = std::find(g.members.begin(), g.members.end(), w);
-  return it == g.members.end() ? -1 : static_cast<int>(it - g.members.begin());
-}
-
 // Where an action meets its peers: a group's collective sequence (src = dst = -1) or one
 // direction of a point-to-point link on a group.
 using Key = std::tuple<int, int, int>;  // group, src, dst (group ranks)

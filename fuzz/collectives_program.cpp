@@ -26,8 +26,6 @@ class Reader {
   std::size_t pos_ = 0;
 };
 
-int mod(int a, int p) { return ((a % p) + p) % p; }
-
 std::vector<std::size_t> pick_counts(Reader& in, int p, std::size_t cap) {
   std::vector<std::size_t> c(static_cast<std::size_t>(p));
   for (auto& x : c) x = static_cast<std::size_t>(in.pick(static_cast<int>(cap) + 1));

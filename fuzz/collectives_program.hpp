@@ -18,6 +18,7 @@
 #include "runtime/ledger.hpp"
 #include "runtime/reduce_op.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -63,6 +64,15 @@ struct Group {
   std::vector<int> ranks_in_parent;  // the argument of Communicator::group
   std::vector<int> members;          // world ranks, in group order
 };
+
+// The group rank of world rank w in g, or -1 when w is not a member.
+inline int rank_in(const Group& g, int w) {
+  const auto it = std::find(g.members.begin(), g.members.end(), w);
+  return it == g.members.end() ? -1 : static_cast<int>(it - g.members.begin());
+}
+
+// a mod p in [0, p), also for negative a (ring steps).
+inline int mod(int a, int p) { return ((a % p) + p) % p; }
 
 // One call as one rank issues it. Fields a kind does not use keep their defaults.
 // Counts are per group rank; matrix[s][d] is what group rank s sends to group rank d.

@@ -5,6 +5,7 @@
 //   softmax_merge_corpus <dir>            writes the seeds (fuzz/corpus/softmax_merge)
 //   softmax_merge_corpus --check <dir>    fails when a seed no longer decodes to its target
 // Nothing is merged here: the harness checks the results when ctest replays the corpus.
+#include "corpus_seeds.hpp"
 #include "softmax_merge_input.hpp"
 
 #include <cmath>
@@ -21,19 +22,10 @@
 namespace {
 
 using shardcheck::fuzz::MergeInput;
+using shardcheck::fuzz::SplitMix64;
 
 constexpr double inf = std::numeric_limits<double>::infinity();
 const double qnan = std::numeric_limits<double>::quiet_NaN();
-
-struct SplitMix64 {
-  std::uint64_t s;
-  std::uint64_t next() {
-    std::uint64_t z = (s += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-  }
-};
 
 // parts × rows lse and parts × rows × width outs, in the decoder's order.
 MergeInput make(bool is_float, std::size_t rows, std::size_t width, std::vector<double> lse,
@@ -139,22 +131,15 @@ bool same(const MergeInput& a, const MergeInput& b) {
          a.group_of_part == b.group_of_part && same(a.lse, b.lse) && same(a.out, b.out);
 }
 
-std::vector<std::uint8_t> read(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
-
 int check(const std::filesystem::path& dir) {
   int bad = 0, checked = 0;
   for (const auto& t : targets()) {
-    const auto p = dir / t.name;
-    if (!std::filesystem::exists(p)) {
-      std::fprintf(stderr, "missing seed %s\n", p.c_str());
+    const auto bytes = shardcheck::fuzz::read_seed(dir / t.name);
+    if (!bytes) {
       ++bad;
       continue;
     }
-    const auto bytes = read(p);
-    const auto got = shardcheck::fuzz::decode_merge_input(bytes.data(), bytes.size());
+    const auto got = shardcheck::fuzz::decode_merge_input(bytes->data(), bytes->size());
     if (!same(got, t.input)) {
       std::fprintf(stderr, "seed %s no longer decodes to its target:\n%sbut to:\n%s",
                    t.name.c_str(), shardcheck::fuzz::describe(t.input).c_str(),

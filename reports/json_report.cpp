@@ -23,11 +23,7 @@ std::string boolean(bool b) { return b ? "true" : "false"; }
 
 std::string to_json(const Report& r) {
   std::ostringstream o;
-  int passed = 0;
-  int failed = 0;
-  for (const auto& p : r.properties) (p.passed ? passed : failed) += 1;
-  int killed = 0;
-  for (const auto& m : r.mutants) killed += m.killed ? 1 : 0;
+  const auto [passed, failed, killed] = count(r);
   o << "{\n  \"schema\": \"shardcheck-report/1\",\n";
   o << "  \"command\": " << str(r.command) << ",\n";
   o << "  \"started\": " << str(r.started) << ",\n";

@@ -45,17 +45,13 @@ struct Row {
 
 std::string to_markdown(const Report& r) {
   std::ostringstream o;
-  int passed = 0;
-  int failed = 0;
-  for (const auto& p : r.properties) (p.passed ? passed : failed) += 1;
+  const Counts n = count(r);
   o << "# shardcheck report\n\n";
   o << "- command: `" << r.command << "`\n- started: " << r.started << " (UTC)\n- seed: " << r.seed
     << ", cases per property: " << r.cases << ", max world: " << r.config.max_world
-    << "\n- properties: " << passed << " passed, " << failed << " failed\n";
+    << "\n- properties: " << n.passed << " passed, " << n.failed << " failed\n";
   if (!r.mutants.empty()) {
-    int killed = 0;
-    for (const auto& m : r.mutants) killed += m.killed ? 1 : 0;
-    o << "- mutants: " << killed << " killed, " << r.mutants.size() - killed << " survived\n";
+    o << "- mutants: " << n.killed << " killed, " << r.mutants.size() - n.killed << " survived\n";
   }
   o << "\nBound ratio = max |error| / a-priori bound (pass <= 1; derivations in "
        "docs/tolerances.md). assert_close = torch.testing.assert_close with its default rtol/atol "

@@ -37,6 +37,17 @@ struct Report {
 // @throws UsageError naming the path when it cannot be created or written.
 void write_report(const Report& r, const std::string& dir);
 
+// The summary every format opens with: properties passed and failed, mutants killed.
+struct Counts {
+  int passed = 0, failed = 0, killed = 0;
+};
+inline Counts count(const Report& r) {
+  Counts n;
+  for (const auto& p : r.properties) (p.passed ? n.passed : n.failed) += 1;
+  for (const auto& m : r.mutants) n.killed += m.killed ? 1 : 0;
+  return n;
+}
+
 std::string to_json(const Report& r);
 std::string to_markdown(const Report& r);
 

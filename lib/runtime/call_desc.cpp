@@ -2,19 +2,13 @@
 
 #include "runtime/counts.hpp"
 #include "runtime/errors.hpp"
+#include "runtime/format_list.hpp"
 
 #include <sstream>
 
 namespace shardcheck {
 
-std::string format_counts(std::span<const std::size_t> counts) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < counts.size(); ++i) {
-    if (i != 0) s += ',';
-    s += std::to_string(counts[i]);
-  }
-  return s + ']';
-}
+std::string format_counts(std::span<const std::size_t> counts) { return format_list(counts); }
 
 std::string CallDesc::describe() const {
   std::ostringstream os;

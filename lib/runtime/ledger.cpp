@@ -1,5 +1,7 @@
 #include "runtime/ledger.hpp"
 
+#include "runtime/format_list.hpp"
+
 #include <sstream>
 
 namespace shardcheck {
@@ -33,14 +35,7 @@ std::string_view name(Algorithm algo) noexcept {
   return "?";
 }
 
-std::string format_group(const std::vector<int>& world_ranks) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < world_ranks.size(); ++i) {
-    if (i != 0) s += ',';
-    s += std::to_string(world_ranks[i]);
-  }
-  return s + ']';
-}
+std::string format_group(const std::vector<int>& world_ranks) { return format_list(world_ranks); }
 
 std::string LedgerEntry::to_string() const {
   std::ostringstream os;

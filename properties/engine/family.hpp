@@ -7,16 +7,14 @@
 // What F provides (properties/suites/linear/linear_suite.cpp is the model; docs/adding-an-op.md
 // walks through it):
 //
-//   using Interface;      the implementation interface (ImplementationRegistry<Interface>)
-//   using Case;           one drawn case: .dtype, .describe(); world(c) below
-//   using Options;        what a property pins of the draw (a default-constructible struct)
-//   using Own;            an enum naming the family's own checks (Check::own), or NoOwnChecks
+//   Interface, Case, Options, Own: the types, from deriving FamilyTypes<...> below (or
+//       RankFamily<...>, rank_family.hpp)
 //   static constexpr const char* name, *description, *library_description;
 //   static const std::vector<Property<F>>& properties();   the table, one row per property
-//   static std::shared_ptr<const Interface> library();     the library's own ops, "shardcheck"
-//   static std::span<const Mutant<Interface>> mutants();   the catalog
-//   static rc::Gen<Case> gen_case(const RunConfig&, const Options&);
-//   static int world(const Case&);
+//   using Library;        the adapter over the library's own ops, "shardcheck"
+//   mutants(): the catalog, std::span<const Mutant<Interface>>
+//   gen_case(const RunConfig&, const Options&): rc::Gen<Case>
+//       (these two may be constexpr pointers to the family's functions: mutants = x_mutants)
 //   template <class Fn> static void visit_types(const Case&, Fn&&);  calls fn(T{}) for the
 //       case's element type (FloatTypes: the four floating types; a family whose interface has
 //       fewer types visits fewer)
@@ -51,6 +49,17 @@ enum class Check {
 
 // For a family without checks of its own.
 enum class NoOwnChecks { none };
+
+// The types every family names: its implementation interface (ImplementationRegistry<Interface>),
+// one drawn case (.dtype, .describe()), what a property pins of the draw (a default-constructible
+// struct) and the enum naming the family's own checks (Check::own), or NoOwnChecks.
+template <class InterfaceT, class CaseT, class OptionsT, class OwnT = NoOwnChecks>
+struct FamilyTypes {
+  using Interface = InterfaceT;
+  using Case = CaseT;
+  using Options = OptionsT;
+  using Own = OwnT;
+};
 
 template <class F>
 struct Property {
@@ -127,7 +136,8 @@ class FamilySuite final : public RegistrySuite<typename F::Interface> {
 template <class F>
 void register_family() {
   auto& reg = ImplementationRegistry<typename F::Interface>::instance();
-  reg.add_once({"shardcheck", F::library_description, false, true}, F::library());
+  reg.add_once({"shardcheck", F::library_description, false, true},
+               std::make_shared<const typename F::Library>());
   for (const auto& m : F::mutants()) {
     reg.add_once({std::string("mutant:") + m.name, m.description, true, m.deterministic}, m.make());
   }

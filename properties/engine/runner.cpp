@@ -7,25 +7,29 @@
 
 namespace shardcheck::check {
 
+namespace {
+
+// @throws UsageError "suite 's' has no <what> 'name'; <listed>: a, b" unless one of `infos` (each
+// with a .name) is called `name`.
+template <class Info>
+void require_known(const Suite& suite, const std::vector<Info>& infos, const std::string& name,
+                   const char* what, const char* listed) {
+  std::string known;
+  for (const auto& i : infos) {
+    if (i.name == name) return;
+    known += (known.empty() ? "" : ", ") + i.name;
+  }
+  throw UsageError("suite '" + suite.name() + "' has no " + what + " '" + name + "'; " + listed +
+                   ": " + known);
+}
+
+}  // namespace
+
 PropertyOutcome run_property(const Suite& suite, const std::string& property,
                              const std::string& impl, const RunConfig& config,
                              const RunParams& params, Collector& collector) {
-  bool known_property = false;
-  for (const auto& p : suite.properties()) known_property |= p.name == property;
-  if (!known_property) {
-    std::string known;
-    for (const auto& p : suite.properties()) known += (known.empty() ? "" : ", ") + p.name;
-    throw UsageError("suite '" + suite.name() + "' has no property '" + property +
-                     "'; its properties: " + known);
-  }
-  bool known_impl = false;
-  for (const auto& i : suite.implementations()) known_impl |= i.name == impl;
-  if (!known_impl) {
-    std::string known;
-    for (const auto& i : suite.implementations()) known += (known.empty() ? "" : ", ") + i.name;
-    throw UsageError("suite '" + suite.name() + "' has no implementation '" + impl +
-                     "'; known: " + known);
-  }
+  require_known(suite, suite.properties(), property, "property", "its properties");
+  require_known(suite, suite.implementations(), impl, "implementation", "known");
 
   PropertyOutcome out;
   out.suite = suite.name();

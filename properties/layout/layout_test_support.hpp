@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <functional>
 #include <string>
 #include <vector>
@@ -29,5 +30,17 @@ inline void expect_usage_error(const std::function<void()>& f,
 
 // Whether the exception `e` is an E (../runtime/exception_holds.hpp).
 using test_support::holds;
+
+// The assembled partial term that the rank at mesh coordinates c holds: its coordinates along the
+// partial mesh dimensions `partial`, read as one mixed-radix number.
+template <class Mesh, class Coordinates>
+std::size_t partial_term(const Mesh& mesh, const std::vector<std::size_t>& partial,
+                         const Coordinates& c) {
+  std::size_t t = 0;
+  for (const auto i : partial) {
+    t = t * static_cast<std::size_t>(mesh.size(i)) + static_cast<std::size_t>(c[i]);
+  }
+  return t;
+}
 
 }  // namespace shardcheck::layout_test

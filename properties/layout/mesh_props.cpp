@@ -328,10 +328,7 @@ RC_GTEST_PROP(materialize, partial_terms_are_assembled_not_reduced, ()) {
   std::vector<Tensor<double>> pieces;
   for (int r = 0; r < l.mesh.world_size(); ++r) {
     const auto c = l.mesh.coordinates(r);
-    std::size_t t = 0;
-    for (const auto i : partial) {
-      t = t * static_cast<std::size_t>(l.mesh.size(i)) + static_cast<std::size_t>(c[i]);
-    }
+    const std::size_t t = layout_test::partial_term(l.mesh, partial, c);
     pieces.push_back(cut(terms[t], local_piece(l.global, l.mesh, l.placements, c)));
   }
   const auto m = materialize(pieces, l.mesh, l.placements, l.global);

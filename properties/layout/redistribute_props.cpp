@@ -71,10 +71,7 @@ std::vector<Tensor<double>> pieces_of(const Tensor<double>& x, const Case& c,
   std::vector<Tensor<double>> pieces;
   for (int r = 0; r < c.mesh.world_size(); ++r) {
     const auto co = c.mesh.coordinates(r);
-    std::size_t t = 0;
-    for (const auto i : partial) {
-      t = t * static_cast<std::size_t>(c.mesh.size(i)) + static_cast<std::size_t>(co[i]);
-    }
+    const std::size_t t = layout_test::partial_term(c.mesh, partial, co);
     const auto piece = local_piece(c.global, c.mesh, layout, co);
     Tensor<double> out(piece.shape);
     detail::copy_block(terms[t].data(), c.global, piece.offset, out.data(), piece.shape,

@@ -11,9 +11,9 @@
 //
 // The smooth path (for later, nonlinear ops) is checked on f(θ) = Σ θ_i³, whose central difference
 // is exactly 3θ_i² + h²: the truncation term h²/6·max|f'''| = h² is attained.
+#include "testing/gradient_check.hpp"
 #include "testing/reference_gen.hpp"
 
-#include "reference/finite_difference.hpp"
 #include "reference/linear/linear.hpp"
 
 #include <gtest/gtest.h>
@@ -21,15 +21,6 @@
 
 namespace shardcheck::props::ref {
 namespace {
-
-using reference::central_difference_gradient;
-using reference::compare_gradient;
-using reference::Evaluation;
-using reference::gamma;
-using reference::hp;
-using reference::to_hp;
-
-const hp u_hp = reference::unit_roundoff_of<hp>();
 
 struct LinearCase {
   std::size_t tokens = 1, in = 1, out = 1;

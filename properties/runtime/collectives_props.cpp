@@ -15,16 +15,10 @@
 namespace shardcheck::props {
 namespace {
 
-template <class T>
-using Bufs = model::Bufs<T>;
-
-std::size_t rank_of(const Communicator& g) { return static_cast<std::size_t>(g.rank()); }
-
+// Every property draws its element type here.
 template <class F>
 void for_generated_dtype(F&& f) {
-  const DType dtype = *genDType();
-  RC_TAG(name(dtype));
-  visit_dtype(dtype, [&](auto tag) { f(tag); });
+  props::for_generated_dtype(std::forward<F>(f), /*tag_dtype=*/true);
 }
 
 // ---------------------------------------------------------------- barrier

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "collective_model.hpp"
+#include "model_bridge.hpp"
 #include "runtime/communicator.hpp"
 #include "runtime/launcher.hpp"
 
@@ -24,6 +25,7 @@
 #include <ostream>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace shardcheck {
@@ -39,20 +41,7 @@ namespace shardcheck::props {
 
 // ---------------------------------------------------------------- bridge to the model
 
-inline model::Op to_model(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::sum: return model::Op::sum;
-    case ReduceOp::avg: return model::Op::avg;
-    case ReduceOp::max: return model::Op::max;
-    case ReduceOp::min: return model::Op::min;
-    case ReduceOp::product: return model::Op::product;
-  }
-  return model::Op::sum;
-}
-
-inline model::Order to_model(Algorithm a) {
-  return a == Algorithm::sequential ? model::Order::sequential : model::Order::ring;
-}
+using model::to_model;
 
 // ---------------------------------------------------------------- scalars
 
@@ -75,6 +64,20 @@ inline rc::Gen<int> genWorldSize(int max_world = 16) {
 inline rc::Gen<DType> genDType() {
   return rc::gen::elementOf(std::vector<DType>(std::begin(all_dtypes), std::end(all_dtypes)));
 }
+
+// f(tag) for a generated element type (visit_dtype's tag), its name tagged when tag_dtype.
+template <class F>
+void for_generated_dtype(F&& f, bool tag_dtype) {
+  const DType dtype = *genDType();
+  if (tag_dtype) RC_TAG(name(dtype));
+  visit_dtype(dtype, [&](auto tag) { f(tag); });
+}
+
+// Per-rank buffers (collective_model.hpp), indexed by the group rank (rank_of).
+template <class T>
+using Bufs = model::Bufs<T>;
+
+inline std::size_t rank_of(const Communicator& g) { return static_cast<std::size_t>(g.rank()); }
 
 inline rc::Gen<ReduceOp> genReduceOp(DType t) {
   if (is_floating(t)) {
@@ -175,29 +178,19 @@ inline std::string p_bucket(int p) {
 
 // ---------------------------------------------------------------- element values
 
-// The IEEE layout of a floating element type.
+// The IEEE layout of a floating element type: its bits as an unsigned integer U, the widths of
+// its exponent and of its mantissa (without the implicit bit).
 template <Element T>
-struct Layout;
-template <>
-struct Layout<double> {
-  using U = std::uint64_t;
-  static constexpr int exp = 11, man = 52;
+struct Layout {
+  using U = std::conditional_t<sizeof(T) == 8, std::uint64_t,
+                               std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint16_t>>;
+  static constexpr int man = std::numeric_limits<T>::digits - 1;
+  static constexpr int exp = static_cast<int>(8 * sizeof(T)) - man - 1;
 };
-template <>
-struct Layout<float> {
-  using U = std::uint32_t;
-  static constexpr int exp = 8, man = 23;
-};
-template <>
-struct Layout<bfloat16> {
-  using U = std::uint16_t;
-  static constexpr int exp = 8, man = 7;
-};
-template <>
-struct Layout<float16> {
-  using U = std::uint16_t;
-  static constexpr int exp = 5, man = 10;
-};
+static_assert(Layout<double>::exp == 11 && Layout<double>::man == 52);
+static_assert(Layout<float>::exp == 8 && Layout<float>::man == 23);
+static_assert(Layout<bfloat16>::exp == 8 && Layout<bfloat16>::man == 7);
+static_assert(Layout<float16>::exp == 5 && Layout<float16>::man == 10);
 
 // What a case's values look like. `tame` keeps sums finite so rounding differences show;
 // `wide` spans the whole range; `special` is dense in NaN/Inf/-0/subnormals/extremes; `few`
@@ -378,31 +371,8 @@ std::string show_element(T x) {
   return os.str();
 }
 
-// How results are compared. IEEE 754 leaves the payload of a NaN produced by an arithmetic
-// operation on two NaN operands unspecified (x86 keeps the first source, and a compiler may
-// swap a commutative operation's operands), so after sum/product/avg "both NaN" is equal.
-// max/min pick an operand: the NaN they return must be the documented one (same sign and
-// payload), but a signaling NaN may come back quieted (its quiet bit set) when the compiler
-// moves it through an arithmetic or conversion instruction, as clang-14 does for the model.
-// Data movement copies bits and must match bit for bit.
-enum class Match { bits, nan_quiet_bit_free, nan_payload_free };
-
-template <Element T>
-bool same(T e, T a, Match m) {
-  if (model::bits_of(e) == model::bits_of(a)) return true;
-  if (!model::is_nan(e) || !model::is_nan(a)) return false;
-  if (m == Match::nan_payload_free) return true;
-  if (m == Match::nan_quiet_bit_free) {
-    if constexpr (std::is_integral_v<T>) {
-      return false;
-    } else {
-      using Bits = decltype(model::bits_of(e));
-      const auto quiet = static_cast<Bits>(Bits{1} << (std::numeric_limits<T>::digits - 2));
-      return (model::bits_of(e) | quiet) == (model::bits_of(a) | quiet);
-    }
-  }
-  return false;
-}
+using model::Match;
+using model::same;
 
 // Empty when equal; otherwise where and how `actual` differs from `expected`.
 template <Element T>

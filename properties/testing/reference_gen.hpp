@@ -32,6 +32,17 @@ rc::Gen<I> uniform(I lo, I hi) {
   return rc::gen::resize(100, rc::gen::inRange<I>(lo, static_cast<I>(hi + 1)));
 }
 
+// p part lengths that sum to k, zeros allowed: p - 1 cut points drawn uniformly in [0, k]. It
+// draws, so call it inside a generator.
+inline std::vector<std::size_t> draw_parts(std::size_t k, int p) {
+  std::vector<std::size_t> cuts{0, k};
+  for (int i = 1; i < p; ++i) cuts.push_back(*uniform<std::size_t>(0, k));
+  std::sort(cuts.begin(), cuts.end());
+  std::vector<std::size_t> parts;
+  for (std::size_t i = 1; i < cuts.size(); ++i) parts.push_back(cuts[i] - cuts[i - 1]);
+  return parts;
+}
+
 // SplitMix64 (Steele, Lea, Flood, OOPSLA 2014): the same stream on every platform, unlike the
 // std:: distributions. Seeded from a generated integer, so a shrunk case replays its orders.
 struct SplitMix64 {

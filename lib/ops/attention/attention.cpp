@@ -352,20 +352,33 @@ AttentionBlockGrads<T> attention_block_backward(const AttentionConfig& cfg, cons
   return block_backward(cfg, q, k, v, out, lse, dout, q_positions, k_positions);
 }
 
+namespace {
+
+// The dense op's query and key positions (0, 1, ...) once q, k, v and cfg are checked: shapes,
+// mask lengths, and every head in q (`block_op` is the op to use for a slice of the heads).
+template <class T>
+std::pair<std::vector<std::size_t>, std::vector<std::size_t>> dense_positions(
+    const std::string& where, const char* block_op, const AttentionConfig& cfg, const Tensor<T>& q,
+    const Tensor<T>& k, const Tensor<T>& v) {
+  auto qp = iota_positions(q.ndim() == 4 ? q.dim(1) : 0);
+  auto kp = iota_positions(k.ndim() == 4 ? k.dim(1) : 0);
+  check_shapes<T>(where, cfg, q, k, v, qp, kp);
+  require_dense_lengths(where, cfg, q.dim(1), k.dim(1));
+  if (q.dim(2) != cfg.q_heads) {
+    throw UsageError(
+        where + "q is " + format_shape(q.shape()) + " but cfg.q_heads = " + str(cfg.q_heads) +
+        "; the dense op takes every head (use " + block_op + " for a slice of the heads)");
+  }
+  return {std::move(qp), std::move(kp)};
+}
+
+}  // namespace
+
 template <class T>
 AttentionOutput<T> attention_forward(const AttentionConfig& cfg, const Tensor<T>& q,
                                      const Tensor<T>& k, const Tensor<T>& v) {
   const std::string where = "attention_forward: ";
-  const auto qp = iota_positions(q.ndim() == 4 ? q.dim(1) : 0);
-  const auto kp = iota_positions(k.ndim() == 4 ? k.dim(1) : 0);
-  check_shapes<T>(where, cfg, q, k, v, qp, kp);
-  require_dense_lengths(where, cfg, q.dim(1), k.dim(1));
-  if (q.dim(2) != cfg.q_heads) {
-    throw UsageError(where + "q is " + format_shape(q.shape()) +
-                     " but cfg.q_heads = " + str(cfg.q_heads) +
-                     "; the dense op takes every head (use "
-                     "attention_block_forward for a slice of the heads)");
-  }
+  const auto [qp, kp] = dense_positions(where, "attention_block_forward", cfg, q, k, v);
   auto part = block_forward(cfg, q, k, v, qp, kp);
   return {round_all<T>(part.out), std::move(part.lse)};
 }
@@ -375,16 +388,7 @@ AttentionGrads<T> attention_backward(const AttentionConfig& cfg, const Tensor<T>
                                      const Tensor<T>& k, const Tensor<T>& v,
                                      const AttentionOutput<T>& fwd, const Tensor<T>& dout) {
   const std::string where = "attention_backward: ";
-  const auto qp = iota_positions(q.ndim() == 4 ? q.dim(1) : 0);
-  const auto kp = iota_positions(k.ndim() == 4 ? k.dim(1) : 0);
-  check_shapes<T>(where, cfg, q, k, v, qp, kp);
-  require_dense_lengths(where, cfg, q.dim(1), k.dim(1));
-  if (q.dim(2) != cfg.q_heads) {
-    throw UsageError(where + "q is " + format_shape(q.shape()) +
-                     " but cfg.q_heads = " + str(cfg.q_heads) +
-                     "; the dense op takes every head (use "
-                     "attention_block_backward for a slice of the heads)");
-  }
+  const auto [qp, kp] = dense_positions(where, "attention_block_backward", cfg, q, k, v);
   check_extra(where, "fwd.out", fwd.out, q.shape(), "(q's shape: attention_forward's out)");
   check_extra(where, "dout", dout, q.shape(), "(q's shape)");
   check_extra(where, "fwd.lse", fwd.lse, Shape{q.dim(0), q.dim(2), q.dim(1)},

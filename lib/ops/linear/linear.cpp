@@ -86,6 +86,24 @@ void require_rank(const std::string& where, int parts, int rank) {
   }
 }
 
+// Rank's piece of the 2-D tensor t (`name`, laid out as `layout`) along axis 0 (its rows) or 1
+// (its columns), whose extent is the dimension `dim`: the split helpers' common part.
+template <class T>
+Tensor<T> split_matrix(const char* fn, const char* name, const Tensor<T>& t, const char* layout,
+                       std::size_t axis, const char* dim, const SplitPolicy& policy, int parts,
+                       int rank) {
+  const std::string where = std::string(fn) + ": ";
+  require_2d(where, name, t, layout);
+  require_rank(where, parts, rank);
+  const auto ps =
+      pieces(where,
+             "the " + std::string(dim) + " = " + str(t.dim(axis)) +
+                 (axis == 0 ? " rows of " : " columns of ") + name + " " + format_shape(t.shape()),
+             policy, t.dim(axis), parts);
+  const Piece& piece = ps[static_cast<std::size_t>(rank)];
+  return axis == 0 ? take_rows(t, piece) : take_cols(t, piece);
+}
+
 }  // namespace
 
 template <class T>
@@ -165,25 +183,15 @@ LinearGrads<T> linear_backward(const Tensor<T>& x, const Tensor<T>& w, bool has_
 template <class T>
 Tensor<T> split_weight_by_output_features(const Tensor<T>& w, const SplitPolicy& policy, int parts,
                                           int rank) {
-  const std::string where = "split_weight_by_output_features: ";
-  require_2d(where, "w", w, "[out, in]");
-  require_rank(where, parts, rank);
-  const auto ps =
-      pieces(where, "the out = " + str(w.dim(0)) + " rows of w " + format_shape(w.shape()), policy,
-             w.dim(0), parts);
-  return take_rows(w, ps[static_cast<std::size_t>(rank)]);
+  return split_matrix("split_weight_by_output_features", "w", w, "[out, in]", 0, "out", policy,
+                      parts, rank);
 }
 
 template <class T>
 Tensor<T> split_weight_by_input_features(const Tensor<T>& w, const SplitPolicy& policy, int parts,
                                          int rank) {
-  const std::string where = "split_weight_by_input_features: ";
-  require_2d(where, "w", w, "[out, in]");
-  require_rank(where, parts, rank);
-  const auto ps =
-      pieces(where, "the in = " + str(w.dim(1)) + " columns of w " + format_shape(w.shape()),
-             policy, w.dim(1), parts);
-  return take_cols(w, ps[static_cast<std::size_t>(rank)]);
+  return split_matrix("split_weight_by_input_features", "w", w, "[out, in]", 1, "in", policy, parts,
+                      rank);
 }
 
 template <class T>
@@ -203,13 +211,8 @@ Tensor<T> split_bias(const Tensor<T>& b, const SplitPolicy& policy, int parts, i
 template <class T>
 Tensor<T> split_input_by_features(const Tensor<T>& x, const SplitPolicy& policy, int parts,
                                   int rank) {
-  const std::string where = "split_input_by_features: ";
-  require_2d(where, "x", x, "[tokens, in]");
-  require_rank(where, parts, rank);
-  const auto ps =
-      pieces(where, "the in = " + str(x.dim(1)) + " columns of x " + format_shape(x.shape()),
-             policy, x.dim(1), parts);
-  return take_cols(x, ps[static_cast<std::size_t>(rank)]);
+  return split_matrix("split_input_by_features", "x", x, "[tokens, in]", 1, "in", policy, parts,
+                      rank);
 }
 
 template <class T>

@@ -1,6 +1,7 @@
 #include "suites/attention/attention_case.hpp"
 
 #include "generators/layout_gen.hpp"
+#include "runtime/format_list.hpp"
 
 #include <algorithm>
 
@@ -12,12 +13,6 @@ constexpr std::size_t max_len = 12;
 constexpr std::size_t max_layer_len = 8;
 constexpr std::size_t max_head_dim = 4;
 constexpr std::size_t max_hidden = 8;
-
-std::string list(const std::vector<std::size_t>& v) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
-  return s + "]";
-}
 
 }  // namespace
 
@@ -34,7 +29,7 @@ std::string AttentionCase::describe() const {
                   " h=" + std::to_string(a.q_heads) + " g=" + std::to_string(a.kv_heads) +
                   " d=" + std::to_string(a.head_dim) + " batch=" + std::to_string(batch) +
                   " L=" + std::to_string(len()) + " mask=" + to_string(a.mask.kind);
-  if (!a.mask.key_lengths.empty()) s += "+padding" + list(a.mask.key_lengths);
+  if (!a.mask.key_lengths.empty()) s += "+padding" + format_list(a.mask.key_lengths);
   if (op == AttentionOp::layer) {
     s += " tp=" + std::to_string(tp) + " hidden=" + std::to_string(layer.hidden) +
          (layer.has_bias ? " bias" : " no-bias") +

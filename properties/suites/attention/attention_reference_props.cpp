@@ -16,10 +16,10 @@
 // The evaluation bound E of L and the analytic gradient's own error come from
 // reference::attention_reference_error (the bound's analysis with u = u_R), so nothing assumes R
 // is exact (E is evaluated once at θ and doubled for the probes: see loss()).
+#include "testing/gradient_check.hpp"
 #include "testing/reference_gen.hpp"
 
 #include "reference/attention/attention.hpp"
-#include "reference/finite_difference.hpp"
 
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
@@ -30,14 +30,6 @@
 namespace shardcheck::props::ref {
 namespace {
 
-using reference::central_difference_gradient;
-using reference::compare_gradient;
-using reference::Evaluation;
-using reference::gamma;
-using reference::hp;
-using reference::to_hp;
-
-const hp u_hp = reference::unit_roundoff_of<hp>();
 
 struct AttnCase {
   AttentionConfig cfg;

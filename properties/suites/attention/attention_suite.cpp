@@ -26,20 +26,13 @@ void core_checks(CaseVerdict& v, const AttentionCase& c, const AttentionRun<T>& 
                  const AttentionExpected& e) {
   const auto seq = SplitPolicy::explicit_sizes(sizes_along(c));
   const auto s1 = Placement::shard(1, seq), s2 = Placement::shard(2, seq);
-  std::vector<Tensor<T>> out, dq, dk, dv;
-  std::vector<Tensor<acc_t<T>>> lse;
-  for (const auto& o : run.core) {
-    out.push_back(o.out);
-    lse.push_back(o.lse);
-    dq.push_back(o.dq);
-    dk.push_back(o.dk);
-    dv.push_back(o.dv);
-  }
-  v.tensors.push_back(check_pieces<T>("out", out, s1, e.out, c.world()));
-  v.tensors.push_back(check_pieces<acc_t<T>>("lse", lse, s2, e.lse, c.world()));
-  v.tensors.push_back(check_pieces<T>("dq", dq, s1, e.dq, c.world()));
-  v.tensors.push_back(check_pieces<T>("dk", dk, s1, e.dk, c.world()));
-  v.tensors.push_back(check_pieces<T>("dv", dv, s1, e.dv, c.world()));
+  using O = CoreRankOutputs<T>;
+  const OutputChecks one{v, run.core, c.world()};
+  one("out", &O::out, s1, e.out);
+  one("lse", &O::lse, s2, e.lse);
+  one("dq", &O::dq, s1, e.dq);
+  one("dk", &O::dk, s1, e.dk);
+  one("dv", &O::dv, s1, e.dv);
 }
 
 // The world ranks of the layer whose pieces make one copy of each result.
@@ -146,14 +139,8 @@ void replication_checks(CaseVerdict& v, const AttentionCase& c, const AttentionR
 
 enum class AttentionOwnCheck { replication };
 
-struct AttentionFamily : RankFamily<AttentionFamily> {
-  using Interface = AttentionImplementation;
-  using Case = AttentionCase;
-  using Options = AttentionCaseOptions;
-  using Own = AttentionOwnCheck;
-  template <class T>
-  using Data = AttentionData<T>;
-
+struct AttentionFamily : RankFamily<AttentionFamily, AttentionImplementation, AttentionCase,
+                                    AttentionCaseOptions, AttentionData, AttentionOwnCheck> {
   static constexpr const char* name = "attention";
   static constexpr const char* description =
       "context-parallel attention (ring, all-gather; contiguous, zigzag) and the "
@@ -214,32 +201,20 @@ struct AttentionFamily : RankFamily<AttentionFamily> {
     return table;
   }
 
-  static std::shared_ptr<const Interface> library() {
-    return std::make_shared<const AttentionAdapter<LibraryAttention>>();
-  }
-  static std::span<const Mutant<Interface>> mutants() { return attention_mutants(); }
-
-  static rc::Gen<Case> gen_case(const RunConfig& config, const Options& options) {
-    return genAttentionCase(config, options);
-  }
+  using Library = AttentionAdapter<LibraryAttention>;
+  static constexpr auto mutants = attention_mutants;
+  static constexpr auto gen_case = genAttentionCase;
   static int world(const Case& c) { return c.world(); }
   static std::string op_name(const Case& c) { return to_string(c.op); }
 
   template <class T>
-  static rc::Gen<Data<T>> gen_data(const Case& c) {
-    return genAttentionData<T>(c);
-  }
+  static constexpr auto gen_data = genAttentionData<T>;
   template <class T>
-  static AttentionRun<T> run(const Interface& impl, const Case& c, const Data<T>& d) {
-    return run_attention(impl, c, d);
-  }
-  static std::vector<std::vector<DeclaredCall>> declared_traffic(const Case& c) {
-    return attention_declared_traffic(c);
-  }
+  static constexpr auto run = run_attention<T>;
+  static constexpr auto declared_traffic = attention_declared_traffic;
   template <class T>
-  static AttentionExpected expected(const Case& c, const Data<T>& d) {
-    return attention_expected(c, d);
-  }
+  static constexpr auto expected = attention_expected<T>;
+
   template <class T>
   static void add_checks(CaseVerdict& v, const Case& c, const AttentionRun<T>& run,
                          const AttentionExpected& e) {

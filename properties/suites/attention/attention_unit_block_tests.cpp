@@ -91,6 +91,25 @@ void merge_partials(const std::vector<Tensor<A>>& outs, const std::vector<Tensor
   }
 }
 
+// The forward over key blocks (sizes ksizes at offsets koff) for every query: one partial per
+// block, merged into out and lse (in A).
+template <class Config, class Inputs, class A>
+void forward_over_key_blocks(const Config& cfg, const Inputs& in,
+                             const std::vector<std::size_t>& koff,
+                             const std::vector<std::size_t>& ksizes, Tensor<A>& out,
+                             Tensor<A>& lse) {
+  const auto qpos = iota_positions(in.q.dim(1));
+  std::vector<Tensor<A>> outs, lses;
+  for (std::size_t j = 0; j < ksizes.size(); ++j) {
+    auto part = attention_block_forward(cfg, in.q, seq_slice(in.k, koff[j], ksizes[j]),
+                                        seq_slice(in.v, koff[j], ksizes[j]), qpos,
+                                        range_positions(koff[j], ksizes[j]));
+    outs.push_back(std::move(part.out));
+    lses.push_back(std::move(part.lse));
+  }
+  merge_partials(outs, lses, out, lse);
+}
+
 // ---------------------------------------------------------------- the block kernel
 
 TYPED_TEST(AttentionTyped, blocks_over_key_and_query_partitions_are_within_the_bound) {
@@ -109,16 +128,8 @@ TYPED_TEST(AttentionTyped, blocks_over_key_and_query_partitions_are_within_the_b
     const std::size_t parts = ksizes.size();
 
     // Forward: one partial per key block, merged.
-    std::vector<Tensor<A>> outs, lses;
-    for (std::size_t j = 0; j < ksizes.size(); ++j) {
-      const auto kp = range_positions(koff[j], ksizes[j]);
-      auto part = attention_block_forward(cfg, in.q, seq_slice(in.k, koff[j], ksizes[j]),
-                                          seq_slice(in.v, koff[j], ksizes[j]), qpos_all, kp);
-      outs.push_back(std::move(part.out));
-      lses.push_back(std::move(part.lse));
-    }
     Tensor<A> out_a(in.q.shape()), lse(Shape{c.batch, c.h, c.lq});
-    merge_partials(outs, lses, out_a, lse);
+    forward_over_key_blocks(cfg, in, koff, ksizes, out_a, lse);
     const Tensor<T> out = rounded<T>(out_a);
 
     // Backward over the key blocks (given the merged out and lse): dq summed in A, dk/dv per block.
@@ -144,12 +155,10 @@ TYPED_TEST(AttentionTyped, blocks_over_key_and_query_partitions_are_within_the_b
       seq_add(dv2_a, g.dv, 0);
     }
 
-    const auto q = to_hp(in.q), k = to_hp(in.k), v = to_hp(in.v), dout = to_hp(in.dout);
-    const auto rf = reference::attention_forward(cfg, q, k, v);
-    const auto rg = reference::attention_backward(cfg, q, k, v, rf, dout);
-    reference::AttentionBoundOptions<hp> opt;
-    opt.parts = parts;
-    const auto bnd = reference::attention_bounds(cfg, q, k, v, dout, arith<T>(), opt);
+    const ReferenceAttention<T> ref(cfg, in);
+    const auto& rf = ref.rf;
+    const auto& rg = ref.rg;
+    const auto bnd = ref.bounds(parts);
     const std::string key = std::string(dtype_name<T>()) + " blocks ";
     const std::string keya = std::string(dtype_name<T>()) + " blocks(A) ";
     EXPECT_WITHIN_BOUND(key + "out", out, rf.out, bnd.out);
@@ -241,16 +250,8 @@ TYPED_TEST(AttentionTyped, the_bound_holds_over_a_random_sweep) {
     const std::size_t parts = 1 + rng.below(4);
     const auto ksizes = random_sizes(rng, c.lk, parts), qsizes = random_sizes(rng, c.lq, parts);
     const auto koff = offsets_of(ksizes), qoff = offsets_of(qsizes);
-    std::vector<Tensor<A>> outs, lses;
-    for (std::size_t j = 0; j < parts; ++j) {
-      auto part = attention_block_forward(cfg, in.q, seq_slice(in.k, koff[j], ksizes[j]),
-                                          seq_slice(in.v, koff[j], ksizes[j]), iota_positions(c.lq),
-                                          range_positions(koff[j], ksizes[j]));
-      outs.push_back(std::move(part.out));
-      lses.push_back(std::move(part.lse));
-    }
     Tensor<A> out_a(in.q.shape()), lse(Shape{c.batch, c.h, c.lq});
-    merge_partials(outs, lses, out_a, lse);
+    forward_over_key_blocks(cfg, in, koff, ksizes, out_a, lse);
     const Tensor<T> out = rounded<T>(out_a);
     Tensor<A> dq_a(in.q.shape()), dk_a(in.k.shape()), dv_a(in.k.shape());
     for (std::size_t j = 0; j < parts; ++j) {  // keys split: dq summed
@@ -270,18 +271,12 @@ TYPED_TEST(AttentionTyped, the_bound_holds_over_a_random_sweep) {
     const auto dense = attention_forward(cfg, in.q, in.k, in.v);
     const auto dense_g = attention_backward(cfg, in.q, in.k, in.v, dense, in.dout);
 
-    const auto q = to_hp(in.q), k = to_hp(in.k), v = to_hp(in.v), dout = to_hp(in.dout);
-    const auto rf = reference::attention_forward(cfg, q, k, v);
-    const auto rg = reference::attention_backward(cfg, q, k, v, rf, dout);
-    reference::AttentionBoundOptions<hp> opt;
-    opt.parts = parts;
-    const auto bnd = reference::attention_bounds(cfg, q, k, v, dout, arith<T>(), opt);
-    const auto bnd1 = reference::attention_bounds(cfg, q, k, v, dout, arith<T>());
-    EXPECT_WITHIN_BOUND(key + "dense out", dense.out, rf.out, bnd1.out);
-    EXPECT_WITHIN_BOUND(key + "dense lse", dense.lse, rf.lse, bnd1.lse);
-    EXPECT_WITHIN_BOUND(key + "dense dq", dense_g.dq, rg.dq, bnd1.dq);
-    EXPECT_WITHIN_BOUND(key + "dense dk", dense_g.dk, rg.dk, bnd1.dk);
-    EXPECT_WITHIN_BOUND(key + "dense dv", dense_g.dv, rg.dv, bnd1.dv);
+    const ReferenceAttention<T> ref(cfg, in);
+    const auto& rf = ref.rf;
+    const auto& rg = ref.rg;
+    const auto bnd = ref.bounds(parts);
+    const auto bnd1 = ref.bounds();
+    expect_within_bounds(key + "dense ", dense, dense_g, rf, rg, bnd1);
     EXPECT_WITHIN_BOUND(key + "blocks out", out, rf.out, bnd.out);
     EXPECT_WITHIN_BOUND(key + "blocks(A) out", out_a, rf.out, bnd.out_acc);
     EXPECT_WITHIN_BOUND(key + "blocks lse", lse, rf.lse, bnd.lse);

@@ -25,16 +25,10 @@ TYPED_TEST(AttentionTyped, dense_op_is_within_the_reference_bound) {
     const auto fwd = attention_forward(cfg, in.q, in.k, in.v);
     const auto grads = attention_backward(cfg, in.q, in.k, in.v, fwd, in.dout);
 
-    const auto q = to_hp(in.q), k = to_hp(in.k), v = to_hp(in.v), dout = to_hp(in.dout);
-    const auto rf = reference::attention_forward(cfg, q, k, v);
-    const auto rg = reference::attention_backward(cfg, q, k, v, rf, dout);
-    const auto bnd = reference::attention_bounds(cfg, q, k, v, dout, arith<T>());
+    const ReferenceAttention<T> ref(cfg, in);
+    const auto bnd = ref.bounds();
     const std::string key = std::string(dtype_name<T>()) + " dense ";
-    EXPECT_WITHIN_BOUND(key + "out", fwd.out, rf.out, bnd.out);
-    EXPECT_WITHIN_BOUND(key + "lse", fwd.lse, rf.lse, bnd.lse);
-    EXPECT_WITHIN_BOUND(key + "dq", grads.dq, rg.dq, bnd.dq);
-    EXPECT_WITHIN_BOUND(key + "dk", grads.dk, rg.dk, bnd.dk);
-    EXPECT_WITHIN_BOUND(key + "dv", grads.dv, rg.dv, bnd.dv);
+    expect_within_bounds(key, fwd, grads, ref.rf, ref.rg, bnd);
   }
 }
 
@@ -80,11 +74,7 @@ TYPED_TEST(AttentionTyped, input_errors_are_carried_by_the_bound) {
   const auto rg = reference::attention_backward(cfg, q, k, v, rf, dout);
   const auto bnd = reference::attention_bounds(cfg, q, k, v, dout, arith<T>(), opt);
   const std::string key = std::string(dtype_name<T>()) + " inexact-inputs ";
-  EXPECT_WITHIN_BOUND(key + "out", fwd.out, rf.out, bnd.out);
-  EXPECT_WITHIN_BOUND(key + "lse", fwd.lse, rf.lse, bnd.lse);
-  EXPECT_WITHIN_BOUND(key + "dq", grads.dq, rg.dq, bnd.dq);
-  EXPECT_WITHIN_BOUND(key + "dk", grads.dk, rg.dk, bnd.dk);
-  EXPECT_WITHIN_BOUND(key + "dv", grads.dv, rg.dv, bnd.dv);
+  expect_within_bounds(key, fwd, grads, rf, rg, bnd);
   // Without the input errors the bound is too small for 16-bit inputs (their rounding
   // dominates): the input terms are needed, not decoration. Informational for float32/64.
   const auto bare = reference::attention_bounds(cfg, q, k, v, dout, arith<T>());

@@ -92,6 +92,18 @@ Verdict judge(const Tensor<C>& computed, const Tensor<hp>& ref, const Tensor<hp>
     EXPECT_TRUE(v_.pass) << (key) << ": " << v_.detail << " (max ratio " << v_.max_ratio << ")"; \
   } while (0)
 
+// The library's out, lse, dq, dk and dv (fwd, grads) each within its bound of the reference's
+// (rf, rg, bounds bnd), recorded under key + the tensor's name.
+template <class Fwd, class Grads, class RefFwd, class RefGrads, class Bounds>
+void expect_within_bounds(const std::string& key, const Fwd& fwd, const Grads& grads,
+                          const RefFwd& rf, const RefGrads& rg, const Bounds& bnd) {
+  EXPECT_WITHIN_BOUND(key + "out", fwd.out, rf.out, bnd.out);
+  EXPECT_WITHIN_BOUND(key + "lse", fwd.lse, rf.lse, bnd.lse);
+  EXPECT_WITHIN_BOUND(key + "dq", grads.dq, rg.dq, bnd.dq);
+  EXPECT_WITHIN_BOUND(key + "dk", grads.dk, rg.dk, bnd.dk);
+  EXPECT_WITHIN_BOUND(key + "dv", grads.dv, rg.dv, bnd.dv);
+}
+
 struct Case {
   std::string name;
   std::size_t batch, lq, lk, h, g, d;
@@ -122,6 +134,32 @@ template <class T>
 reference::Arithmetic arith() {
   return reference::arithmetic_of<T>();
 }
+
+// The reference of a case: its inputs taken exactly in hp, the forward and the backward, and the
+// bounds for T of the op computed in `parts` key or query blocks (1: the dense op).
+template <class T>
+struct ReferenceAttention {
+  AttentionConfig cfg;
+  Tensor<hp> q, k, v, dout;
+  reference::AttentionOutput<hp> rf;
+  reference::AttentionGrads<hp> rg;
+
+  template <class Config, class Inputs>
+  ReferenceAttention(const Config& c, const Inputs& in)
+      : cfg(c),
+        q(to_hp(in.q)),
+        k(to_hp(in.k)),
+        v(to_hp(in.v)),
+        dout(to_hp(in.dout)),
+        rf(reference::attention_forward(cfg, q, k, v)),
+        rg(reference::attention_backward(cfg, q, k, v, rf, dout)) {}
+
+  reference::AttentionBounds<hp> bounds(std::size_t parts = 1) const {
+    reference::AttentionBoundOptions<hp> opt;
+    opt.parts = parts;
+    return reference::attention_bounds(cfg, q, k, v, dout, arith<T>(), opt);
+  }
+};
 
 // Rows [offset, offset + len) of axis 1 of a [batch, L, heads, d] tensor.
 template <class T>

@@ -193,9 +193,7 @@ struct MutantLinear {
 };
 
 template <Bug B>
-std::shared_ptr<const LinearImplementation> make() {
-  return make_mutant<LinearImplementation, LinearAdapter<MutantLinear<B>>>();
-}
+constexpr auto& make = make_mutant<LinearImplementation, LinearAdapter<MutantLinear<B>>>;
 
 // The catalog: each bug's name (as "mutant:<name>") and its story.
 constexpr Mutant<LinearImplementation> catalog[] = {

@@ -27,12 +27,7 @@ Tensor<double> small_ints(Shape shape) {
 rc::Gen<std::vector<std::size_t>> genPartition(std::size_t k) {
   return rc::gen::exec([k] {
     const int p = *uniform(1, 5);
-    std::vector<std::size_t> cuts{0, k};
-    for (int i = 1; i < p; ++i) cuts.push_back(*uniform<std::size_t>(0, k));
-    std::sort(cuts.begin(), cuts.end());
-    std::vector<std::size_t> parts;
-    for (std::size_t i = 1; i < cuts.size(); ++i) parts.push_back(cuts[i] - cuts[i - 1]);
-    return parts;
+    return draw_parts(k, p);
   });
 }
 

@@ -23,10 +23,7 @@ void linear_checks(CaseVerdict& v, const LinearCase& c, const LinearRun<T>& run,
                    const LinearExpected& e) {
   const auto pl = linear_placements(c);
   using O = LinearRankOutputs<T>;
-  auto one = [&](const char* name, Tensor<T> O::*member, const Placement& p,
-                 const ExpectedTensor& x) {
-    v.tensors.push_back(check_pieces<T>(name, pieces_of(run.outputs, member), p, x, c.world));
-  };
+  const OutputChecks one{v, run.outputs, c.world};
   one("y", &O::y, pl.y, e.y);
   one("dx", &O::dx, pl.dx, e.dx);
   one("dw", &O::dw, pl.dw, e.dw);
@@ -62,14 +59,8 @@ void bit_exactness(LinearOwnCheck own, CaseVerdict& v, const LinearCase& c, cons
   }
 }
 
-struct LinearFamily : RankFamily<LinearFamily> {
-  using Interface = LinearImplementation;
-  using Case = LinearCase;
-  using Options = LinearCaseOptions;
-  using Own = LinearOwnCheck;
-  template <class T>
-  using Data = LinearData<T>;
-
+struct LinearFamily : RankFamily<LinearFamily, LinearImplementation, LinearCase, LinearCaseOptions,
+                                 LinearData, LinearOwnCheck> {
   static constexpr const char* name = "linear";
   static constexpr const char* description =
       "Megatron-LM's column- and row-parallel linear layers, forward and backward";
@@ -93,9 +84,7 @@ struct LinearFamily : RankFamily<LinearFamily> {
           "results that every rank holds (column dx after its all_reduce, row db, a gathered y) "
           "are bit-identical on every rank"},
          Check::replicated_bit_identical,
-         [](Options& o, const RunConfig& config) {
-           o.world = config.max_world >= 2 ? *rc::gen::inRange(2, config.max_world + 1) : 1;
-         }},
+         pin_several_ranks<Options>},
         {{"column_forward_bit_identical",
           "with the deterministic kernel, column_parallel_linear's forward reproduces the dense "
           "linear's bits in the same type"},
@@ -127,42 +116,23 @@ struct LinearFamily : RankFamily<LinearFamily> {
     return table;
   }
 
-  static std::shared_ptr<const Interface> library() {
-    return std::make_shared<const LinearAdapter<LibraryLinear>>();
-  }
-  static std::span<const Mutant<Interface>> mutants() { return linear_mutants(); }
-
-  static rc::Gen<Case> gen_case(const RunConfig& config, const Options& options) {
-    return genLinearCase(config, options);
-  }
-  static int world(const Case& c) { return c.world; }
+  using Library = LinearAdapter<LibraryLinear>;
+  static constexpr auto mutants = linear_mutants;
+  static constexpr auto gen_case = genLinearCase;
   static std::string op_name(const Case& c) { return to_string(c.layer); }
 
   template <class T>
-  static rc::Gen<Data<T>> gen_data(const Case& c) {
-    return genLinearData<T>(c);
-  }
+  static constexpr auto gen_data = genLinearData<T>;
   template <class T>
-  static LinearRun<T> run(const Interface& impl, const Case& c, const Data<T>& d) {
-    return run_linear(impl, c, d);
-  }
-  static std::vector<std::vector<DeclaredCall>> declared_traffic(const Case& c) {
-    return linear_declared_traffic(c);
-  }
+  static constexpr auto run = run_linear<T>;
+  static constexpr auto declared_traffic = linear_declared_traffic;
   template <class T>
-  static LinearExpected expected(const Case& c, const Data<T>& d) {
-    return linear_expected(c, d);
-  }
+  static constexpr auto expected = linear_expected<T>;
   template <class T>
-  static void add_checks(CaseVerdict& v, const Case& c, const LinearRun<T>& run,
-                         const LinearExpected& e) {
-    linear_checks(v, c, run, e);
-  }
+  static constexpr auto add_checks = linear_checks<T>;
+
   template <class T>
-  static void own_check(Own own, CaseVerdict& v, const Case& c, const Data<T>& d,
-                        const LinearRun<T>& run) {
-    bit_exactness(own, v, c, d, run);
-  }
+  static constexpr auto own_check = bit_exactness<T>;
 };
 
 }  // namespace

@@ -5,23 +5,18 @@
 #include "ops/tp_transitions.hpp"
 #include "testing/ops_test_util.hpp"
 
-#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <initializer_list>
 #include <string>
 
 namespace shardcheck {
 namespace {
 
+using test::expect_parts;
 using test::usage_error_of;
 using D = Tensor<double>;
 
 D zeros(Shape s) { return D(std::move(s)); }
-
-void expect_parts(const std::string& message, std::initializer_list<const char*> parts) {
-  for (const char* part : parts) EXPECT_THAT(message, ::testing::HasSubstr(part));
-}
 
 // ---------------------------------------------------------------- dense
 

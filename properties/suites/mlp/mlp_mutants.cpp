@@ -146,9 +146,7 @@ struct MutantMlp {
 };
 
 template <Bug B>
-std::shared_ptr<const MlpImplementation> make() {
-  return make_mutant<MlpImplementation, MlpAdapter<MutantMlp<B>>>();
-}
+constexpr auto& make = make_mutant<MlpImplementation, MlpAdapter<MutantMlp<B>>>;
 
 // The catalog: each bug's name (as "mutant:<name>") and its story.
 constexpr Mutant<MlpImplementation> catalog[] = {

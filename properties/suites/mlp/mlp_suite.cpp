@@ -18,10 +18,7 @@ template <class T>
 void mlp_checks(CaseVerdict& v, const MlpCase& c, const MlpRun<T>& run, const MlpExpected& e) {
   const auto pl = mlp_placements(c);
   using O = MlpRankOutputs<T>;
-  auto one = [&](const char* name, Tensor<T> O::*member, const Placement& p,
-                 const ExpectedTensor& x) {
-    v.tensors.push_back(check_pieces<T>(name, pieces_of(run.outputs, member), p, x, c.world));
-  };
+  const OutputChecks one{v, run.outputs, c.world};
   const bool swiglu = c.cfg.activation == Activation::swiglu;
   one("y", &O::y, pl.y, e.y);
   one("dx", &O::dx, pl.dx, e.dx);
@@ -35,14 +32,7 @@ void mlp_checks(CaseVerdict& v, const MlpCase& c, const MlpRun<T>& run, const Ml
   }
 }
 
-struct MlpFamily : RankFamily<MlpFamily> {
-  using Interface = MlpImplementation;
-  using Case = MlpCase;
-  using Options = MlpCaseOptions;
-  using Own = NoOwnChecks;
-  template <class T>
-  using Data = MlpData<T>;
-
+struct MlpFamily : RankFamily<MlpFamily, MlpImplementation, MlpCase, MlpCaseOptions, MlpData> {
   static constexpr const char* name = "mlp";
   static constexpr const char* description =
       "Megatron-LM's ParallelMLP (column-parallel fc1, gelu / gelu_tanh / swiglu, row-parallel "
@@ -80,44 +70,25 @@ struct MlpFamily : RankFamily<MlpFamily> {
           "results that every rank holds (y and dx after their all_reduce, db_down) are "
           "bit-identical on every rank"},
          Check::replicated_bit_identical,
-         [](Options& o, const RunConfig& config) {
-           o.world = config.max_world >= 2 ? *rc::gen::inRange(2, config.max_world + 1) : 1;
-         }},
+         pin_several_ranks<Options>},
     };
     return table;
   }
 
-  static std::shared_ptr<const Interface> library() {
-    return std::make_shared<const MlpAdapter<LibraryMlp>>();
-  }
-  static std::span<const Mutant<Interface>> mutants() { return mlp_mutants(); }
-
-  static rc::Gen<Case> gen_case(const RunConfig& config, const Options& options) {
-    return genMlpCase(config, options);
-  }
-  static int world(const Case& c) { return c.world; }
+  using Library = MlpAdapter<LibraryMlp>;
+  static constexpr auto mutants = mlp_mutants;
+  static constexpr auto gen_case = genMlpCase;
   static std::string op_name(const Case&) { return "parallel_mlp"; }
 
   template <class T>
-  static rc::Gen<Data<T>> gen_data(const Case& c) {
-    return genMlpData<T>(c);
-  }
+  static constexpr auto gen_data = genMlpData<T>;
   template <class T>
-  static MlpRun<T> run(const Interface& impl, const Case& c, const Data<T>& d) {
-    return run_mlp(impl, c, d);
-  }
-  static std::vector<std::vector<DeclaredCall>> declared_traffic(const Case& c) {
-    return mlp_declared_traffic(c);
-  }
+  static constexpr auto run = run_mlp<T>;
+  static constexpr auto declared_traffic = mlp_declared_traffic;
   template <class T>
-  static MlpExpected expected(const Case& c, const Data<T>& d) {
-    return mlp_expected(c, d);
-  }
+  static constexpr auto expected = mlp_expected<T>;
   template <class T>
-  static void add_checks(CaseVerdict& v, const Case& c, const MlpRun<T>& run,
-                         const MlpExpected& e) {
-    mlp_checks(v, c, run, e);
-  }
+  static constexpr auto add_checks = mlp_checks<T>;
 };
 
 }  // namespace

@@ -4,61 +4,46 @@
 #include "ops/mlp/mlp.hpp"
 #include "testing/ops_test_util.hpp"
 
-#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <initializer_list>
 #include <string>
 
 namespace shardcheck {
 namespace {
 
+using test::expect_parts;
 using test::usage_error_of;
 using D = Tensor<double>;
 
 D zeros(Shape s) { return D(std::move(s)); }
 
-void expect_parts(const std::string& message, std::initializer_list<const char*> parts) {
-  for (const char* part : parts) EXPECT_THAT(message, ::testing::HasSubstr(part));
-}
-
-std::string message_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no UsageError";
-  return {};
-}
-
 TEST(MlpUsageErrors, dense_mlp_names_the_shapes_and_the_fix) {
-  expect_parts(message_of([] {
+  expect_parts(usage_error_of([] {
                  mlp(zeros({3, 4}), zeros({5, 4}), D(), zeros({4, 6}), D(), Activation::gelu);
                }),
                {"mlp: x is [3, 4], w_up [5, 4] and w_down [4, 6]",
                 "gelu needs w_up [1·F_r, H] and w_down [H, F_r] with H = x.dim(1) = 4"});
-  expect_parts(message_of([] {
+  expect_parts(usage_error_of([] {
                  mlp(zeros({3, 4}), zeros({6, 4}), D(), zeros({4, 6}), D(), Activation::swiglu);
                }),
                {"swiglu needs w_up [2·F_r, H]", "(w_up the fused [Wg_r; Wu_r])"});
   expect_parts(
-      message_of([] {
+      usage_error_of([] {
         mlp(zeros({3, 4}), zeros({6, 4}), zeros({6}), zeros({4, 6}), D(), Activation::gelu);
       }),
       {"b_up is [6] and b_down []", "pass both empty (no bias) or b_up [6] and b_down [4]"});
 }
 
 TEST(MlpUsageErrors, activation_names_the_layout_it_needs) {
-  expect_parts(message_of([] {
+  expect_parts(usage_error_of([] {
                  mlp_activation(zeros({2, 3}), Activation::swiglu);
                }),
                {"mlp_activation: h is [2, 3]", "swiglu's pre-activation is [tokens, 2·n]"});
-  expect_parts(message_of([] {
+  expect_parts(usage_error_of([] {
                  mlp_activation_backward(zeros({2, 4}), Activation::swiglu, zeros({2, 4}));
                }),
                {"mlp_activation_backward: da is [2, 4] but h is [2, 4]", "da must be [tokens, 2]"});
-  expect_parts(message_of([] {
+  expect_parts(usage_error_of([] {
                  split_fused_up(zeros({5, 2}), Activation::swiglu, SplitPolicy::chunk(), 2, 0);
                }),
                {"split_fused_up: w is [5, 2]", "2·F rows ([Wg; Wu])"});

@@ -161,9 +161,7 @@ struct MutantNorm {
 };
 
 template <Bug B>
-std::shared_ptr<const NormImplementation> make() {
-  return make_mutant<NormImplementation, NormAdapter<MutantNorm<B>>>();
-}
+constexpr auto& make = make_mutant<NormImplementation, NormAdapter<MutantNorm<B>>>;
 
 // The catalog: each bug's name (as "mutant:<name>") and its story.
 constexpr Mutant<NormImplementation> catalog[] = {

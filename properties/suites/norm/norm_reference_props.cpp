@@ -18,9 +18,9 @@
 // bounds (reference/norm/norm_bound.hpp's Tracked::r), so nothing assumes R is exact.
 // And the definition (norm_definition.hpp, plain loops) against the bound's propagation
 // (norm_bound.hpp), which carries the values it bounds: the same values in R, bit for bit.
+#include "testing/gradient_check.hpp"
 #include "testing/reference_gen.hpp"
 
-#include "reference/finite_difference.hpp"
 #include "reference/norm/norm.hpp"
 
 #include <gtest/gtest.h>
@@ -29,16 +29,8 @@
 namespace shardcheck::props::ref {
 namespace {
 
-using reference::central_difference_gradient;
-using reference::compare_gradient;
-using reference::Evaluation;
-using reference::gamma;
-using reference::hp;
 using reference::Propagator;
-using reference::to_hp;
 using reference::TrackedTensor;
-
-const hp u_hp = reference::unit_roundoff_of<hp>();
 
 struct NormCase {
   NormKind kind = NormKind::layer_norm;

@@ -21,10 +21,7 @@ template <class T>
 void norm_checks(CaseVerdict& v, const NormCase& c, const NormRun<T>& run, const NormExpected& e) {
   const auto pl = norm_placements(c);
   using O = BlockRankOutputs<T>;
-  auto one = [&](const char* name, Tensor<T> O::*member, const Placement& p,
-                 const ExpectedTensor& x) {
-    v.tensors.push_back(check_pieces<T>(name, pieces_of(run.outputs, member), p, x, c.world));
-  };
+  const OutputChecks one{v, run.outputs, c.world};
   one("y", &O::y, pl.y, e.y);
   one("dx", &O::dx, pl.dx, e.dx);
   one("dgamma", &O::dgamma, pl.dgamma, e.dgamma);
@@ -56,14 +53,8 @@ void forward_local_bits(CaseVerdict& v, const NormCase& c, const NormData<T>& d,
   }
 }
 
-struct NormFamily : RankFamily<NormFamily> {
-  using Interface = NormImplementation;
-  using Case = NormCase;
-  using Options = NormCaseOptions;
-  using Own = NormOwnCheck;
-  template <class T>
-  using Data = NormData<T>;
-
+struct NormFamily : RankFamily<NormFamily, NormImplementation, NormCase, NormCaseOptions, NormData,
+                               NormOwnCheck> {
   static constexpr const char* name = "norm";
   static constexpr const char* description =
       "sequence-parallel LayerNorm/RMSNorm and Megatron's sequence-parallel block, forward and "
@@ -109,37 +100,21 @@ struct NormFamily : RankFamily<NormFamily> {
     return table;
   }
 
-  static std::shared_ptr<const Interface> library() {
-    return std::make_shared<const NormAdapter<LibraryNorm>>();
-  }
-  static std::span<const Mutant<Interface>> mutants() { return norm_mutants(); }
-
-  static rc::Gen<Case> gen_case(const RunConfig& config, const Options& options) {
-    return genNormCase(config, options);
-  }
-  static int world(const Case& c) { return c.world; }
+  using Library = NormAdapter<LibraryNorm>;
+  static constexpr auto mutants = norm_mutants;
+  static constexpr auto gen_case = genNormCase;
   static std::string op_name(const Case& c) { return to_string(c.op); }
 
   template <class T>
-  static rc::Gen<Data<T>> gen_data(const Case& c) {
-    return genNormData<T>(c);
-  }
+  static constexpr auto gen_data = genNormData<T>;
   template <class T>
-  static NormRun<T> run(const Interface& impl, const Case& c, const Data<T>& d) {
-    return run_norm(impl, c, d);
-  }
-  static std::vector<std::vector<DeclaredCall>> declared_traffic(const Case& c) {
-    return norm_declared_traffic(c);
-  }
+  static constexpr auto run = run_norm<T>;
+  static constexpr auto declared_traffic = norm_declared_traffic;
   template <class T>
-  static NormExpected expected(const Case& c, const Data<T>& d) {
-    return norm_expected(c, d);
-  }
+  static constexpr auto expected = norm_expected<T>;
   template <class T>
-  static void add_checks(CaseVerdict& v, const Case& c, const NormRun<T>& run,
-                         const NormExpected& e) {
-    norm_checks(v, c, run, e);
-  }
+  static constexpr auto add_checks = norm_checks<T>;
+
   template <class T>
   static void own_check(Own, CaseVerdict& v, const Case& c, const Data<T>& d,
                         const NormRun<T>& run) {

@@ -2,6 +2,7 @@
 
 #include "generators/layout_gen.hpp"
 #include "generators/values.hpp"
+#include "runtime/format_list.hpp"
 
 #include <cmath>
 #include <limits>
@@ -14,12 +15,6 @@ constexpr std::size_t max_rows = 6;
 constexpr std::size_t max_width = 6;
 constexpr std::size_t max_keys = 24;
 constexpr std::size_t max_parts = 8;
-
-std::string list(const std::vector<std::size_t>& v) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
-  return s + "]";
-}
 
 const char* fill_name(EmptyFill f) {
   switch (f) {
@@ -41,13 +36,14 @@ rc::Gen<double> genUnit() {
 std::string MergeCase::describe() const {
   std::string s = std::string(name(dtype)) + " rows=" + std::to_string(rows) +
                   " width=" + std::to_string(width) + " keys=" + std::to_string(keys) +
-                  " parts=" + std::to_string(parts) + " part_of_key=" + list(part_of_key) +
+                  " parts=" + std::to_string(parts) + " part_of_key=" + format_list(part_of_key) +
                   " empty_fill=[";
   for (std::size_t j = 0; j < empty_fill.size(); ++j)
     s += (j ? "," : "") + std::string(fill_name(empty_fill[j]));
-  s += "] permutation=" + list(permutation) + " groups=" + std::to_string(groups) +
-       " group_of_part=" + list(group_of_part) + " ring_start=" + std::to_string(ring_start) +
-       (ring_from_empty ? " ring_from_empty" : "") + (huge ? " huge" : "");
+  s += "] permutation=" + format_list(permutation) + " groups=" + std::to_string(groups) +
+       " group_of_part=" + format_list(group_of_part) +
+       " ring_start=" + std::to_string(ring_start) + (ring_from_empty ? " ring_from_empty" : "") +
+       (huge ? " huge" : "");
   return s;
 }
 

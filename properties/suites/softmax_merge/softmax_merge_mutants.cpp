@@ -173,9 +173,7 @@ struct MutantMerge {
 };
 
 template <Bug B>
-std::shared_ptr<const SoftmaxMergeImplementation> make() {
-  return make_mutant<SoftmaxMergeImplementation, SoftmaxMergeAdapter<MutantMerge<B>>>();
-}
+constexpr auto& make = make_mutant<SoftmaxMergeImplementation, SoftmaxMergeAdapter<MutantMerge<B>>>;
 
 // The catalog: each bug's name (as "mutant:<name>") and its story.
 constexpr Mutant<SoftmaxMergeImplementation> catalog[] = {

@@ -155,12 +155,8 @@ void run_typed(MergeCheck property, const SoftmaxMergeImplementation& impl, cons
 // inputs (exp of such gaps is 0 or inf in any type).
 void huge(MergeCaseOptions& o, const RunConfig&) { o.huge = true; }
 
-struct SoftmaxMergeFamily {
-  using Interface = SoftmaxMergeImplementation;
-  using Case = MergeCase;
-  using Options = MergeCaseOptions;
-  using Own = MergeCheck;
-
+struct SoftmaxMergeFamily
+    : FamilyTypes<SoftmaxMergeImplementation, MergeCase, MergeCaseOptions, MergeCheck> {
   static constexpr const char* name = "softmax_merge";
   static constexpr const char* description =
       "the softmax merge of attention partials (context-parallel attention's combine): n-way, "
@@ -227,14 +223,10 @@ struct SoftmaxMergeFamily {
     return table;
   }
 
-  static std::shared_ptr<const Interface> library() {
-    return std::make_shared<const SoftmaxMergeAdapter<LibrarySoftmaxMerge>>();
-  }
-  static std::span<const Mutant<Interface>> mutants() { return softmax_merge_mutants(); }
+  using Library = SoftmaxMergeAdapter<LibrarySoftmaxMerge>;
+  static constexpr auto mutants = softmax_merge_mutants;
+  static constexpr auto gen_case = genMergeCase;
 
-  static rc::Gen<Case> gen_case(const RunConfig& config, const Options& options) {
-    return genMergeCase(config, options);
-  }
   // The merge runs in A = float64 or float32 (the attention kernel's accumulator).
   template <class Fn>
   static void visit_types(const Case& c, Fn&& fn) {

@@ -50,16 +50,6 @@ SoftmaxPartial<A> merge2(const SoftmaxPartial<A>& a, const SoftmaxPartial<A>& b)
   return softmax_merge<A>(parts);
 }
 
-std::string usage_error(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no UsageError";
-  return {};
-}
-
 template <class A>
 class SoftmaxMerge : public ::testing::Test {};
 using Accumulators = ::testing::Types<double, float>;
@@ -286,11 +276,11 @@ TYPED_TEST(SoftmaxMerge, zero_sized_dimensions_are_allowed) {
 
 TEST(SoftmaxMergeUsageErrors, zero_partials_without_a_shape) {
   const std::vector<SoftmaxPartial<double>> none;
-  EXPECT_THAT(usage_error([&] { (void)softmax_merge<double>(none); }),
+  EXPECT_THAT(test::usage_error_of([&] { (void)softmax_merge<double>(none); }),
               AllOf(HasSubstr("softmax_merge: no partials"),
                     HasSubstr("call softmax_merge(parts, rows, width)")));
   EXPECT_THAT(
-      usage_error([&] { (void)softmax_merge_attention<double>(none); }),
+      test::usage_error_of([&] { (void)softmax_merge_attention<double>(none); }),
       AllOf(HasSubstr("softmax_merge_attention: no partials"), HasSubstr("pass at least one")));
 }
 
@@ -298,10 +288,10 @@ TEST(SoftmaxMergeUsageErrors, partials_of_different_shapes) {
   const std::vector<SoftmaxPartial<double>> parts{
       partial<double>(2, 3, std::vector<double>(6), {0, 0}),
       partial<double>(2, 2, std::vector<double>(4), {0, 0})};
-  EXPECT_THAT(usage_error([&] { (void)softmax_merge<double>(parts); }),
+  EXPECT_THAT(test::usage_error_of([&] { (void)softmax_merge<double>(parts); }),
               AllOf(HasSubstr("partial 1 has out [2, 2] and lse [2]"),
                     HasSubstr("out [2, 3] and lse [2]"), HasSubstr("must have the same shape")));
-  EXPECT_THAT(usage_error([&] { (void)softmax_merge<double>(parts, 2, 2); }),
+  EXPECT_THAT(test::usage_error_of([&] { (void)softmax_merge<double>(parts, 2, 2); }),
               AllOf(HasSubstr("partial 0 has out [2, 3] and lse [2]"),
                     HasSubstr("the result (rows and width as given) has out [2, 2]")));
 }
@@ -309,24 +299,24 @@ TEST(SoftmaxMergeUsageErrors, partials_of_different_shapes) {
 TEST(SoftmaxMergeUsageErrors, wrong_ranks_or_lse_length_in_the_row_layout) {
   const std::vector<SoftmaxPartial<float>> bad_lse{
       {Tensor<float>(Shape{2, 3}), Tensor<float>(Shape{3})}};
-  EXPECT_THAT(usage_error([&] { (void)softmax_merge<float>(bad_lse); }),
+  EXPECT_THAT(test::usage_error_of([&] { (void)softmax_merge<float>(bad_lse); }),
               AllOf(HasSubstr("partial 0 has out [2, 3] and lse [3]"),
                     HasSubstr("needs out [rows, width] and lse [rows]"),
                     HasSubstr("use the _attention functions")));
   const std::vector<SoftmaxPartial<float>> four_d{
       {Tensor<float>(Shape{1, 2, 1, 3}), Tensor<float>(Shape{1, 1, 2})}};
-  EXPECT_THAT(usage_error([&] { (void)softmax_merge<float>(four_d); }),
+  EXPECT_THAT(test::usage_error_of([&] { (void)softmax_merge<float>(four_d); }),
               HasSubstr("has out [1, 2, 1, 3] and lse [1, 1, 2]"));
 }
 
 TEST(SoftmaxMergeUsageErrors, merge_into_with_different_shapes) {
   auto acc = partial<double>(2, 2, std::vector<double>(4), {0, 0});
   const auto part = partial<double>(3, 2, std::vector<double>(6), {0, 0, 0});
-  EXPECT_THAT(usage_error([&] { merge_into(acc, part); }),
+  EXPECT_THAT(test::usage_error_of([&] { merge_into(acc, part); }),
               AllOf(HasSubstr("merge_into: the partial has out [3, 2] and lse [3]"),
                     HasSubstr("the accumulator has out [2, 2] and lse [2]")));
   SoftmaxPartial<double> bad{Tensor<double>(Shape{2}), Tensor<double>(Shape{2})};
-  EXPECT_THAT(usage_error([&] { merge_into(bad, part); }),
+  EXPECT_THAT(test::usage_error_of([&] { merge_into(bad, part); }),
               HasSubstr("merge_into: the accumulator has out [2] and lse [2]"));
 }
 
@@ -334,21 +324,23 @@ TEST(SoftmaxMergeUsageErrors, attention_layout_shapes) {
   Tensor<double> acc_out(Shape{1, 4, 2, 8}), acc_lse(Shape{1, 2, 4});
   const Tensor<double> out(Shape{1, 4, 2, 8});
   const Tensor<double> lse_swapped(Shape{1, 4, 2});  // [batch, L, h]: the wrong order
-  EXPECT_THAT(usage_error([&] { merge_attention_into(acc_out, acc_lse, out, lse_swapped); }),
-              AllOf(HasSubstr("merge_attention_into: the partial has out [1, 4, 2, 8] and lse "
-                              "[1, 4, 2]"),
-                    HasSubstr("lse [batch, h, L] = [1, 2, 4]")));
+  EXPECT_THAT(
+      test::usage_error_of([&] { merge_attention_into(acc_out, acc_lse, out, lse_swapped); }),
+      AllOf(HasSubstr("merge_attention_into: the partial has out [1, 4, 2, 8] and lse "
+                      "[1, 4, 2]"),
+            HasSubstr("lse [batch, h, L] = [1, 2, 4]")));
   const Tensor<double> other(Shape{1, 3, 2, 8}), other_lse(Shape{1, 2, 3});
-  EXPECT_THAT(usage_error([&] { merge_attention_into(acc_out, acc_lse, other, other_lse); }),
-              AllOf(HasSubstr("the partial has out [1, 3, 2, 8] and lse [1, 2, 3]"),
-                    HasSubstr("the accumulator has out [1, 4, 2, 8] and lse [1, 2, 4]"),
-                    HasSubstr("both must have the same shape")));
+  EXPECT_THAT(
+      test::usage_error_of([&] { merge_attention_into(acc_out, acc_lse, other, other_lse); }),
+      AllOf(HasSubstr("the partial has out [1, 3, 2, 8] and lse [1, 2, 3]"),
+            HasSubstr("the accumulator has out [1, 4, 2, 8] and lse [1, 2, 4]"),
+            HasSubstr("both must have the same shape")));
   Tensor<double> flat(Shape{8, 8}), flat_lse(Shape{8});
-  EXPECT_THAT(usage_error([&] { merge_attention_into(flat, flat_lse, out, lse_swapped); }),
+  EXPECT_THAT(test::usage_error_of([&] { merge_attention_into(flat, flat_lse, out, lse_swapped); }),
               AllOf(HasSubstr("the accumulator has out [8, 8] and lse [8]"),
                     HasSubstr("needs out [batch, L, h, d]")));
   const std::vector<SoftmaxPartial<double>> parts{{out, acc_lse}, {other, other_lse}};
-  EXPECT_THAT(usage_error([&] { (void)softmax_merge_attention<double>(parts); }),
+  EXPECT_THAT(test::usage_error_of([&] { (void)softmax_merge_attention<double>(parts); }),
               AllOf(HasSubstr("partial 1 has out [1, 3, 2, 8]"),
                     HasSubstr("partial 0 has out [1, 4, 2, 8]")));
 }

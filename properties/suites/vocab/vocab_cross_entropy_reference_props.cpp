@@ -11,9 +11,9 @@
 // (token_loss_error) weighted by |dloss| plus the sum's gamma_{2·tokens}(u_R). The analytic
 // gradient's own error: gamma_{4V+64}(u_R)·(|g| + 2 + |ω|(|K| + max|c|))·(|dloss_t| + 1). A
 // gradient one float64 ulp off (relative to the same scale) must fail (the teeth property).
+#include "testing/gradient_check.hpp"
 #include "testing/reference_gen.hpp"
 
-#include "reference/finite_difference.hpp"
 #include "reference/vocab/vocab_cross_entropy.hpp"
 #include "reference/vocab/vocab_embedding.hpp"
 
@@ -22,15 +22,6 @@
 
 namespace shardcheck::props::ref {
 namespace {
-
-using reference::central_difference_gradient;
-using reference::compare_gradient;
-using reference::Evaluation;
-using reference::gamma;
-using reference::hp;
-using reference::to_hp;
-
-const hp u_hp = reference::unit_roundoff_of<hp>();
 
 struct CeCase {
   std::size_t tokens = 1, vocab = 1;

@@ -252,9 +252,7 @@ struct MutantVocab {
 };
 
 template <Bug B>
-std::shared_ptr<const VocabImplementation> make() {
-  return make_mutant<VocabImplementation, VocabAdapter<MutantVocab<B>>>();
-}
+constexpr auto& make = make_mutant<VocabImplementation, VocabAdapter<MutantVocab<B>>>;
 
 // The catalog: each bug's name (as "mutant:<name>") and its story.
 constexpr Mutant<VocabImplementation> catalog[] = {

@@ -20,10 +20,7 @@ void vocab_checks(CaseVerdict& v, const VocabCase& c, const VocabRun<T>& run,
                   const VocabExpected& e) {
   const auto pl = vocab_placements(c);
   using O = VocabRankOutputs<T>;
-  auto one = [&](const char* name, Tensor<T> O::*member, const Placement& p,
-                 const ExpectedTensor& x) {
-    v.tensors.push_back(check_pieces<T>(name, pieces_of(run.outputs, member), p, x, c.world));
-  };
+  const OutputChecks one{v, run.outputs, c.world};
   if (c.op == VocabOp::embedding) {
     one("y", &O::y, pl.y, e.y);
     one("dw", &O::dw, pl.dw, e.dw);
@@ -55,14 +52,8 @@ void traffic_without_logits(CaseVerdict& v, const VocabCase& c, const VocabRun<T
   }
 }
 
-struct VocabFamily : RankFamily<VocabFamily> {
-  using Interface = VocabImplementation;
-  using Case = VocabCase;
-  using Options = VocabCaseOptions;
-  using Own = VocabOwnCheck;
-  template <class T>
-  using Data = VocabData<T>;
-
+struct VocabFamily : RankFamily<VocabFamily, VocabImplementation, VocabCase, VocabCaseOptions,
+                                VocabData, VocabOwnCheck> {
   static constexpr const char* name = "vocab";
   static constexpr const char* description =
       "Megatron-LM's vocabulary-parallel embedding and cross-entropy (PyTorch semantics), "
@@ -110,44 +101,26 @@ struct VocabFamily : RankFamily<VocabFamily> {
           "results every rank holds (the all_reduced embedding output, the loss) are "
           "bit-identical on every rank"},
          Check::replicated_bit_identical,
-         [](Options& o, const RunConfig& config) {
-           o.world = config.max_world >= 2 ? *rc::gen::inRange(2, config.max_world + 1) : 1;
-         }},
+         pin_several_ranks<Options>},
     };
     return table;
   }
 
-  static std::shared_ptr<const Interface> library() {
-    return std::make_shared<const VocabAdapter<LibraryVocab>>();
-  }
-  static std::span<const Mutant<Interface>> mutants() { return vocab_mutants(); }
-
-  static rc::Gen<Case> gen_case(const RunConfig& config, const Options& options) {
-    return genVocabCase(config, options);
-  }
-  static int world(const Case& c) { return c.world; }
+  using Library = VocabAdapter<LibraryVocab>;
+  static constexpr auto mutants = vocab_mutants;
+  static constexpr auto gen_case = genVocabCase;
   static std::string op_name(const Case& c) { return to_string(c.op); }
 
   template <class T>
-  static rc::Gen<Data<T>> gen_data(const Case& c) {
-    return genVocabData<T>(c);
-  }
+  static constexpr auto gen_data = genVocabData<T>;
   template <class T>
-  static VocabRun<T> run(const Interface& impl, const Case& c, const Data<T>& d) {
-    return run_vocab(impl, c, d);
-  }
-  static std::vector<std::vector<DeclaredCall>> declared_traffic(const Case& c) {
-    return vocab_declared_traffic(c);
-  }
+  static constexpr auto run = run_vocab<T>;
+  static constexpr auto declared_traffic = vocab_declared_traffic;
   template <class T>
-  static VocabExpected expected(const Case& c, const Data<T>& d) {
-    return vocab_expected(c, d);
-  }
+  static constexpr auto expected = vocab_expected<T>;
   template <class T>
-  static void add_checks(CaseVerdict& v, const Case& c, const VocabRun<T>& run,
-                         const VocabExpected& e) {
-    vocab_checks(v, c, run, e);
-  }
+  static constexpr auto add_checks = vocab_checks<T>;
+
   template <class T>
   static void own_check(Own, CaseVerdict& v, const Case& c, const Data<T>&,
                         const VocabRun<T>& run) {
