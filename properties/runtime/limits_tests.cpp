@@ -29,7 +29,7 @@ TEST(limits, sixteen_ranks_run_every_kind_of_collective) {
       std::vector<std::int64_t> x(100, c.rank() + 1), y(100, c.rank() + 1);
       c.all_reduce(std::span<std::int64_t>(x), ReduceOp::sum, Algorithm::ring);
       c.all_reduce(std::span<std::int64_t>(y), ReduceOp::sum, Algorithm::sequential);
-      std::vector<std::int64_t> mine(3, c.rank()), all(3 * p);
+      std::vector<std::int64_t> mine(3, c.rank()), all(static_cast<std::size_t>(3 * p));
       c.all_gather(std::span<const std::int64_t>(mine), std::span<std::int64_t>(all));
       c.barrier();
       sums[r] = x[99] + y[0];
@@ -53,7 +53,7 @@ TEST(limits, one_rank_runs_every_collective) {
     auto check = [&](const char* what, const std::vector<double>& got) {
       if (got.size() != x.size() ||
           std::memcmp(got.data(), x.data(), x.size() * sizeof(double)) != 0)
-        failures.push_back(what);
+        failures.emplace_back(what);
     };
     c.barrier();
     std::vector<double> b = x;
