@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -59,7 +60,7 @@ TEST(measured_mutants, column_and_row_parallel) {
        {"forward peak without the gathered x (gather_output blocks only)",
         [](Prediction& p, int) { p.act.forward_peak.erase(p.act.forward_peak.begin()); }},
        {"kept x counted as the full [tokens, in]",
-        [&](Prediction& p, int) { term(p.act.kept, 0).bytes = 7 * 3 * 4; }}});
+        [&](Prediction& p, int) { term(p.act.kept, 0).bytes = std::uint64_t{7} * 3 * 4; }}});
   expect_mutants_fail(run_row<float>(k), predict_row(k, e),
                       {{"reduce_scatter recv taken as S - c_r (the sent formula)",
                         [&](Prediction& p, int r) {
@@ -88,7 +89,7 @@ TEST(measured_mutants, sp_norm_and_block) {
       {{"dbeta not in the all_reduce",
         [&](Prediction& p, int r) { p.traffic.backward.at(0) = all_reduce_call(4, 2, 3, r); }},
        {"kept x counted over all tokens",
-        [](Prediction& p, int) { term(p.act.kept, 0).bytes = 5 * 4 * 2; }}});
+        [](Prediction& p, int) { term(p.act.kept, 0).bytes = std::uint64_t{5} * 4 * 2; }}});
   expect_mutants_fail(run_block<bfloat16>(k), predict_block(k, e),
                       {{"backward collectives in forward order (column before row)",
                         [](Prediction& p, int) {
@@ -137,11 +138,11 @@ TEST(measured_mutants, vocab_embedding_and_cross_entropy) {
         }},
        {"max and sum_exp kept in T instead of acc_t<T>",
         [](Prediction& p, int) {
-          term(p.act.kept, 2).bytes = 5 * 2;
-          term(p.act.kept, 3).bytes = 5 * 2;
+          term(p.act.kept, 2).bytes = std::uint64_t{5} * 2;
+          term(p.act.kept, 3).bytes = std::uint64_t{5} * 2;
         }},
        {"sums buffer with the smoothing slot",
-        [](Prediction& p, int) { term(p.act.forward_peak, 0).bytes = 3 * 5 * 4; }}});
+        [](Prediction& p, int) { term(p.act.forward_peak, 0).bytes = std::uint64_t{3} * 5 * 4; }}});
 }
 
 TEST(measured_mutants, cp_attention_ring_and_all_gather) {
@@ -186,7 +187,7 @@ TEST(measured_mutants, cp_attention_ring_and_all_gather) {
                        {"dK/dV reduce_scatter in T",
                         [&](Prediction& p, int r) {
                           auto counts = cp_lengths(k.cc, 3);
-                          for (auto& c : counts) c *= 2 * 1 * 2;  // b·g·d
+                          for (auto& c : counts) c *= std::size_t{2} * 1 * 2;  // b·g·d
                           p.traffic.backward.at(2) = reduce_scatter_call(counts, 2, r);
                         }},
                        {"backward peak without the per-rank reordering",
@@ -220,7 +221,7 @@ TEST(measured_mutants, head_parallel_layer) {
         }},
        {"lse not kept", [](Prediction& p, int) { p.act.kept.pop_back(); }},
        {"backward peak: the kv pack only", [&](Prediction& p, int) {
-          p.act.backward_peak = {{"kv", (2 * 2 * 3 + 2 * 2) * 8}};
+          p.act.backward_peak = {{"kv", std::uint64_t{2 * 2 * 3 + 2 * 2} * 8}};
         }}});
 }
 
