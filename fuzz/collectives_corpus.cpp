@@ -48,7 +48,7 @@ std::size_t group_size(const Program& p, const Call& c) {
 
 // A matched program with at most `max_calls` calls containing `k` on a group of >= min_p.
 Pred matched(Kind k, std::size_t min_p,
-             std::function<bool(const Program&, const Call&)> extra = {}) {
+             const std::function<bool(const Program&, const Call&)>& extra = {}) {
   return [=](const Program& p, const Prediction& pr) {
     if (p.deviation != Deviation::none || pr.expect != Expect::success) return false;
     if (p.calls.size() > 3) return false;
@@ -59,7 +59,7 @@ Pred matched(Kind k, std::size_t min_p,
   };
 }
 
-Pred deviating(Deviation d, Expect e, std::function<bool(const Program&)> extra = {}) {
+Pred deviating(Deviation d, Expect e, const std::function<bool(const Program&)>& extra = {}) {
   return [=](const Program& p, const Prediction& pr) {
     return p.deviation == d && pr.expect == e && p.calls.size() <= 4 && (!extra || extra(p));
   };

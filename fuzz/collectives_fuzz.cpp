@@ -100,6 +100,7 @@ void check_failure(const Program& prog, const Prediction& pred, const RankFailur
     const std::string t = type_of(e.error);
     if (t != expected && t != "PeerAborted") {
       violation(prog, pred,
+                // NOLINTNEXTLINE(performance-inefficient-string-concatenation): once, then abort
                 "world rank " + std::to_string(e.rank) + " failed with " + t + " besides the " +
                     expected + " on rank " + std::to_string(f.rank()) + ": " + e.what);
     }

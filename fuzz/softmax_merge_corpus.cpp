@@ -8,7 +8,9 @@
 #include "corpus_seeds.hpp"
 #include "softmax_merge_input.hpp"
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -29,7 +31,7 @@ const double qnan = std::numeric_limits<double>::quiet_NaN();
 
 // parts × rows lse and parts × rows × width outs, in the decoder's order.
 MergeInput make(bool is_float, std::size_t rows, std::size_t width, std::vector<double> lse,
-                std::vector<double> out, std::vector<std::size_t> groups = {},
+                std::vector<double> out, const std::vector<std::size_t>& groups = {},
                 std::size_t ring_start = 0, bool ring_from_empty = false) {
   MergeInput in;
   in.is_float = is_float;
@@ -120,7 +122,7 @@ bool same(const std::vector<double>& a, const std::vector<double>& b) {
   if (a.size() != b.size()) return false;
   for (std::size_t i = 0; i < a.size(); ++i) {
     if (std::isnan(a[i]) && std::isnan(b[i])) continue;
-    if (std::memcmp(&a[i], &b[i], sizeof(double)) != 0) return false;
+    if (std::bit_cast<std::uint64_t>(a[i]) != std::bit_cast<std::uint64_t>(b[i])) return false;
   }
   return true;
 }

@@ -96,9 +96,10 @@ struct Harness {
       violation(in, how + ": result has out " + format_shape(got.out.shape()) + " and lse " +
                         format_shape(got.lse.shape()));
     }
+    constexpr double inf = std::numeric_limits<double>::infinity();
     for (std::size_t i = 0; i < in.rows; ++i) {
-      const double rl = static_cast<double>(value.lse[i]);
-      const double gl = static_cast<double>(got.lse[i]);
+      const auto rl = static_cast<double>(value.lse[i]);
+      const auto gl = static_cast<double>(got.lse[i]);
       const std::string at = how + ", row " + std::to_string(i) + ": ";
       if (std::isnan(rl)) {
         if (!std::isnan(gl))
@@ -109,17 +110,16 @@ struct Harness {
         }
         continue;
       }
-      if (rl == INFINITY) {
-        if (gl != INFINITY) violation(in, at + "lse " + num(gl) + " where an input lse is +inf");
+      if (rl == inf) {
+        if (gl != inf) violation(in, at + "lse " + num(gl) + " where an input lse is +inf");
         for (std::size_t e = 0; e < in.width; ++e) {
           if (!std::isnan(static_cast<double>(got.out(i, e))))
             violation(in, at + "out not NaN for a +inf lse");
         }
         continue;
       }
-      if (rl == -INFINITY) {
-        if (gl != -INFINITY)
-          violation(in, at + "lse " + num(gl) + " for an all-empty row (want -inf)");
+      if (rl == -inf) {
+        if (gl != -inf) violation(in, at + "lse " + num(gl) + " for an all-empty row (want -inf)");
         for (std::size_t e = 0; e < in.width; ++e) {
           const A v = got.out(i, e);
           if (!(v == A(0) && !std::signbit(v))) {
@@ -139,8 +139,8 @@ struct Harness {
                           ", bound " + num(static_cast<double>(lb)));
       }
       for (std::size_t e = 0; e < in.width; ++e) {
-        const double g = static_cast<double>(got.out(i, e));
-        const double r = static_cast<double>(value.out(i, e));
+        const auto g = static_cast<double>(got.out(i, e));
+        const auto r = static_cast<double>(value.out(i, e));
         const std::string el = at + "out[" + std::to_string(e) + "] ";
         if (std::isnan(r)) {
           if (!std::isnan(g)) violation(in, el + num(g) + " where the reference is NaN");

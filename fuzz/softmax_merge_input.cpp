@@ -67,7 +67,7 @@ double value(Reader& r, bool is_lse, double previous_lse) {
     case 2: return -std::numeric_limits<double>::infinity();
     case 3: return static_cast<double>(static_cast<std::int8_t>(r.byte())) / 8;
     case 4: {
-      const double d = static_cast<double>(static_cast<std::int8_t>(r.byte()));
+      const auto d = static_cast<double>(static_cast<std::int8_t>(r.byte()));
       return is_lse ? static_cast<double>(static_cast<A>(previous_lse + d / 4)) : d / 8;
     }
     case 5: {

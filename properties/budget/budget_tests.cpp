@@ -76,7 +76,7 @@ RC_GTEST_PROP(traffic, ring_factors_equal_the_ledger, ()) {
     c.reduce_scatter(std::span<const float>(buf), std::span<float>(piece), ReduceOp::sum);
     ledgers[static_cast<std::size_t>(c.rank())] = c.ledger();
   });
-  const double S = static_cast<double>(count * sizeof(float));
+  const auto S = static_cast<double>(count * sizeof(float));
   for (const auto& l : ledgers) {
     RC_ASSERT(static_cast<double>(l.entries().at(0).bytes_sent) ==
               collective_bytes(Collective::all_reduce, n, S).per_rank);

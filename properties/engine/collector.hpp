@@ -60,6 +60,8 @@ class ActiveCollector {
   ~ActiveCollector();
   ActiveCollector(const ActiveCollector&) = delete;
   ActiveCollector& operator=(const ActiveCollector&) = delete;
+  ActiveCollector(ActiveCollector&&) = delete;
+  ActiveCollector& operator=(ActiveCollector&&) = delete;
 
  private:
   Collector* previous_;

@@ -102,7 +102,7 @@ double ulp_of(double v) {
 template <Element T>
 double overflow_threshold() {
   // Values at or beyond max + ulp(max)/2 round to inf.
-  const double mx = static_cast<double>(std::numeric_limits<T>::max());
+  const auto mx = static_cast<double>(std::numeric_limits<T>::max());
   return mx + ulp_of<T>(mx) / 2;
 }
 
@@ -132,11 +132,11 @@ TensorCheck check_tensor(std::string name, const Tensor<T>& actual, const Tensor
   double worst = -1;
   for (std::size_t i = 0; i < exact.size(); ++i) {
     const T a_t = actual[i];
-    const double a = static_cast<double>(a_t);
+    const auto a = static_cast<double>(a_t);
     const R& e = exact[i];
     const R& b = bound[i];
-    const double e_d = static_cast<double>(e);
-    const double b_d = static_cast<double>(b);
+    const auto e_d = static_cast<double>(e);
+    const auto b_d = static_cast<double>(b);
     double ratio = 0;
     double err = 0;
     bool special = false;

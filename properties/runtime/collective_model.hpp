@@ -43,15 +43,15 @@ using Bufs = std::vector<std::vector<T>>;
 template <Element T>
 auto bits_of(T x) noexcept {
   if constexpr (sizeof(T) == 2) {
-    std::uint16_t b;
+    std::uint16_t b = 0;
     std::memcpy(&b, &x, 2);
     return b;
   } else if constexpr (sizeof(T) == 4) {
-    std::uint32_t b;
+    std::uint32_t b = 0;
     std::memcpy(&b, &x, 4);
     return b;
   } else {
-    std::uint64_t b;
+    std::uint64_t b = 0;
     std::memcpy(&b, &x, 8);
     return b;
   }

@@ -181,6 +181,7 @@ void all_to_all_case(const Topology& topo) {
   std::vector<std::vector<std::size_t>> sc(up);  // sc[s][d]: elements from s to d
   for (auto& row : sc) row = *genCounts(p, 8);
   std::vector<std::size_t> send_sizes;
+  send_sizes.reserve(up);
   for (const auto& row : sc) send_sizes.push_back(model::total(row));
   const auto send = *genBuffers<T>(send_sizes, *genValues());
   Bufs<T> out(up), send_after(up);

@@ -34,13 +34,13 @@ std::string describe(const Expected& e) {
 
 // What one case calls (all but the messages need every member).
 struct LedgerCase {
-  DType dtype;
-  std::size_t n;                    // broadcast, reduce, all_reduce
+  DType dtype{};
+  std::size_t n = 0;                // broadcast, reduce, all_reduce
   std::vector<std::size_t> counts;  // all_gather, reduce_scatter, gather, scatter, ring_shift sizes
   std::vector<std::vector<std::size_t>> a2a;  // a2a[s][d]
-  int root;
-  ReduceOp op;
-  int shift;
+  int root = 0;
+  ReduceOp op{};
+  int shift = 0;
   int a = -1, b = -1;  // messages a->b (twice) and b->a, when p >= 2
   std::size_t m1 = 0, m2 = 0, m3 = 0;
 };
@@ -62,6 +62,7 @@ void run_every_collective(Communicator& g, const LedgerCase& c) {
   g.reduce_scatter(std::span<const T>(big), std::span<T>(big.data() + off[r], c.counts[r]),
                    c.counts, c.op, Algorithm::sequential);
   std::vector<std::size_t> rcounts;
+  rcounts.reserve(static_cast<std::size_t>(p));
   for (int s = 0; s < p; ++s) rcounts.push_back(c.a2a[static_cast<std::size_t>(s)][r]);
   std::vector<T> a2a_send(model::total(c.a2a[r])), a2a_recv(model::total(rcounts));
   g.all_to_all(std::span<const T>(a2a_send), c.a2a[r], std::span<T>(a2a_recv), rcounts);
@@ -93,6 +94,7 @@ std::vector<Expected> expected_entries(const LedgerCase& c, int p, int r) {
   const std::uint64_t S = c.n * e;
   const auto total = model::total(c.counts);
   std::vector<std::size_t> rcounts;
+  rcounts.reserve(static_cast<std::size_t>(p));
   for (int s = 0; s < p; ++s) rcounts.push_back(c.a2a[static_cast<std::size_t>(s)][ur]);
   const std::size_t src = model::mod(r - c.shift, p);
   std::vector<Expected> x = {

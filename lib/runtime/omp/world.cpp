@@ -92,6 +92,8 @@ void World::sleep_until_change(int world_rank, const std::atomic<std::uint64_t>&
     Unregister(World& world, RankStatus& status) : w(world), me(status) {}
     Unregister(const Unregister&) = delete;
     Unregister& operator=(const Unregister&) = delete;
+    Unregister(Unregister&&) = delete;
+    Unregister& operator=(Unregister&&) = delete;
     ~Unregister() {
       w.sleepers_.fetch_sub(1, std::memory_order_seq_cst);
       me = {};

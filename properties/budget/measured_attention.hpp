@@ -1,0 +1,167 @@
+// Context-parallel attention (ring and all-gather, contiguous and zigzag) and the
+// head-parallel attention layer on a (cp, tp) mesh (ops/attention/) measured against the
+// budget's model: generated cases, one run of the forward and backward under
+// measured_support.hpp's Probe, and the model's prediction for each rank.
+#pragma once
+
+#include "measured_support.hpp"
+#include "ops/attention/context_parallel_attention.hpp"
+#include "ops/attention/head_parallel_attention.hpp"
+#include "runtime/launcher.hpp"
+
+#include <cstddef>
+#include <vector>
+
+namespace shardcheck::budget::measured {
+
+struct CpCase {
+  int p = 1;
+  std::size_t batch = 1;
+  AttentionConfig att;
+  ContextParallelConfig cc;
+};
+
+inline CpCase gen_cp_case() {
+  CpCase k;
+  k.p = *rc::gen::inRange(1, 5);
+  k.batch = *rc::gen::inRange<std::size_t>(1, 3);
+  k.att.kv_heads = *rc::gen::inRange<std::size_t>(1, 3);
+  k.att.q_heads = k.att.kv_heads * *rc::gen::inRange<std::size_t>(1, 3);
+  k.att.head_dim = *rc::gen::inRange<std::size_t>(1, 4);
+  k.cc.seq_len = *rc::gen::inRange<std::size_t>(1, 10);
+  k.att.mask.kind = *rc::gen::element(MaskKind::none, MaskKind::causal);
+  k.att.mask.q_len = k.att.mask.k_len = k.cc.seq_len;
+  k.cc.layout = *rc::gen::element(CpLayout::contiguous, CpLayout::zigzag);
+  k.cc.split = *gen_split(k.cc.seq_len, k.cc.layout == CpLayout::zigzag ? 2 * k.p : k.p);
+  k.cc.algorithm = *rc::gen::element(CpAlgorithm::ring, CpAlgorithm::all_gather);
+  return k;
+}
+
+template <class T>
+std::vector<Measured> run_cp(const CpCase& k) {
+  std::vector<Measured> ms(static_cast<std::size_t>(k.p));
+  const auto lens = cp_lengths(k.cc, k.p);
+  run(k.p, [&](Communicator& c) {
+    const int r = c.rank();
+    const std::size_t len = lens[static_cast<std::size_t>(r)];
+    const auto& a = k.att;
+    const auto q = zeros<T>({k.batch, len, a.q_heads, a.head_dim});
+    const auto kk = zeros<T>({k.batch, len, a.kv_heads, a.head_dim});
+    const auto v = zeros<T>({k.batch, len, a.kv_heads, a.head_dim});
+    Probe probe(c);
+    const auto out =
+        probe.forward([&] { return context_parallel_attention(c, a, k.cc, q, kk, v); });
+    probe.keep(q);
+    probe.keep(kk);
+    probe.keep(v);
+    probe.keep(out.out);
+    probe.keep(out.lse);
+    probe.backward(
+        [&] { (void)context_parallel_attention_backward(c, a, k.cc, q, kk, v, out, q); });
+    ms[static_cast<std::size_t>(r)] = probe.result();
+  });
+  return ms;
+}
+
+inline Predict predict_cp(const CpCase& k, ElementBytes e) {
+  return [k, e](int r) {
+    return Prediction{cp_attention_traffic(k.att, k.cc, k.batch, k.p, r, e),
+                      cp_attention_activations(k.att, k.cc, k.batch, k.p, r, e)};
+  };
+}
+
+// ------------------------------------------------------------------ head-parallel layer
+
+struct HeadCase {
+  int tp = 1, cp = 1;
+  std::size_t batch = 1;
+  HeadParallelConfig cfg;
+};
+
+inline HeadCase gen_head_case() {
+  HeadCase k;
+  const auto g = *rc::gen::inRange<std::size_t>(1, 5);
+  const auto group = *rc::gen::inRange<std::size_t>(1, 3);
+  k.cfg.attention.kv_heads = g;
+  k.cfg.attention.q_heads = g * group;
+  k.cfg.attention.head_dim = *rc::gen::inRange<std::size_t>(1, 3);
+  k.cfg.hidden = *rc::gen::inRange<std::size_t>(1, 5);
+  k.cfg.has_bias = *rc::gen::arbitrary<bool>();
+  k.tp = *rc::gen::inRange(1, 5);
+  // g < tp replicates kv heads: tp must be a multiple of g whose share divides the group.
+  if (g < static_cast<std::size_t>(k.tp) &&
+      (k.tp % static_cast<int>(g) != 0 || group % (static_cast<std::size_t>(k.tp) / g) != 0)) {
+    k.tp = static_cast<int>(g);
+  }
+  k.cfg.kv_head_split = *gen_split(g, k.tp);
+  k.cfg.reduce_algorithm = gen_algorithm();
+  k.batch = *rc::gen::inRange<std::size_t>(1, 3);
+  const auto seq = *rc::gen::inRange<std::size_t>(1, 7);
+  k.cfg.attention.mask.kind = *rc::gen::element(MaskKind::none, MaskKind::causal);
+  k.cfg.attention.mask.q_len = k.cfg.attention.mask.k_len = seq;
+  k.cp = *rc::gen::inRange(1, 4);
+  if (k.tp * k.cp > 8) k.cp = 2;  // at most 8 ranks (threads) per run
+  if (k.cp > 1 || *rc::gen::arbitrary<bool>()) {
+    ContextParallelConfig cc;
+    cc.seq_len = seq;
+    cc.layout = *rc::gen::element(CpLayout::contiguous, CpLayout::zigzag);
+    cc.split = *gen_split(seq, cc.layout == CpLayout::zigzag ? 2 * k.cp : k.cp);
+    cc.algorithm = *rc::gen::element(CpAlgorithm::ring, CpAlgorithm::all_gather);
+    k.cfg.context_parallel = cc;
+  }
+  return k;
+}
+
+// World rank w = cp_rank·tp + tp_rank on a (cp, tp) mesh.
+template <class T>
+std::vector<Measured> run_head(const HeadCase& k) {
+  const int world = k.tp * k.cp;
+  std::vector<Measured> ms(static_cast<std::size_t>(world));
+  const auto& c = k.cfg;
+  const std::size_t h = c.attention.q_heads, g = c.attention.kv_heads, d = c.attention.head_dim;
+  AttentionLayerWeights<T> dense;
+  dense.wq = zeros<T>({h * d, c.hidden});
+  dense.wk = zeros<T>({g * d, c.hidden});
+  dense.wv = zeros<T>({g * d, c.hidden});
+  dense.wo = zeros<T>({c.hidden, h * d});
+  if (c.has_bias) {
+    dense.bq = zeros<T>({h * d});
+    dense.bk = zeros<T>({g * d});
+    dense.bv = zeros<T>({g * d});
+    dense.bo = zeros<T>({c.hidden});
+  }
+  run(world, [&](Communicator& w) {
+    const int cp_rank = w.rank() / k.tp, tp_rank = w.rank() % k.tp;
+    std::vector<int> tp_ranks, cp_ranks;
+    for (int i = 0; i < k.tp; ++i) tp_ranks.push_back(cp_rank * k.tp + i);
+    for (int j = 0; j < k.cp; ++j) cp_ranks.push_back(j * k.tp + tp_rank);
+    auto tp = w.group(tp_ranks);
+    auto cp = w.group(cp_ranks);
+    const std::size_t len = c.context_parallel ? cp_lengths(*c.context_parallel,
+                                                            k.cp)[static_cast<std::size_t>(cp_rank)]
+                                               : c.attention.mask.q_len;
+    const auto ws = shard_attention_weights(dense, c, head_assignment(c, k.tp, tp_rank));
+    const auto x = zeros<T>({k.batch, len, c.hidden});
+    Probe probe(w);
+    const auto f = probe.forward([&] { return attention_layer(*tp, *cp, c, x, ws); });
+    probe.keep(x);
+    probe.keep(f.q);
+    probe.keep(f.k);
+    probe.keep(f.v);
+    probe.keep(f.attn.out);
+    probe.keep(f.attn.lse);
+    probe.backward([&] { (void)attention_layer_backward(*tp, *cp, c, x, ws, f, x); });
+    ms[static_cast<std::size_t>(w.rank())] = probe.result();
+  });
+  return ms;
+}
+
+inline Predict predict_head(const HeadCase& k, ElementBytes e) {
+  return [k, e](int w) {
+    const int cp_rank = w / k.tp, tp_rank = w % k.tp;
+    return Prediction{head_layer_traffic(k.cfg, k.batch, k.tp, tp_rank, k.cp, cp_rank, e),
+                      head_layer_activations(k.cfg, k.batch, k.tp, tp_rank, k.cp, cp_rank, e)};
+  };
+}
+
+}  // namespace shardcheck::budget::measured
