@@ -55,6 +55,20 @@ inline rc::Gen<SplitPolicy> genExplicitSplit(std::size_t n, int parts) {
       });
 }
 
+// Explicit sizes for n over `parts` ≥ 2 ranks in which one rank, drawn, gets nothing: the case
+// where a rank's collectives have another layout than its peers' (a tensor-parallel rank with
+// no heads made the attention layer's replicated dbo differ by 1 ulp, issue 16).
+inline rc::Gen<SplitPolicy> genSplitWithEmptyPiece(std::size_t n, int parts) {
+  if (parts < 2) return genExplicitSplit(n, parts);
+  return rc::gen::apply(
+      [](SplitPolicy rest, int empty) {
+        auto sizes = rest.sizes();
+        sizes.insert(sizes.begin() + empty, 0);
+        return SplitPolicy::explicit_sizes(std::move(sizes));
+      },
+      genExplicitSplit(n, parts - 1), rc::gen::inRange(0, parts));
+}
+
 // Any policy for a dimension of n over `parts` ranks.
 inline rc::Gen<SplitPolicy> genSplit(std::size_t n, int parts) {
   return rc::gen::weightedOneOf<SplitPolicy>({

@@ -62,7 +62,9 @@ rc::Gen<AttentionCase> genAttentionCase(const RunConfig& config,
       // No retry loops in a generator (a shrink would replay them forever): draw tp, then a cp
       // range that makes tp·cp ≥ lo and ≤ max_world.
       c.tp = *rc::gen::inRange(1, std::min(4, config.max_world) + 1);
-      const int cp_max = std::max(1, std::min(3, config.max_world / c.tp));
+      // cp up to 4: a ring of three or more is where a summation order can differ between the
+      // tp ranks (issue 16's dbo needed cp ≥ 3 and a tp rank without heads).
+      const int cp_max = std::max(1, std::min(4, config.max_world / c.tp));
       const int cp_min = std::min(cp_max, (lo + c.tp - 1) / c.tp);
       c.cp = *rc::gen::inRange(cp_min, cp_max + 1);
       std::size_t g = *rc::gen::inRange<std::size_t>(1, 5);
@@ -73,7 +75,9 @@ rc::Gen<AttentionCase> genAttentionCase(const RunConfig& config,
         group = (tp / g) * *rc::gen::inRange<std::size_t>(1, 3);
       } else {
         group = *rc::gen::inRange<std::size_t>(1, 4);
-        c.layer.kv_head_split = *gen::genSplit(g, c.tp);
+        // A tp rank without heads a quarter of the time (genSplit alone rarely gives one).
+        c.layer.kv_head_split = *rc::gen::weightedOneOf<SplitPolicy>(
+            {{3, gen::genSplit(g, c.tp)}, {1, gen::genSplitWithEmptyPiece(g, c.tp)}});
       }
       a.kv_heads = g;
       a.q_heads = g * group;
