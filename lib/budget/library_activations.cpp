@@ -123,8 +123,7 @@ OpActivations sp_block_activations(const SequenceParallelNormConfig& norm, std::
 }
 
 OpActivations vocab_embedding_activations(const VocabEmbeddingConfig& cfg, std::size_t tokens,
-                                          std::size_t hidden, int p, int r,
-                                          ElementBytes e) {
+                                          std::size_t hidden, int p, int r, ElementBytes e) {
   OpActivations a;
   a.kept = kept_of(vocab_parallel_embedding_spec(cfg, tokens, hidden, p), r, e);
   if (cfg.sequence_parallel_output) {

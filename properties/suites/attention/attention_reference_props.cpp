@@ -30,7 +30,6 @@
 namespace shardcheck::props::ref {
 namespace {
 
-
 struct AttnCase {
   AttentionConfig cfg;
   std::size_t batch = 1, lq = 1, lk = 1, h = 1, g = 1, d = 1;
