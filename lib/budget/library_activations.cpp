@@ -41,13 +41,14 @@ std::vector<Term> kept_of(const spec::OpSpec& s, int r, ElementBytes e) {
   for (const auto& name : s.kept) {
     const auto& t = s.tensor(name);
     const auto shape = t.local_shape(s.mesh, r);
-    std::string dims;
-    for (const auto n : shape) dims += (dims.empty() ? "" : ", ") + num(n);
+    std::string label = name + " [";
+    for (std::size_t k = 0; k < shape.size(); ++k)
+      label.append(k ? ", " : "").append(num(shape[k]));
+    label.append("] (").append(spec::name(t.elem)).append(")");
     const std::uint64_t size = t.elem == spec::Elem::value ? e.value
                                : t.elem == spec::Elem::acc ? e.acc
                                                            : sizeof(std::int64_t);
-    kept.push_back({name + " [" + dims + "] (" + std::string(spec::name(t.elem)) + ")",
-                    t.local_elements(s.mesh, r) * size});
+    kept.push_back({std::move(label), t.local_elements(s.mesh, r) * size});
   }
   return kept;
 }

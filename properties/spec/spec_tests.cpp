@@ -58,7 +58,8 @@ TEST(OpSpec, CallsCountAndMoveWhatTheRuntimeRecords) {
   const auto ag = spec::all_gather_spec(Pass::forward, "x", "tp", Elem::value, {3, 0, 4}, 1);
   EXPECT_EQ(ag.elements(), 7U);
   EXPECT_EQ(ag.group_size, 3);
-  EXPECT_EQ(ag.bytes(4), (wire::WireBytes{(7 - 4) * 4, 7 * 4}));  // sends all but c_2, gets c_0 c_2
+  // Rank 1 sends every piece but c_2 (3·4 B of 7·4) and receives every piece but its own (7·4).
+  EXPECT_EQ(ag.bytes(4), (wire::WireBytes{12, 28}));
   const auto ar =
       spec::all_reduce_spec(Pass::backward, "dx", "tp", Elem::acc, 10, 2, 3, Algorithm::ring);
   EXPECT_EQ(ar.group_rank, 1);  // taken mod p

@@ -158,6 +158,7 @@ spec::OpSpec attention_layer_spec(const HeadParallelConfig& cfg, std::size_t bat
   // The heads of each tp rank: query heads shard wq, bq, wo; kv heads shard wk, bk, wv, bv
   // unless the kv group shares them (then each rank's rows are listed per rank).
   std::vector<HeadAssignment> heads;
+  heads.reserve(static_cast<std::size_t>(tp));
   for (int t = 0; t < tp; ++t) heads.push_back(head_assignment(cfg, tp, t));
   std::vector<std::size_t> q_rows, kv_rows, q_heads, kv_heads;
   for (const auto& a : heads) {

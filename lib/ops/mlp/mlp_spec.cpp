@@ -4,7 +4,6 @@
 
 namespace shardcheck {
 
-using spec::Pass;
 using spec::Role;
 
 std::string to_json(const MlpConfig& cfg) {
