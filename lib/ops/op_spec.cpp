@@ -172,6 +172,8 @@ std::string json_number(double v) {
   return buf;
 }
 
+std::string json_sizes(const std::vector<std::size_t>& v) { return list(v); }
+
 std::string json_numbers(const std::vector<double>& v) {
   std::string s = "[";
   for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + json_number(v[i]);
@@ -228,7 +230,7 @@ std::string json_split(const SplitPolicy& s) {
 
 namespace {
 
-std::string json_sizes(const std::vector<Size>& sizes) {
+std::string json_named_sizes(const std::vector<Size>& sizes) {
   JsonObject o;
   for (const auto& [k, v] : sizes) o.field(k, v);
   return o.str();
@@ -309,8 +311,8 @@ std::string to_json(const OpSpec& s) {
       .field("op", s.op)
       .field("family", s.family)
       .raw("config", s.config_json)
-      .raw("sizes", json_sizes(s.sizes))
-      .raw("mesh", json_sizes(s.mesh))
+      .raw("sizes", json_named_sizes(s.sizes))
+      .raw("mesh", json_named_sizes(s.mesh))
       .raw("tensors",
            json_array(s.tensors,
                       [&s](const TensorSpec& t) { return json_tensor(t, s.mesh, s.world()); }))

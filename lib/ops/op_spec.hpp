@@ -151,10 +151,11 @@ class JsonObject {
   void key(const std::string& k);
   std::string body_;
 };
-std::string json_string(const std::string& s);           // quoted and escaped
-std::string json_number(double v);                       // shortest round-trip, %.17g
-std::string json_numbers(const std::vector<double>& v);  // [1, 0.5]
-std::string json_split(const SplitPolicy& s);            // {"kind": "explicit", "sizes": [...]}
+std::string json_string(const std::string& s);  // quoted and escaped
+std::string json_number(double v);              // shortest round-trip, %.17g
+std::string json_numbers(const std::vector<double>& v);
+std::string json_sizes(const std::vector<std::size_t>& v);  // [3, 0, 4]  // [1, 0.5]
+std::string json_split(const SplitPolicy& s);               // {"kind": "explicit", "sizes": [...]}
 
 // Calls of rank r of a group of p, element counts by the runtime's rules.
 CallSpec all_reduce_spec(Pass pass, std::string tensor, std::string group, Elem elem,

@@ -8,12 +8,6 @@ using spec::Role;
 
 namespace {
 
-std::string sizes_json(const std::vector<std::size_t>& v) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
 // The core's calls on cp rank r: `row` elements per position of k (or v).
 spec::RankCalls core_calls(const ContextParallelConfig& cc, std::size_t batch, std::size_t row,
                            int p, int r) {
@@ -83,8 +77,8 @@ std::string to_json(const AttentionConfig& cfg) {
                        .field("kind", to_string(m.kind))
                        .field("q_len", m.q_len)
                        .field("k_len", m.k_len)
-                       .raw("key_lengths", sizes_json(m.key_lengths))
-                       .raw("allowed_shape", sizes_json(m.allowed.shape()))
+                       .raw("key_lengths", spec::json_sizes(m.key_lengths))
+                       .raw("allowed_shape", spec::json_sizes(m.allowed.shape()))
                        .str())
       .str();
 }

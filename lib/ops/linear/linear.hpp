@@ -23,12 +23,18 @@
 #include "runtime/communicator.hpp"
 #include "tensor/tensor.hpp"
 
+#include <string_view>
+
 #include <optional>
 #include <type_traits>
 
 namespace shardcheck {
 
 enum class Kernel { deterministic, fast };
+// "deterministic", "fast".
+constexpr std::string_view name(Kernel k) noexcept {
+  return k == Kernel::deterministic ? "deterministic" : "fast";
+}
 
 // ---- the dense op (also each rank's local compute) ----
 

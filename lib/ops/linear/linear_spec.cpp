@@ -8,8 +8,6 @@ using spec::Role;
 
 namespace {
 
-const char* kernel_name(Kernel k) { return k == Kernel::deterministic ? "deterministic" : "fast"; }
-
 // x, w, b, y and their gradients, each gradient placed as its tensor.
 void add_tensors(spec::OpSpec& s, std::size_t tokens, std::size_t in, std::size_t out,
                  bool has_bias, const Placement& x, const Placement& w, const Placement& b,
@@ -36,7 +34,7 @@ std::string to_json(const ColumnParallelConfig& cfg) {
       .field("sequence_parallel_input", cfg.sequence_parallel_input)
       .raw("token_split", spec::json_split(cfg.token_split))
       .field("all_reduce_algorithm", std::string(name(cfg.all_reduce_algorithm)))
-      .field("kernel", kernel_name(cfg.kernel))
+      .field("kernel", std::string(name(cfg.kernel)))
       .str();
 }
 
@@ -47,7 +45,7 @@ std::string to_json(const RowParallelConfig& cfg) {
       .field("sequence_parallel_output", cfg.sequence_parallel_output)
       .raw("token_split", spec::json_split(cfg.token_split))
       .field("reduce_algorithm", std::string(name(cfg.reduce_algorithm)))
-      .field("kernel", kernel_name(cfg.kernel))
+      .field("kernel", std::string(name(cfg.kernel)))
       .str();
 }
 

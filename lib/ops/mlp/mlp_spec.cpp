@@ -15,7 +15,7 @@ std::string to_json(const MlpConfig& cfg) {
       .field("sequence_parallel", cfg.sequence_parallel)
       .raw("token_split", spec::json_split(cfg.token_split))
       .field("reduce_algorithm", std::string(name(cfg.reduce_algorithm)))
-      .field("kernel", cfg.kernel == Kernel::deterministic ? "deterministic" : "fast")
+      .field("kernel", std::string(name(cfg.kernel)))
       .str();
 }
 

@@ -84,6 +84,8 @@
 #include "runtime/communicator.hpp"
 #include "tensor/tensor.hpp"
 
+#include <string_view>
+
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -93,6 +95,11 @@ namespace shardcheck {
 
 // The loss's options (ignore_index, label_smoothing, reduction, class and token weights:
 // CrossEntropyOptions, vocab_config.hpp) and how the vocabulary is split over the ranks.
+// "none", "sum", "mean" (PyTorch's reduction strings).
+constexpr std::string_view name(LossReduction r) noexcept {
+  return r == LossReduction::none ? "none" : r == LossReduction::sum ? "sum" : "mean";
+}
+
 struct VocabCrossEntropyConfig : CrossEntropyOptions {
   std::size_t vocab = 0;                           // V, known to every rank (required)
   SplitPolicy vocab_split = SplitPolicy::chunk();  // columns of the logits over the ranks

@@ -6,18 +6,7 @@ using spec::Elem;
 using spec::Pass;
 using spec::Role;
 
-namespace {
-
-const char* reduction_name(LossReduction r) {
-  switch (r) {
-    case LossReduction::none: return "none";
-    case LossReduction::sum: return "sum";
-    case LossReduction::mean: return "mean";
-  }
-  return "?";
-}
-
-}  // namespace
+namespace {}  // namespace
 
 std::string to_json(const VocabEmbeddingConfig& cfg) {
   spec::JsonObject o;
@@ -38,7 +27,7 @@ std::string to_json(const VocabCrossEntropyConfig& cfg) {
   o.field("vocab", cfg.vocab).raw("vocab_split", spec::json_split(cfg.vocab_split));
   o.raw("ignore_index", cfg.ignore_index ? std::to_string(*cfg.ignore_index) : "null");
   return o.field("label_smoothing", cfg.label_smoothing)
-      .field("reduction", reduction_name(cfg.reduction))
+      .field("reduction", std::string(name(cfg.reduction)))
       .field("reduce_algorithm", std::string(name(cfg.reduce_algorithm)))
       .raw("class_weight", spec::json_numbers(cfg.class_weight))
       .raw("token_weight", spec::json_numbers(cfg.token_weight))

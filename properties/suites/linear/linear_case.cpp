@@ -22,7 +22,7 @@ std::string LinearCase::describe() const {
       s += " sequence_parallel_input token_split=" + column.token_split.to_string();
     }
     s += std::string(" all_reduce=") + std::string(name(column.all_reduce_algorithm));
-    s += column.kernel == Kernel::deterministic ? " kernel=deterministic" : " kernel=fast";
+    s += " kernel=" + std::string(name(column.kernel));
   } else {
     s += " in_split=" + row.in_split.to_string();
     if (!row.input_is_parallel) s += " input_split_locally";
@@ -30,7 +30,7 @@ std::string LinearCase::describe() const {
       s += " sequence_parallel_output token_split=" + row.token_split.to_string();
     }
     s += std::string(" reduce=") + std::string(name(row.reduce_algorithm));
-    s += row.kernel == Kernel::deterministic ? " kernel=deterministic" : " kernel=fast";
+    s += " kernel=" + std::string(name(row.kernel));
   }
   s += has_bias ? " bias" : " no_bias";
   s += " profile=" + gen::to_string(profile);

@@ -21,7 +21,7 @@ std::string MlpCase::describe() const {
     s += " sequence_parallel token_split=" + cfg.token_split.to_string();
   }
   s += std::string(" reduce=") + std::string(name(cfg.reduce_algorithm));
-  s += cfg.kernel == Kernel::deterministic ? " kernel=deterministic" : " kernel=fast";
+  s += " kernel=" + std::string(name(cfg.kernel));
   s += has_bias ? " bias" : " no_bias";
   s += " profile=" + gen::to_string(profile);
   return s;

@@ -25,7 +25,7 @@ std::string NormCase::describe() const {
                   " reduce=" + std::string(name(norm().reduce_algorithm));
   if (op == NormOp::block) {
     s += " ffn=" + std::to_string(block.ffn) + " ffn_split=" + block.ffn_split.to_string();
-    s += block.kernel == Kernel::deterministic ? " kernel=deterministic" : " kernel=fast";
+    s += " kernel=" + std::string(name(block.kernel));
   }
   return s + " profile=" + gen::to_string(profile);
 }

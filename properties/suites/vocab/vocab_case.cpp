@@ -16,10 +16,6 @@ std::string opt_str(const std::optional<std::int64_t>& v) {
   return v ? std::to_string(*v) : std::string("none");
 }
 
-const char* reduction_name(LossReduction r) {
-  return r == LossReduction::none ? "none" : r == LossReduction::sum ? "sum" : "mean";
-}
-
 // The first and last row of every non-empty shard: where ownership masks go wrong.
 std::vector<std::int64_t> boundary_ids(const SplitPolicy& policy, std::size_t vocab, int world) {
   std::vector<std::int64_t> out;
@@ -48,7 +44,7 @@ std::string VocabCase::describe() const {
   } else {
     s += " ignore_index=" + opt_str(ce.ignore_index) +
          " label_smoothing=" + std::to_string(ce.label_smoothing) +
-         " reduction=" + reduction_name(ce.reduction) + " logits=" + to_string(logits) +
+         " reduction=" + std::string(name(ce.reduction)) + " logits=" + to_string(logits) +
          " targets=[" + ids_text + "]";
     auto list = [](const std::vector<double>& w) {
       std::string t;
