@@ -69,11 +69,4 @@ inline std::string check_traffic_per_rank(const std::vector<std::vector<Declared
   return {};
 }
 
-// The same when every rank declares the same collectives.
-inline std::string check_traffic(const std::vector<DeclaredCall>& declared,
-                                 const std::vector<Ledger>& ledgers) {
-  return check_traffic_per_rank(std::vector<std::vector<DeclaredCall>>(ledgers.size(), declared),
-                                ledgers);
-}
-
 }  // namespace shardcheck::check
