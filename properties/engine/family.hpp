@@ -12,9 +12,11 @@
 //   static constexpr const char* name, *description, *library_description;
 //   static const std::vector<Property<F>>& properties();   the table, one row per property
 //   using Library;        the adapter over the library's own ops, "shardcheck"
-//   mutants(): the catalog, std::span<const Mutant<Interface>>
-//   gen_case(const RunConfig&, const Options&): rc::Gen<Case>
-//       (these two may be constexpr pointers to the family's functions: mutants = x_mutants)
+//   mutants(): the catalog, std::span<const Mutant<Interface>> (may be a constexpr pointer to
+//       the family's function: mutants = x_mutants)
+//   and beside its case type, in namespace shardcheck::check, the free function
+//   rc::Gen<Case> gen_case(const RunConfig&, const Options&), the draw (found by
+//       argument-dependent lookup on Options, as rank_family.hpp's steps are)
 //   template <class Fn> static void visit_types(const Case&, Fn&&);  calls fn(T{}) for the
 //       case's element type (FloatTypes: the four floating types; a family whose interface has
 //       fewer types visits fewer)
@@ -113,7 +115,7 @@ class FamilySuite final : public RegistrySuite<typename F::Interface> {
     const auto& target = Base::implementation(impl);
     typename F::Options options;
     if (p.pin != nullptr) p.pin(options, config);
-    const typename F::Case c = *F::gen_case(config, options);
+    const typename F::Case c = *gen_case(config, options);
     F::visit_types(c, [&]<class T>(T) { F::template check_case<T>(p, target, c); });
   }
 

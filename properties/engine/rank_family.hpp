@@ -2,23 +2,27 @@
 // the global tensors, run the implementation on the ranks, then make the property's check against
 // the reference, the declared traffic or the replicated copies, and conclude the verdict. A
 // family F gets it by deriving from RankFamily<F, Interface, Case, Options, Data, Own> (family.hpp
-// lists what every family provides); for this part F provides, in addition (each may be a
-// static member function or a constexpr pointer to the family's function, `run = run_linear<T>`):
+// lists what every family provides). The steps of a case are free functions the family defines
+// beside its case type, in namespace shardcheck::check, overloaded on that type; the engine calls
+// them unqualified and finds them by argument-dependent lookup (the customization-point idiom of
+// std::swap and std::begin), so the family names them once, where they are written:
 //
-//   template <class T> gen_data(const Case&): rc::Gen<Data<T>>, the global tensors of a case
-//   template <class T> run(const Interface&, const Case&, const Data<T>&): RankRun<...>
-//       (run_on_ranks below does the running; a family whose run holds more, e.g. several ops'
-//       outputs, returns its own struct with .ledgers and .error)
-//   static std::string op_name(const Case&);                  "column_parallel_linear"
-//   declared_traffic(const Case&): std::vector<std::vector<DeclaredCall>>, each rank's calls,
-//       from the op's spec (declared_calls, engine/traffic.hpp)
-//   template <class T> expected(const Case&, const Data<T>&): Expected
-//   template <class T> static void add_checks(CaseVerdict&, const Case&, const Run<T>&,
-//                                             const Expected&);  every output materialized and
-//       compared (check_pieces, OutputChecks below)
+//   rc::Gen<Case> gen_case(const RunConfig&, const Options&);          the draw (family.hpp)
+//   template <class T> rc::Gen<Data<T>> gen_data(const Case&);         the global tensors
+//   spec::OpSpec op_spec(const Case&);    the op's spec (lib/ops/<family>/<family>_spec.hpp) at
+//       the case's sizes: its name and world size for the verdict, its tensors' placements (by
+//       which the inputs are cut and the outputs materialized) and each rank's collectives (the
+//       declared traffic, declared_calls in engine/traffic.hpp)
+//   template <class T> Run run_ranks(const Interface&, const Case&, const Data<T>&);
+//       the implementation run on the case's ranks: a RankRun (run_on_ranks below), or, for a
+//       family whose run holds more (several ops' outputs), its own struct with .ledgers, .error
+//   template <class T> Expected expected(const Case&, const Data<T>&);  values and bounds
+//   template <class T> void check_outputs(CaseVerdict&, const Case&, const Run&, const Expected&);
+//       every output materialized and compared (check_pieces, OutputChecks below)
+//
+// and, only a family with checks of its own, as a static member of F:
 //   template <class T> static void own_check(Own, CaseVerdict&, const Case&, const Data<T>&,
-//                                            const Run<T>&);     only with checks of its own
-//   static int world(const Case&);                             when it is not c.world
+//                                            const Run&);
 #pragma once
 
 #include "engine/expected.hpp"
@@ -71,18 +75,23 @@ std::vector<Tensor<T>> pieces_of(const std::vector<Outputs>& outputs, Tensor<T> 
   return pieces;
 }
 
-// Compares each output of a run, materialized from its pieces by its placement, with its expected
-// value: check("y", &Outputs::y, placement, expected.y) appends the tensor's verdict to v.
+// Compares each output of a run, materialized from its pieces, with its expected value, and
+// appends the tensor's verdict to v: check("y", &Outputs::y, expected.y) by the placement the op's
+// spec gives its tensor "y", or check("y", &Outputs::y, placement, expected.y) by another.
 template <class Outputs>
 struct OutputChecks {
   CaseVerdict& v;
   const std::vector<Outputs>& outputs;  // by rank
-  int world;
+  const spec::OpSpec& spec;
 
   template <class T>
   void operator()(const char* name, Tensor<T> Outputs::*member, const Placement& p,
                   const ExpectedTensor& x) const {
-    v.tensors.push_back(check_pieces<T>(name, pieces_of(outputs, member), p, x, world));
+    v.tensors.push_back(check_pieces<T>(name, pieces_of(outputs, member), p, x, spec.world()));
+  }
+  template <class T>
+  void operator()(const char* name, Tensor<T> Outputs::*member, const ExpectedTensor& x) const {
+    (*this)(name, member, spec.tensor(name).placement(), x);
   }
 };
 
@@ -99,31 +108,23 @@ struct RankFamily : FloatTypes, FamilyTypes<Interface, Case, Options, Own> {
   template <class T>
   using Data = DataT<T>;
 
-  static int world(const Case& c) { return c.world; }
-
-  // What every rank declares, by rank.
-  static std::vector<std::vector<DeclaredCall>> declared_by_rank(const Case& c) {
-    return F::declared_traffic(c);
-  }
-
   template <class T>
   static void check_case(const Property<F>& p, const Interface& impl, const Case& c) {
-    const auto d = *F::template gen_data<T>(c);
-    const auto run = F::template run<T>(impl, c, d);
+    const Data<T> d = *gen_data<T>(c);
+    const auto run = run_ranks(impl, c, d);
+    const spec::OpSpec s = op_spec(c);
     CaseVerdict v;
-    if (!begin_verdict(v, F::op_name(c), c.dtype, F::world(c), c.describe(), run.error)) return;
+    if (!begin_verdict(v, s.op, c.dtype, s.world(), c.describe(), run.error)) return;
     switch (p.check) {
       case Check::traffic:
-        if (auto f = check_traffic_per_rank(declared_by_rank(c), run.ledgers); !f.empty()) {
+        if (auto f = check_traffic_per_rank(declared_calls(s, c.dtype), run.ledgers); !f.empty()) {
           v.failures.push_back(std::move(f));
         }
         break;
-      case Check::reference:
-        F::template add_checks<T>(v, c, run, F::template expected<T>(c, d));
-        break;
+      case Check::reference: check_outputs(v, c, run, expected(c, d)); break;
       case Check::replicated_bit_identical:
         // Only the replication matters: drop the bound verdicts, keep ranks that disagree.
-        F::template add_checks<T>(v, c, run, F::template expected<T>(c, d));
+        check_outputs(v, c, run, expected(c, d));
         keep_only_divergence(v);
         break;
       case Check::own:

@@ -44,8 +44,7 @@ std::string AttentionCase::describe() const {
   return s + " profile=" + gen::to_string(profile);
 }
 
-rc::Gen<AttentionCase> genAttentionCase(const RunConfig& config,
-                                        const AttentionCaseOptions& options) {
+rc::Gen<AttentionCase> gen_case(const RunConfig& config, const AttentionCaseOptions& options) {
   return rc::gen::exec([config, options] {
     AttentionCase c;
     c.op = options.op ? *options.op
@@ -154,7 +153,7 @@ int attention_max_exp() {
 }  // namespace
 
 template <class T>
-rc::Gen<AttentionData<T>> genAttentionData(const AttentionCase& c) {
+rc::Gen<AttentionData<T>> gen_data(const AttentionCase& c) {
   return rc::gen::exec([c] {
     const int e = attention_max_exp<T>();
     const auto& a = c.attention();
@@ -186,7 +185,7 @@ rc::Gen<AttentionData<T>> genAttentionData(const AttentionCase& c) {
 }
 
 #define SHARDCHECK_INSTANTIATE(T) \
-  template rc::Gen<AttentionData<T>> genAttentionData<T>(const AttentionCase&);
+  template rc::Gen<AttentionData<T>> gen_data<T>(const AttentionCase&);
 SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
 #undef SHARDCHECK_INSTANTIATE
 

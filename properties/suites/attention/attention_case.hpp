@@ -48,8 +48,7 @@ struct AttentionCaseOptions {
   bool fully_masked_rows = false;  // force at least one query row with no visible key
 };
 
-rc::Gen<AttentionCase> genAttentionCase(const RunConfig& config,
-                                        const AttentionCaseOptions& options);
+rc::Gen<AttentionCase> gen_case(const RunConfig& config, const AttentionCaseOptions& options);
 
 // The global tensors. Core: q [batch, L, h, d], k, v [batch, L, g, d], dout like q.
 // Layer: x, dy [batch, L, hidden] and the dense weights.
@@ -61,7 +60,7 @@ struct AttentionData {
 };
 
 template <class T>
-rc::Gen<AttentionData<T>> genAttentionData(const AttentionCase& c);
+rc::Gen<AttentionData<T>> gen_data(const AttentionCase& c);
 
 // Whether query t of sequence b sees no key at all (its row is empty).
 bool row_is_empty(const AttentionMask& m, std::size_t b, std::size_t t);

@@ -426,12 +426,12 @@ std::vector<std::size_t> cp_order(const AttentionCase& c) {
 }
 
 template <class T>
-AttentionExpected attention_expected(const AttentionCase& c, const AttentionData<T>& d) {
+AttentionExpected expected(const AttentionCase& c, const AttentionData<T>& d) {
   return c.op == AttentionOp::context_parallel ? core_expected(c, d) : layer_expected(c, d);
 }
 
 #define SHARDCHECK_INSTANTIATE(T) \
-  template AttentionExpected attention_expected<T>(const AttentionCase&, const AttentionData<T>&);
+  template AttentionExpected expected<T>(const AttentionCase&, const AttentionData<T>&);
 SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
 #undef SHARDCHECK_INSTANTIATE
 

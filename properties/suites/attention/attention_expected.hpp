@@ -50,7 +50,7 @@ struct AttentionExpected {
 };
 
 template <class T>
-AttentionExpected attention_expected(const AttentionCase& c, const AttentionData<T>& d);
+AttentionExpected expected(const AttentionCase& c, const AttentionData<T>& d);
 
 // The cp order: every cp rank's positions, rank after rank.
 std::vector<std::size_t> cp_order(const AttentionCase& c);

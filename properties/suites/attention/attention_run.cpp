@@ -15,8 +15,8 @@ std::vector<std::size_t> positions_of(const AttentionCase& c, int cp_rank) {
 }
 
 template <class T>
-AttentionRun<T> run_attention(const AttentionImplementation& impl, const AttentionCase& c,
-                              const AttentionData<T>& d) {
+AttentionRun<T> run_ranks(const AttentionImplementation& impl, const AttentionCase& c,
+                          const AttentionData<T>& d) {
   AttentionRun<T> out;
   const int p = c.world();
   const auto n = static_cast<std::size_t>(p);
@@ -55,19 +55,15 @@ AttentionRun<T> run_attention(const AttentionImplementation& impl, const Attenti
   return out;
 }
 
-spec::OpSpec attention_spec(const AttentionCase& c) {
+spec::OpSpec op_spec(const AttentionCase& c) {
   return c.op == AttentionOp::context_parallel
              ? context_parallel_attention_spec(c.attention(), c.context(), c.batch, c.cp)
              : attention_layer_spec(c.layer, c.batch, c.cp, c.tp);
 }
 
-std::vector<std::vector<DeclaredCall>> attention_declared_traffic(const AttentionCase& c) {
-  return declared_calls(attention_spec(c), c.dtype);
-}
-
-#define SHARDCHECK_INSTANTIATE(T)                                                                 \
-  template AttentionRun<T> run_attention<T>(const AttentionImplementation&, const AttentionCase&, \
-                                            const AttentionData<T>&);
+#define SHARDCHECK_INSTANTIATE(T)                                                             \
+  template AttentionRun<T> run_ranks<T>(const AttentionImplementation&, const AttentionCase&, \
+                                        const AttentionData<T>&);
 SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
 #undef SHARDCHECK_INSTANTIATE
 

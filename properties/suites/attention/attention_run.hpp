@@ -1,6 +1,6 @@
 // Running an attention case on the ranks: each rank's inputs cut from the global tensors (its
 // cp positions; the dense weights), the implementation run on the (cp, tp) mesh, and the
-// traffic each rank's op declares.
+// op spec (its tensors and each rank's collectives).
 #pragma once
 
 #include "engine/traffic.hpp"
@@ -30,17 +30,13 @@ inline int cp_coord(const AttentionCase& c, int world_rank) { return world_rank 
 std::vector<std::size_t> positions_of(const AttentionCase& c, int cp_rank);
 
 template <class T>
-AttentionRun<T> run_attention(const AttentionImplementation& impl, const AttentionCase& c,
-                              const AttentionData<T>& d);
+AttentionRun<T> run_ranks(const AttentionImplementation& impl, const AttentionCase& c,
+                          const AttentionData<T>& d);
 
 // The op's spec for this case (context_parallel_attention over cp, or attention_layer on the
 // (cp, tp) mesh): its tensors and each world rank's collectives
 // (ops/attention/attention_spec.hpp). The inputs are cut by cp positions (positions_of), which
 // the spec's shapes agree with (a zigzag piece is not one contiguous split).
-spec::OpSpec attention_spec(const AttentionCase& c);
-
-// The collectives each world rank declares for one forward and backward: the spec's, with this
-// case's element type.
-std::vector<std::vector<DeclaredCall>> attention_declared_traffic(const AttentionCase& c);
+spec::OpSpec op_spec(const AttentionCase& c);
 
 }  // namespace shardcheck::check

@@ -27,7 +27,8 @@ void core_checks(CaseVerdict& v, const AttentionCase& c, const AttentionRun<T>& 
   const auto seq = SplitPolicy::explicit_sizes(sizes_along(c));
   const auto s1 = Placement::shard(1, seq), s2 = Placement::shard(2, seq);
   using O = CoreRankOutputs<T>;
-  const OutputChecks one{v, run.core, c.world()};
+  const auto s = op_spec(c);
+  const OutputChecks one{v, run.core, s};
   one("out", &O::out, s1, e.out);
   one("lse", &O::lse, s2, e.lse);
   one("dq", &O::dq, s1, e.dq);
@@ -139,6 +140,22 @@ void replication_checks(CaseVerdict& v, const AttentionCase& c, const AttentionR
 
 enum class AttentionOwnCheck { replication };
 
+}  // namespace
+
+// Every output of the op against the reference (found by the engine beside the case type:
+// engine/rank_family.hpp).
+template <class T>
+void check_outputs(CaseVerdict& v, const AttentionCase& c, const AttentionRun<T>& run,
+                   const AttentionExpected& e) {
+  if (c.op == AttentionOp::context_parallel) {
+    core_checks(v, c, run, e);
+  } else {
+    layer_checks(v, c, run, e);
+  }
+}
+
+namespace {
+
 struct AttentionFamily : RankFamily<AttentionFamily, AttentionImplementation, AttentionCase,
                                     AttentionCaseOptions, AttentionData, AttentionOwnCheck> {
   static constexpr const char* name = "attention";
@@ -203,27 +220,7 @@ struct AttentionFamily : RankFamily<AttentionFamily, AttentionImplementation, At
 
   using Library = AttentionAdapter<LibraryAttention>;
   static constexpr auto mutants = attention_mutants;
-  static constexpr auto gen_case = genAttentionCase;
-  static int world(const Case& c) { return c.world(); }
-  static std::string op_name(const Case& c) { return to_string(c.op); }
 
-  template <class T>
-  static constexpr auto gen_data = genAttentionData<T>;
-  template <class T>
-  static constexpr auto run = run_attention<T>;
-  static constexpr auto declared_traffic = attention_declared_traffic;
-  template <class T>
-  static constexpr auto expected = attention_expected<T>;
-
-  template <class T>
-  static void add_checks(CaseVerdict& v, const Case& c, const AttentionRun<T>& run,
-                         const AttentionExpected& e) {
-    if (c.op == AttentionOp::context_parallel) {
-      core_checks(v, c, run, e);
-    } else {
-      layer_checks(v, c, run, e);
-    }
-  }
   template <class T>
   static void own_check(Own, CaseVerdict& v, const Case& c, const Data<T>&,
                         const AttentionRun<T>& run) {

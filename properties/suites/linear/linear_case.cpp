@@ -37,7 +37,7 @@ std::string LinearCase::describe() const {
   return s;
 }
 
-rc::Gen<LinearCase> genLinearCase(const RunConfig& config, const LinearCaseOptions& options) {
+rc::Gen<LinearCase> gen_case(const RunConfig& config, const LinearCaseOptions& options) {
   return rc::gen::exec([config, options] {
     LinearCase c;
     c.layer = options.layer
@@ -88,7 +88,7 @@ int linear_max_exp() {
 }
 
 template <class T>
-rc::Gen<LinearData<T>> genLinearData(const LinearCase& c) {
+rc::Gen<LinearData<T>> gen_data(const LinearCase& c) {
   return rc::gen::exec([c] {
     const int e = linear_max_exp<T>();
     LinearData<T> d;
@@ -102,7 +102,7 @@ rc::Gen<LinearData<T>> genLinearData(const LinearCase& c) {
 
 #define SHARDCHECK_INSTANTIATE(T)   \
   template int linear_max_exp<T>(); \
-  template rc::Gen<LinearData<T>> genLinearData<T>(const LinearCase&);
+  template rc::Gen<LinearData<T>> gen_data<T>(const LinearCase&);
 SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
 #undef SHARDCHECK_INSTANTIATE
 

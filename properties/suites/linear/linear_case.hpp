@@ -53,7 +53,7 @@ struct LinearCaseOptions {
   std::optional<Kernel> kernel;         // deterministic for the exactness properties
 };
 
-rc::Gen<LinearCase> genLinearCase(const RunConfig& config, const LinearCaseOptions& options);
+rc::Gen<LinearCase> gen_case(const RunConfig& config, const LinearCaseOptions& options);
 
 // The global tensors of a case: x [tokens, in], w [out, in], b [out] (or empty), dy [tokens, out].
 template <class T>
@@ -67,6 +67,6 @@ template <class T>
 int linear_max_exp();
 
 template <class T>
-rc::Gen<LinearData<T>> genLinearData(const LinearCase& c);
+rc::Gen<LinearData<T>> gen_data(const LinearCase& c);
 
 }  // namespace shardcheck::check

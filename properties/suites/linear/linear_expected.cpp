@@ -15,7 +15,7 @@ ExpectedTensor expect(const reference::Contraction<reference::hp>& c) {
 }  // namespace
 
 template <class T>
-LinearExpected linear_expected(const LinearCase& c, const LinearData<T>& d) {
+LinearExpected expected(const LinearCase& c, const LinearData<T>& d) {
   using reference::hp;
   const bool column = c.layer == LinearLayer::column_parallel;
   // The contracted axis is split over the ranks only for row-parallel y (input features) and
@@ -35,7 +35,7 @@ LinearExpected linear_expected(const LinearCase& c, const LinearData<T>& d) {
 }
 
 #define SHARDCHECK_INSTANTIATE(T) \
-  template LinearExpected linear_expected<T>(const LinearCase&, const LinearData<T>&);
+  template LinearExpected expected<T>(const LinearCase&, const LinearData<T>&);
 SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
 #undef SHARDCHECK_INSTANTIATE
 

@@ -20,6 +20,6 @@ struct LinearExpected {
 //   row_parallel     y: p partial dots over in_split, + bias once
 //                    dx: dense dot over out            dw, db: dense sums over tokens
 template <class T>
-LinearExpected linear_expected(const LinearCase& c, const LinearData<T>& d);
+LinearExpected expected(const LinearCase& c, const LinearData<T>& d);
 
 }  // namespace shardcheck::check

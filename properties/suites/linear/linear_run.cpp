@@ -5,7 +5,7 @@
 
 namespace shardcheck::check {
 
-spec::OpSpec linear_spec(const LinearCase& c) {
+spec::OpSpec op_spec(const LinearCase& c) {
   return c.layer == LinearLayer::column_parallel
              ? column_parallel_linear_spec(c.column, c.tokens, c.in, c.out, c.has_bias, c.world)
              : row_parallel_linear_spec(c.row, c.tokens, c.in, c.out, c.has_bias, c.world);
@@ -13,7 +13,7 @@ spec::OpSpec linear_spec(const LinearCase& c) {
 
 template <class T>
 LinearRankInputs<T> linear_rank_inputs(const LinearCase& c, const LinearData<T>& d, int r) {
-  const auto s = linear_spec(c);
+  const auto s = op_spec(c);
   auto cut = [&](const Tensor<T>& t, const char* name) {
     return place(t, s.tensor(name).placement(), c.world, r);
   };
@@ -27,8 +27,8 @@ LinearRankInputs<T> linear_rank_inputs(const LinearCase& c, const LinearData<T>&
 }
 
 template <class T>
-LinearRun<T> run_linear(const LinearImplementation& impl, const LinearCase& c,
-                        const LinearData<T>& d) {
+LinearRun<T> run_ranks(const LinearImplementation& impl, const LinearCase& c,
+                       const LinearData<T>& d) {
   std::vector<LinearRankInputs<T>> inputs;
   for (int r = 0; r < c.world; ++r) inputs.push_back(linear_rank_inputs(c, d, r));
   return run_on_ranks<LinearRankOutputs<T>>(c.world, [&](Communicator& comm) {
@@ -38,22 +38,11 @@ LinearRun<T> run_linear(const LinearImplementation& impl, const LinearCase& c,
   });
 }
 
-LinearPlacements linear_placements(const LinearCase& c) {
-  const auto s = linear_spec(c);
-  const auto& w = s.tensor("w").placement();
-  return {s.tensor("y").placement(), s.tensor("dx").placement(), w,
-          c.has_bias ? s.tensor("db").placement() : w};
-}
-
-std::vector<std::vector<DeclaredCall>> linear_declared_traffic(const LinearCase& c) {
-  return declared_calls(linear_spec(c), c.dtype);
-}
-
 #define SHARDCHECK_INSTANTIATE(T)                                                             \
   template LinearRankInputs<T> linear_rank_inputs<T>(const LinearCase&, const LinearData<T>&, \
                                                      int);                                    \
-  template LinearRun<T> run_linear<T>(const LinearImplementation&, const LinearCase&,         \
-                                      const LinearData<T>&);
+  template LinearRun<T> run_ranks<T>(const LinearImplementation&, const LinearCase&,          \
+                                     const LinearData<T>&);
 SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
 #undef SHARDCHECK_INSTANTIATE
 

@@ -16,19 +16,22 @@
 #include <optional>
 
 namespace shardcheck::check {
-namespace {
 
+// Every output of the op, materialized by its spec's placement, against the reference (found by
+// the engine beside the case type: engine/rank_family.hpp).
 template <class T>
-void linear_checks(CaseVerdict& v, const LinearCase& c, const LinearRun<T>& run,
+void check_outputs(CaseVerdict& v, const LinearCase& c, const LinearRun<T>& run,
                    const LinearExpected& e) {
-  const auto pl = linear_placements(c);
   using O = LinearRankOutputs<T>;
-  const OutputChecks one{v, run.outputs, c.world};
-  one("y", &O::y, pl.y, e.y);
-  one("dx", &O::dx, pl.dx, e.dx);
-  one("dw", &O::dw, pl.dw, e.dw);
-  if (c.has_bias) one("db", &O::db, pl.db, e.db);
+  const auto s = op_spec(c);
+  const OutputChecks one{v, run.outputs, s};
+  one("y", &O::y, e.y);
+  one("dx", &O::dx, e.dx);
+  one("dw", &O::dw, e.dw);
+  if (c.has_bias) one("db", &O::db, e.db);
 }
+
+namespace {
 
 // Bit-exactness against the dense linear in the same type (the deterministic kernel): the
 // column-parallel forward, or with P = 1 the row-parallel forward and backward.
@@ -37,14 +40,15 @@ enum class LinearOwnCheck { column_forward_bits, row_world1_bits };
 template <class T>
 void bit_exactness(LinearOwnCheck own, CaseVerdict& v, const LinearCase& c, const LinearData<T>& d,
                    const LinearRun<T>& run) {
-  const auto pl = linear_placements(c);
+  const Placement y_placement = op_spec(c).tensor("y").placement();
   const Tensor<T> dense = linear(d.x, d.w, d.b, Kernel::deterministic);
   auto differs = [](const char* what, const Tensor<T>& got, const Tensor<T>& want) {
     return first_bit_difference(what, std::nullopt, got, want, "the dense linear");
   };
   try {
     const auto y =
-        materialize(pieces_of(run.outputs, &LinearRankOutputs<T>::y), pl.y, dense.shape()).global;
+        materialize(pieces_of(run.outputs, &LinearRankOutputs<T>::y), y_placement, dense.shape())
+            .global;
     if (auto f = differs("y", y, dense); !f.empty()) v.failures.push_back(f);
     if (own == LinearOwnCheck::row_world1_bits) {
       const auto g = linear_backward(d.x, d.w, c.has_bias, d.dy, Kernel::deterministic);
@@ -118,18 +122,6 @@ struct LinearFamily : RankFamily<LinearFamily, LinearImplementation, LinearCase,
 
   using Library = LinearAdapter<LibraryLinear>;
   static constexpr auto mutants = linear_mutants;
-  static constexpr auto gen_case = genLinearCase;
-  static std::string op_name(const Case& c) { return to_string(c.layer); }
-
-  template <class T>
-  static constexpr auto gen_data = genLinearData<T>;
-  template <class T>
-  static constexpr auto run = run_linear<T>;
-  static constexpr auto declared_traffic = linear_declared_traffic;
-  template <class T>
-  static constexpr auto expected = linear_expected<T>;
-  template <class T>
-  static constexpr auto add_checks = linear_checks<T>;
 
   template <class T>
   static constexpr auto own_check = bit_exactness<T>;

@@ -27,7 +27,7 @@ std::string MlpCase::describe() const {
   return s;
 }
 
-rc::Gen<MlpCase> genMlpCase(const RunConfig& config, const MlpCaseOptions& options) {
+rc::Gen<MlpCase> gen_case(const RunConfig& config, const MlpCaseOptions& options) {
   return rc::gen::exec([config, options] {
     MlpCase c;
     c.dtype = *gen::genFloatDType(config.dtypes);
@@ -66,7 +66,7 @@ int mlp_max_exp() {
 }
 
 template <class T>
-rc::Gen<MlpData<T>> genMlpData(const MlpCase& c) {
+rc::Gen<MlpData<T>> gen_data(const MlpCase& c) {
   return rc::gen::exec([c] {
     const int e = mlp_max_exp<T>();
     const std::size_t kf = up_rows_per_feature(c.cfg.activation) * c.ffn();
@@ -85,7 +85,7 @@ rc::Gen<MlpData<T>> genMlpData(const MlpCase& c) {
 
 #define SHARDCHECK_INSTANTIATE(T) \
   template int mlp_max_exp<T>();  \
-  template rc::Gen<MlpData<T>> genMlpData<T>(const MlpCase&);
+  template rc::Gen<MlpData<T>> gen_data<T>(const MlpCase&);
 SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
 #undef SHARDCHECK_INSTANTIATE
 

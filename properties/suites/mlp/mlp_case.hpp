@@ -35,7 +35,7 @@ struct MlpCaseOptions {
   std::optional<bool> sequence_parallel;
 };
 
-rc::Gen<MlpCase> genMlpCase(const RunConfig& config, const MlpCaseOptions& options);
+rc::Gen<MlpCase> gen_case(const RunConfig& config, const MlpCaseOptions& options);
 
 // The global tensors: x [tokens, H], the fused fc1 w_up [k·F, H] ([Wg; Wu] for swiglu) and b_up
 // [k·F], w_down [H, F], b_down [H] (biases empty without bias), dy [tokens, H].
@@ -50,6 +50,6 @@ template <class T>
 int mlp_max_exp();
 
 template <class T>
-rc::Gen<MlpData<T>> genMlpData(const MlpCase& c);
+rc::Gen<MlpData<T>> gen_data(const MlpCase& c);
 
 }  // namespace shardcheck::check

@@ -32,7 +32,7 @@ void unfuse(const Tensor<hp>& value, const Tensor<hp>& bound, Activation act, st
 }  // namespace
 
 template <class T>
-MlpExpected mlp_expected(const MlpCase& c, const MlpData<T>& d) {
+MlpExpected expected(const MlpCase& c, const MlpData<T>& d) {
   using reference::to_hp;
   const Activation act = c.cfg.activation;
   const auto x = to_hp<hp>(d.x), w_up = to_hp<hp>(d.w_up), b_up = to_hp<hp>(d.b_up),
@@ -53,7 +53,7 @@ MlpExpected mlp_expected(const MlpCase& c, const MlpData<T>& d) {
 }
 
 #define SHARDCHECK_INSTANTIATE(T) \
-  template MlpExpected mlp_expected<T>(const MlpCase&, const MlpData<T>&);
+  template MlpExpected expected<T>(const MlpCase&, const MlpData<T>&);
 SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
 #undef SHARDCHECK_INSTANTIATE
 

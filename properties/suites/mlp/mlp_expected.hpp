@@ -15,6 +15,6 @@ struct MlpExpected {
 // The split contractions are fc2's forward (over the ranks' ffn features, reduced in T) and
 // fc1's dx (over the ranks' gate and up features, reduced in T); every other dot is on one rank.
 template <class T>
-MlpExpected mlp_expected(const MlpCase& c, const MlpData<T>& d);
+MlpExpected expected(const MlpCase& c, const MlpData<T>& d);
 
 }  // namespace shardcheck::check

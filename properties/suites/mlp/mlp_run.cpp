@@ -4,13 +4,13 @@
 
 namespace shardcheck::check {
 
-spec::OpSpec mlp_spec(const MlpCase& c) {
+spec::OpSpec op_spec(const MlpCase& c) {
   return parallel_mlp_spec(c.cfg, c.tokens, c.hidden, c.has_bias, c.world);
 }
 
 template <class T>
 MlpRankInputs<T> mlp_rank_inputs(const MlpCase& c, const MlpData<T>& d, int r) {
-  const auto s = mlp_spec(c);
+  const auto s = op_spec(c);
   MlpRankInputs<T> in;
   in.x = place(d.x, s.tensor("x").placement(), c.world, r);
   in.dy = place(d.dy, s.tensor("dy").placement(), c.world, r);
@@ -24,7 +24,7 @@ MlpRankInputs<T> mlp_rank_inputs(const MlpCase& c, const MlpData<T>& d, int r) {
 }
 
 template <class T>
-MlpRun<T> run_mlp(const MlpImplementation& impl, const MlpCase& c, const MlpData<T>& d) {
+MlpRun<T> run_ranks(const MlpImplementation& impl, const MlpCase& c, const MlpData<T>& d) {
   std::vector<MlpRankInputs<T>> inputs;
   for (int r = 0; r < c.world; ++r) inputs.push_back(mlp_rank_inputs(c, d, r));
   return run_on_ranks<MlpRankOutputs<T>>(c.world, [&](Communicator& comm) {
@@ -32,26 +32,9 @@ MlpRun<T> run_mlp(const MlpImplementation& impl, const MlpCase& c, const MlpData
   });
 }
 
-MlpPlacements mlp_placements(const MlpCase& c) {
-  const auto s = mlp_spec(c);
-  auto of = [&](const char* name, const char* otherwise) {
-    for (const auto& t : s.tensors) {
-      if (t.name == name) return t.placement();
-    }
-    return s.tensor(otherwise).placement();  // a gradient this case has not: never materialized
-  };
-  return {
-      of("y", "y"),           of("dx", "dx"),       of("dw_gate", "dw_up"),   of("dw_up", "dw_up"),
-      of("db_gate", "dw_up"), of("db_up", "dw_up"), of("dw_down", "dw_down"), of("db_down", "y")};
-}
-
-std::vector<std::vector<DeclaredCall>> mlp_declared_traffic(const MlpCase& c) {
-  return declared_calls(mlp_spec(c), c.dtype);
-}
-
 #define SHARDCHECK_INSTANTIATE(T)                                                       \
   template MlpRankInputs<T> mlp_rank_inputs<T>(const MlpCase&, const MlpData<T>&, int); \
-  template MlpRun<T> run_mlp<T>(const MlpImplementation&, const MlpCase&, const MlpData<T>&);
+  template MlpRun<T> run_ranks<T>(const MlpImplementation&, const MlpCase&, const MlpData<T>&);
 SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
 #undef SHARDCHECK_INSTANTIATE
 

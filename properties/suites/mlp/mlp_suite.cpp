@@ -12,25 +12,28 @@
 #include <rapidcheck.h>
 
 namespace shardcheck::check {
-namespace {
 
+// Every output of the op, materialized by its spec's placement, against the reference (found by
+// the engine beside the case type: engine/rank_family.hpp).
 template <class T>
-void mlp_checks(CaseVerdict& v, const MlpCase& c, const MlpRun<T>& run, const MlpExpected& e) {
-  const auto pl = mlp_placements(c);
+void check_outputs(CaseVerdict& v, const MlpCase& c, const MlpRun<T>& run, const MlpExpected& e) {
   using O = MlpRankOutputs<T>;
-  const OutputChecks one{v, run.outputs, c.world};
+  const auto s = op_spec(c);
+  const OutputChecks one{v, run.outputs, s};
   const bool swiglu = c.cfg.activation == Activation::swiglu;
-  one("y", &O::y, pl.y, e.y);
-  one("dx", &O::dx, pl.dx, e.dx);
-  if (swiglu) one("dw_gate", &O::dw_gate, pl.dw_gate, e.dw_gate);
-  one("dw_up", &O::dw_up, pl.dw_up, e.dw_up);
-  one("dw_down", &O::dw_down, pl.dw_down, e.dw_down);
+  one("y", &O::y, e.y);
+  one("dx", &O::dx, e.dx);
+  if (swiglu) one("dw_gate", &O::dw_gate, e.dw_gate);
+  one("dw_up", &O::dw_up, e.dw_up);
+  one("dw_down", &O::dw_down, e.dw_down);
   if (c.has_bias) {
-    if (swiglu) one("db_gate", &O::db_gate, pl.db_gate, e.db_gate);
-    one("db_up", &O::db_up, pl.db_up, e.db_up);
-    one("db_down", &O::db_down, pl.db_down, e.db_down);
+    if (swiglu) one("db_gate", &O::db_gate, e.db_gate);
+    one("db_up", &O::db_up, e.db_up);
+    one("db_down", &O::db_down, e.db_down);
   }
 }
+
+namespace {
 
 struct MlpFamily : RankFamily<MlpFamily, MlpImplementation, MlpCase, MlpCaseOptions, MlpData> {
   static constexpr const char* name = "mlp";
@@ -77,18 +80,6 @@ struct MlpFamily : RankFamily<MlpFamily, MlpImplementation, MlpCase, MlpCaseOpti
 
   using Library = MlpAdapter<LibraryMlp>;
   static constexpr auto mutants = mlp_mutants;
-  static constexpr auto gen_case = genMlpCase;
-  static std::string op_name(const Case&) { return "parallel_mlp"; }
-
-  template <class T>
-  static constexpr auto gen_data = genMlpData<T>;
-  template <class T>
-  static constexpr auto run = run_mlp<T>;
-  static constexpr auto declared_traffic = mlp_declared_traffic;
-  template <class T>
-  static constexpr auto expected = mlp_expected<T>;
-  template <class T>
-  static constexpr auto add_checks = mlp_checks<T>;
 };
 
 }  // namespace

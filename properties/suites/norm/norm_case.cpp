@@ -30,7 +30,7 @@ std::string NormCase::describe() const {
   return s + " profile=" + gen::to_string(profile);
 }
 
-rc::Gen<NormCase> genNormCase(const RunConfig& config, const NormCaseOptions& options) {
+rc::Gen<NormCase> gen_case(const RunConfig& config, const NormCaseOptions& options) {
   return rc::gen::exec([config, options] {
     NormCase c;
     c.op = options.op ? *options.op
@@ -78,7 +78,7 @@ int norm_max_exp(NormOp op) {
 }
 
 template <class T>
-rc::Gen<NormData<T>> genNormData(const NormCase& c) {
+rc::Gen<NormData<T>> gen_data(const NormCase& c) {
   return rc::gen::exec([c] {
     const int e = norm_max_exp<T>(c.op);
     const std::size_t h = c.hidden, tokens = c.tokens();
@@ -99,7 +99,7 @@ rc::Gen<NormData<T>> genNormData(const NormCase& c) {
 
 #define SHARDCHECK_INSTANTIATE(T)       \
   template int norm_max_exp<T>(NormOp); \
-  template rc::Gen<NormData<T>> genNormData<T>(const NormCase&);
+  template rc::Gen<NormData<T>> gen_data<T>(const NormCase&);
 SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
 #undef SHARDCHECK_INSTANTIATE
 

@@ -42,7 +42,7 @@ struct NormCaseOptions {
   std::optional<int> min_world;
 };
 
-rc::Gen<NormCase> genNormCase(const RunConfig& config, const NormCaseOptions& options);
+rc::Gen<NormCase> gen_case(const RunConfig& config, const NormCaseOptions& options);
 
 // The global tensors: x [tokens, hidden], gamma [hidden], beta [hidden] or empty,
 // dy [tokens, hidden]; for the block w1 [ffn, hidden] and w2 [hidden, ffn].
@@ -57,6 +57,6 @@ template <class T>
 int norm_max_exp(NormOp op);
 
 template <class T>
-rc::Gen<NormData<T>> genNormData(const NormCase& c);
+rc::Gen<NormData<T>> gen_data(const NormCase& c);
 
 }  // namespace shardcheck::check

@@ -47,7 +47,7 @@ TrackedTensor<hp> contract(const Propagator<hp>& P, Operand a, Operand b, std::s
 }  // namespace
 
 template <class T>
-NormExpected norm_expected(const NormCase& c, const NormData<T>& d) {
+NormExpected expected(const NormCase& c, const NormData<T>& d) {
   using A = acc_t<T>;
   const auto arith = reference::arithmetic_of<T>();
   const Propagator<hp> P(arith);
@@ -99,7 +99,7 @@ NormExpected norm_expected(const NormCase& c, const NormData<T>& d) {
 }
 
 #define SHARDCHECK_INSTANTIATE(T) \
-  template NormExpected norm_expected<T>(const NormCase&, const NormData<T>&);
+  template NormExpected expected<T>(const NormCase&, const NormData<T>&);
 SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
 #undef SHARDCHECK_INSTANTIATE
 

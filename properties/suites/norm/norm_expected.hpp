@@ -22,6 +22,6 @@ struct NormExpected {
 //        dW2 = T(Σ_t dy·a) (the full token sum on one rank); then the norm's backward with the
 //        tracked dz as its upstream gradient (its error carried into dx, dgamma, dbeta).
 template <class T>
-NormExpected norm_expected(const NormCase& c, const NormData<T>& d);
+NormExpected expected(const NormCase& c, const NormData<T>& d);
 
 }  // namespace shardcheck::check

@@ -4,16 +4,16 @@
 
 namespace shardcheck::check {
 
-spec::OpSpec norm_spec(const NormCase& c) {
+spec::OpSpec op_spec(const NormCase& c) {
   return c.op == NormOp::block
              ? sp_block_spec(c.norm(), c.hidden, c.block.ffn, c.block.ffn_split, c.world)
              : sequence_parallel_norm_spec(c.norm(), c.hidden, c.world);
 }
 
 template <class T>
-NormRun<T> run_norm(const NormImplementation& impl, const NormCase& c, const NormData<T>& d) {
+NormRun<T> run_ranks(const NormImplementation& impl, const NormCase& c, const NormData<T>& d) {
   const int p = c.world;
-  const auto s = norm_spec(c);
+  const auto s = op_spec(c);
   std::vector<BlockRankInputs<T>> inputs;
   for (int r = 0; r < p; ++r) {
     auto cut = [&](const Tensor<T>& t, const char* name) {
@@ -38,25 +38,8 @@ NormRun<T> run_norm(const NormImplementation& impl, const NormCase& c, const Nor
   });
 }
 
-NormPlacements norm_placements(const NormCase& c) {
-  const auto s = norm_spec(c);
-  const bool block = c.op == NormOp::block;
-  const auto& dgamma = s.tensor("dgamma").placement();
-  // dbeta, dw1 and dw2 when the op has them (the others are empty and never materialized).
-  return {s.tensor("y").placement(),
-          s.tensor("dx").placement(),
-          dgamma,
-          has_beta(c.kind()) ? s.tensor("dbeta").placement() : dgamma,
-          block ? s.tensor("dw1").placement() : dgamma,
-          block ? s.tensor("dw2").placement() : dgamma};
-}
-
-std::vector<std::vector<DeclaredCall>> norm_declared_traffic(const NormCase& c) {
-  return declared_calls(norm_spec(c), c.dtype);
-}
-
 #define SHARDCHECK_INSTANTIATE(T) \
-  template NormRun<T> run_norm<T>(const NormImplementation&, const NormCase&, const NormData<T>&);
+  template NormRun<T> run_ranks<T>(const NormImplementation&, const NormCase&, const NormData<T>&);
 SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
 #undef SHARDCHECK_INSTANTIATE
 

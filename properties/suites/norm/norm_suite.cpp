@@ -15,22 +15,26 @@
 #include <rapidcheck.h>
 
 namespace shardcheck::check {
-namespace {
 
+// Every output of the op, materialized by its spec's placement, against the reference (found by
+// the engine beside the case type: engine/rank_family.hpp).
 template <class T>
-void norm_checks(CaseVerdict& v, const NormCase& c, const NormRun<T>& run, const NormExpected& e) {
-  const auto pl = norm_placements(c);
+void check_outputs(CaseVerdict& v, const NormCase& c, const NormRun<T>& run,
+                   const NormExpected& e) {
   using O = BlockRankOutputs<T>;
-  const OutputChecks one{v, run.outputs, c.world};
-  one("y", &O::y, pl.y, e.y);
-  one("dx", &O::dx, pl.dx, e.dx);
-  one("dgamma", &O::dgamma, pl.dgamma, e.dgamma);
-  if (has_beta(c.kind())) one("dbeta", &O::dbeta, pl.dbeta, e.dbeta);
+  const auto s = op_spec(c);
+  const OutputChecks one{v, run.outputs, s};
+  one("y", &O::y, e.y);
+  one("dx", &O::dx, e.dx);
+  one("dgamma", &O::dgamma, e.dgamma);
+  if (has_beta(c.kind())) one("dbeta", &O::dbeta, e.dbeta);
   if (c.op == NormOp::block) {
-    one("dw1", &O::dw1, pl.dw1, e.dw1);
-    one("dw2", &O::dw2, pl.dw2, e.dw2);
+    one("dw1", &O::dw1, e.dw1);
+    one("dw2", &O::dw2, e.dw2);
   }
 }
+
+namespace {
 
 // The sequence-parallel forward and dx are local per token: each rank's bits against the dense
 // norm of its tokens in the same type.
@@ -102,18 +106,6 @@ struct NormFamily : RankFamily<NormFamily, NormImplementation, NormCase, NormCas
 
   using Library = NormAdapter<LibraryNorm>;
   static constexpr auto mutants = norm_mutants;
-  static constexpr auto gen_case = genNormCase;
-  static std::string op_name(const Case& c) { return to_string(c.op); }
-
-  template <class T>
-  static constexpr auto gen_data = genNormData<T>;
-  template <class T>
-  static constexpr auto run = run_norm<T>;
-  static constexpr auto declared_traffic = norm_declared_traffic;
-  template <class T>
-  static constexpr auto expected = norm_expected<T>;
-  template <class T>
-  static constexpr auto add_checks = norm_checks<T>;
 
   template <class T>
   static void own_check(Own, CaseVerdict& v, const Case& c, const Data<T>& d,

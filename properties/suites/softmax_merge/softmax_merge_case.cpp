@@ -47,7 +47,7 @@ std::string MergeCase::describe() const {
   return s;
 }
 
-rc::Gen<MergeCase> genMergeCase(const RunConfig& config, const MergeCaseOptions& options) {
+rc::Gen<MergeCase> gen_case(const RunConfig& config, const MergeCaseOptions& options) {
   return rc::gen::exec([config, options] {
     MergeCase c;
     std::vector<DType> types;
@@ -113,7 +113,7 @@ rc::Gen<MergeCase> genMergeCase(const RunConfig& config, const MergeCaseOptions&
 }
 
 template <class A>
-rc::Gen<MergeData<A>> genMergeData(const MergeCase& c) {
+rc::Gen<MergeData<A>> gen_data(const MergeCase& c) {
   return rc::gen::exec([c] {
     MergeData<A> d;
     d.scores = Tensor<A>(Shape{c.rows, c.keys});
@@ -184,8 +184,8 @@ rc::Gen<SpecialPartials<A>> genSpecialPartials(const MergeCase& c) {
   });
 }
 
-#define SHARDCHECK_INSTANTIATE(A)                                   \
-  template rc::Gen<MergeData<A>> genMergeData<A>(const MergeCase&); \
+#define SHARDCHECK_INSTANTIATE(A)                               \
+  template rc::Gen<MergeData<A>> gen_data<A>(const MergeCase&); \
   template rc::Gen<SpecialPartials<A>> genSpecialPartials<A>(const MergeCase&);
 SHARDCHECK_INSTANTIATE(double)
 SHARDCHECK_INSTANTIATE(float)

@@ -40,7 +40,7 @@ struct MergeCaseOptions {
   bool huge = false;  // allow ±1e30 offsets and gaps (the lse-only and exact-input properties)
 };
 
-rc::Gen<MergeCase> genMergeCase(const RunConfig& config, const MergeCaseOptions& options);
+rc::Gen<MergeCase> gen_case(const RunConfig& config, const MergeCaseOptions& options);
 
 // scores [rows, keys] (A values or −inf), values [keys, width] (A values).
 template <class A>
@@ -50,7 +50,7 @@ struct MergeData {
 };
 
 template <class A>
-rc::Gen<MergeData<A>> genMergeData(const MergeCase& c);
+rc::Gen<MergeData<A>> gen_data(const MergeCase& c);
 
 // Partials with special values, for the conventions: per part and row an lse that is −inf, NaN,
 // +inf or finite (±1000 range), and outs with NaN in some non-empty parts and NaN/±inf in empty

@@ -141,7 +141,7 @@ void run_typed(MergeCheck property, const SoftmaxMergeImplementation& impl, cons
     conclude(v);
     return;
   }
-  const MergeData<A> d = *genMergeData<A>(c);
+  const MergeData<A> d = *gen_data<A>(c);
   try {
     const MergeInputs<A> in = merge_inputs(c, d);
     run_merge_property(property, impl, c, in, check);
@@ -225,7 +225,6 @@ struct SoftmaxMergeFamily
 
   using Library = SoftmaxMergeAdapter<LibrarySoftmaxMerge>;
   static constexpr auto mutants = softmax_merge_mutants;
-  static constexpr auto gen_case = genMergeCase;
 
   // The merge runs in A = float64 or float32 (the attention kernel's accumulator).
   template <class Fn>

@@ -63,7 +63,7 @@ std::string VocabCase::describe() const {
   return s;
 }
 
-rc::Gen<VocabCase> genVocabCase(const RunConfig& config, const VocabCaseOptions& options) {
+rc::Gen<VocabCase> gen_case(const RunConfig& config, const VocabCaseOptions& options) {
   return rc::gen::exec([config, options] {
     VocabCase c;
     c.op = options.op ? *options.op : *rc::gen::element(VocabOp::embedding, VocabOp::cross_entropy);
@@ -175,7 +175,7 @@ rc::Gen<T> genLogit(LogitProfile p) {
 }  // namespace
 
 template <class T>
-rc::Gen<VocabData<T>> genVocabData(const VocabCase& c) {
+rc::Gen<VocabData<T>> gen_data(const VocabCase& c) {
   return rc::gen::exec([c] {
     VocabData<T> d;
     if (c.op == VocabOp::embedding) {
@@ -192,7 +192,7 @@ rc::Gen<VocabData<T>> genVocabData(const VocabCase& c) {
   });
 }
 
-#define SHARDCHECK_INSTANTIATE(T) template rc::Gen<VocabData<T>> genVocabData<T>(const VocabCase&);
+#define SHARDCHECK_INSTANTIATE(T) template rc::Gen<VocabData<T>> gen_data<T>(const VocabCase&);
 SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
 #undef SHARDCHECK_INSTANTIATE
 

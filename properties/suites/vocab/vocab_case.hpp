@@ -57,7 +57,7 @@ struct VocabCaseOptions {
   std::optional<LogitProfile> logits;
 };
 
-rc::Gen<VocabCase> genVocabCase(const RunConfig& config, const VocabCaseOptions& options);
+rc::Gen<VocabCase> gen_case(const RunConfig& config, const VocabCaseOptions& options);
 
 // The global tensors: embedding w [V, h], dy [tokens, h]; CE logits [tokens, V], dloss [tokens]
 // (none) or [1].
@@ -67,6 +67,6 @@ struct VocabData {
 };
 
 template <class T>
-rc::Gen<VocabData<T>> genVocabData(const VocabCase& c);
+rc::Gen<VocabData<T>> gen_data(const VocabCase& c);
 
 }  // namespace shardcheck::check

@@ -6,7 +6,7 @@
 namespace shardcheck::check {
 
 template <class T>
-VocabExpected vocab_expected(const VocabCase& c, const VocabData<T>& d) {
+VocabExpected expected(const VocabCase& c, const VocabData<T>& d) {
   using reference::hp;
   VocabExpected e;
   const auto arith = reference::arithmetic_of<T>();
@@ -27,7 +27,7 @@ VocabExpected vocab_expected(const VocabCase& c, const VocabData<T>& d) {
 }
 
 #define SHARDCHECK_INSTANTIATE(T) \
-  template VocabExpected vocab_expected<T>(const VocabCase&, const VocabData<T>&);
+  template VocabExpected expected<T>(const VocabCase&, const VocabData<T>&);
 SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
 #undef SHARDCHECK_INSTANTIATE
 

@@ -14,6 +14,6 @@ struct VocabExpected {
 };
 
 template <class T>
-VocabExpected vocab_expected(const VocabCase& c, const VocabData<T>& d);
+VocabExpected expected(const VocabCase& c, const VocabData<T>& d);
 
 }  // namespace shardcheck::check

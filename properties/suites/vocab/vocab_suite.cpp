@@ -13,22 +13,25 @@
 #include <rapidcheck.h>
 
 namespace shardcheck::check {
-namespace {
 
+// Every output of the op, materialized by its spec's placement, against the reference (found by
+// the engine beside the case type: engine/rank_family.hpp).
 template <class T>
-void vocab_checks(CaseVerdict& v, const VocabCase& c, const VocabRun<T>& run,
-                  const VocabExpected& e) {
-  const auto pl = vocab_placements(c);
+void check_outputs(CaseVerdict& v, const VocabCase& c, const VocabRun<T>& run,
+                   const VocabExpected& e) {
   using O = VocabRankOutputs<T>;
-  const OutputChecks one{v, run.outputs, c.world};
+  const auto s = op_spec(c);
+  const OutputChecks one{v, run.outputs, s};
   if (c.op == VocabOp::embedding) {
-    one("y", &O::y, pl.y, e.y);
-    one("dw", &O::dw, pl.dw, e.dw);
+    one("y", &O::y, e.y);
+    one("dw", &O::dw, e.dw);
   } else {
-    one("loss", &O::loss, pl.loss, e.loss);
-    one("dlogits", &O::dlogits, pl.dlogits, e.dlogits);
+    one("loss", &O::loss, e.loss);
+    one("dlogits", &O::dlogits, e.dlogits);
   }
 }
+
+namespace {
 
 // The declared collectives, and no cross-entropy collective larger than 3 elements per token
 // (the logits are never gathered).
@@ -36,7 +39,8 @@ enum class VocabOwnCheck { traffic_without_logits };
 
 template <class T>
 void traffic_without_logits(CaseVerdict& v, const VocabCase& c, const VocabRun<T>& run) {
-  if (auto f = check_traffic_per_rank(vocab_declared_traffic(c), run.ledgers); !f.empty()) {
+  if (auto f = check_traffic_per_rank(declared_calls(op_spec(c), c.dtype), run.ledgers);
+      !f.empty()) {
     v.failures.push_back(f);
   }
   if (c.op != VocabOp::cross_entropy) return;
@@ -108,18 +112,6 @@ struct VocabFamily : RankFamily<VocabFamily, VocabImplementation, VocabCase, Voc
 
   using Library = VocabAdapter<LibraryVocab>;
   static constexpr auto mutants = vocab_mutants;
-  static constexpr auto gen_case = genVocabCase;
-  static std::string op_name(const Case& c) { return to_string(c.op); }
-
-  template <class T>
-  static constexpr auto gen_data = genVocabData<T>;
-  template <class T>
-  static constexpr auto run = run_vocab<T>;
-  static constexpr auto declared_traffic = vocab_declared_traffic;
-  template <class T>
-  static constexpr auto expected = vocab_expected<T>;
-  template <class T>
-  static constexpr auto add_checks = vocab_checks<T>;
 
   template <class T>
   static void own_check(Own, CaseVerdict& v, const Case& c, const Data<T>&,
