@@ -48,9 +48,14 @@ constexpr DType acc_dtype(DType t) noexcept {
   return t == DType::float64 ? DType::float64 : DType::float32;
 }
 
-// X(T) for each floating element type, in the order float64, float32, bfloat16, float16: how
-// explicit instantiations and per-type virtual methods are written once.
-#define SHARDCHECK_FOR_EACH_FLOAT_TYPE(X) X(double) X(float) X(bfloat16) X(float16)
+// X(T, args...) for each floating element type, in the order float64, float32, bfloat16,
+// float16, and X(T) without arguments: how explicit instantiations and per-type virtual methods
+// are written once (the list of types is written here only).
+#define SHARDCHECK_FOR_EACH_FLOAT_TYPE_WITH(X, ...) \
+  X(double, __VA_ARGS__) X(float, __VA_ARGS__) X(bfloat16, __VA_ARGS__) X(float16, __VA_ARGS__)
+#define SHARDCHECK_DETAIL_APPLY(T, X) X(T)
+#define SHARDCHECK_FOR_EACH_FLOAT_TYPE(X) \
+  SHARDCHECK_FOR_EACH_FLOAT_TYPE_WITH(SHARDCHECK_DETAIL_APPLY, X)
 
 // Bytes per element.
 constexpr std::size_t size_of(DType t) noexcept {

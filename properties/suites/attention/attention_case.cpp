@@ -1,5 +1,6 @@
 #include "suites/attention/attention_case.hpp"
 
+#include "engine/instantiate.hpp"
 #include "generators/layout_gen.hpp"
 #include "runtime/format_list.hpp"
 
@@ -184,9 +185,6 @@ rc::Gen<AttentionData<T>> gen_data(const AttentionCase& c) {
   });
 }
 
-#define SHARDCHECK_INSTANTIATE(T) \
-  template rc::Gen<AttentionData<T>> gen_data<T>(const AttentionCase&);
-SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
-#undef SHARDCHECK_INSTANTIATE
+SHARDCHECK_INSTANTIATE_GEN_DATA(AttentionCase, AttentionData)
 
 }  // namespace shardcheck::check

@@ -1,5 +1,6 @@
 #include "suites/attention/attention_expected.hpp"
 
+#include "engine/instantiate.hpp"
 #include "reference/attention/attention.hpp"
 #include "reference/bounds.hpp"
 #include "suites/attention/attention_run.hpp"
@@ -430,9 +431,6 @@ AttentionExpected expected(const AttentionCase& c, const AttentionData<T>& d) {
   return c.op == AttentionOp::context_parallel ? core_expected(c, d) : layer_expected(c, d);
 }
 
-#define SHARDCHECK_INSTANTIATE(T) \
-  template AttentionExpected expected<T>(const AttentionCase&, const AttentionData<T>&);
-SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
-#undef SHARDCHECK_INSTANTIATE
+SHARDCHECK_INSTANTIATE_EXPECTED(AttentionCase, AttentionData, AttentionExpected)
 
 }  // namespace shardcheck::check

@@ -1,5 +1,6 @@
 #include "suites/attention/attention_run.hpp"
 
+#include "engine/instantiate.hpp"
 #include "layout/device_mesh.hpp"
 #include "runtime/launcher.hpp"
 
@@ -61,10 +62,7 @@ spec::OpSpec op_spec(const AttentionCase& c) {
              : attention_layer_spec(c.layer, c.batch, c.cp, c.tp);
 }
 
-#define SHARDCHECK_INSTANTIATE(T)                                                             \
-  template AttentionRun<T> run_ranks<T>(const AttentionImplementation&, const AttentionCase&, \
-                                        const AttentionData<T>&);
-SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
-#undef SHARDCHECK_INSTANTIATE
+SHARDCHECK_INSTANTIATE_RUN_RANKS(AttentionImplementation, AttentionCase, AttentionData,
+                                 AttentionRun)
 
 }  // namespace shardcheck::check

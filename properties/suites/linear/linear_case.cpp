@@ -1,5 +1,6 @@
 #include "suites/linear/linear_case.hpp"
 
+#include "engine/instantiate.hpp"
 #include "generators/layout_gen.hpp"
 
 namespace shardcheck::check {
@@ -9,6 +10,17 @@ namespace {
 // uneven splits, primes, empty shards and cancellation.
 constexpr std::size_t max_tokens = 13;
 constexpr std::size_t max_features = 24;
+
+// Largest exponent of generated values for T such that no correct computation of a case this
+// size overflows: |dot| <= k * 2^(2e) must stay below T's max with room for the bias.
+template <class T>
+int linear_max_exp() {
+  // k <= 24 terms (< 2^5) of products < 2^(2e), plus a bias < 2^e: |y| < 2^(2e+6) must stay
+  // below T's largest finite value (2^16 for float16, 2^128 for float32/bfloat16).
+  if constexpr (std::is_same_v<T, float16>) return 4;
+  else if constexpr (std::is_same_v<T, double>) return 200;
+  else return 40;
+}
 
 }  // namespace
 
@@ -79,15 +91,6 @@ rc::Gen<LinearCase> gen_case(const RunConfig& config, const LinearCaseOptions& o
 }
 
 template <class T>
-int linear_max_exp() {
-  // k <= 24 terms (< 2^5) of products < 2^(2e), plus a bias < 2^e: |y| < 2^(2e+6) must stay
-  // below T's largest finite value (2^16 for float16, 2^128 for float32/bfloat16).
-  if constexpr (std::is_same_v<T, float16>) return 4;
-  else if constexpr (std::is_same_v<T, double>) return 200;
-  else return 40;
-}
-
-template <class T>
 rc::Gen<LinearData<T>> gen_data(const LinearCase& c) {
   return rc::gen::exec([c] {
     const int e = linear_max_exp<T>();
@@ -100,10 +103,6 @@ rc::Gen<LinearData<T>> gen_data(const LinearCase& c) {
   });
 }
 
-#define SHARDCHECK_INSTANTIATE(T)   \
-  template int linear_max_exp<T>(); \
-  template rc::Gen<LinearData<T>> gen_data<T>(const LinearCase&);
-SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
-#undef SHARDCHECK_INSTANTIATE
+SHARDCHECK_INSTANTIATE_GEN_DATA(LinearCase, LinearData)
 
 }  // namespace shardcheck::check

@@ -61,11 +61,6 @@ struct LinearData {
   Tensor<T> x, w, b, dy;
 };
 
-// Largest exponent of generated values for T such that no correct computation of a case this
-// size overflows: |dot| <= k * 2^(2e) must stay below T's max with room for the bias.
-template <class T>
-int linear_max_exp();
-
 template <class T>
 rc::Gen<LinearData<T>> gen_data(const LinearCase& c);
 

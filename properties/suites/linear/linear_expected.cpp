@@ -1,5 +1,6 @@
 #include "suites/linear/linear_expected.hpp"
 
+#include "engine/instantiate.hpp"
 #include "reference/bounds.hpp"
 #include "reference/linear/linear.hpp"
 
@@ -34,9 +35,6 @@ LinearExpected expected(const LinearCase& c, const LinearData<T>& d) {
   return e;
 }
 
-#define SHARDCHECK_INSTANTIATE(T) \
-  template LinearExpected expected<T>(const LinearCase&, const LinearData<T>&);
-SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
-#undef SHARDCHECK_INSTANTIATE
+SHARDCHECK_INSTANTIATE_EXPECTED(LinearCase, LinearData, LinearExpected)
 
 }  // namespace shardcheck::check

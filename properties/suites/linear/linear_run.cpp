@@ -1,5 +1,6 @@
 #include "suites/linear/linear_run.hpp"
 
+#include "engine/instantiate.hpp"
 #include "engine/slicing.hpp"
 #include "runtime/errors.hpp"
 
@@ -11,6 +12,7 @@ spec::OpSpec op_spec(const LinearCase& c) {
              : row_parallel_linear_spec(c.row, c.tokens, c.in, c.out, c.has_bias, c.world);
 }
 
+// What rank r is given (linear_impl.hpp documents the layout).
 template <class T>
 LinearRankInputs<T> linear_rank_inputs(const LinearCase& c, const LinearData<T>& d, int r) {
   const auto s = op_spec(c);
@@ -38,12 +40,6 @@ LinearRun<T> run_ranks(const LinearImplementation& impl, const LinearCase& c,
   });
 }
 
-#define SHARDCHECK_INSTANTIATE(T)                                                             \
-  template LinearRankInputs<T> linear_rank_inputs<T>(const LinearCase&, const LinearData<T>&, \
-                                                     int);                                    \
-  template LinearRun<T> run_ranks<T>(const LinearImplementation&, const LinearCase&,          \
-                                     const LinearData<T>&);
-SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
-#undef SHARDCHECK_INSTANTIATE
+SHARDCHECK_INSTANTIATE_RUN_RANKS(LinearImplementation, LinearCase, LinearData, LinearRun)
 
 }  // namespace shardcheck::check

@@ -15,10 +15,6 @@ namespace shardcheck::check {
 template <class T>
 using LinearRun = RankRun<LinearRankOutputs<T>>;
 
-// What rank r is given (linear_impl.hpp documents the layout).
-template <class T>
-LinearRankInputs<T> linear_rank_inputs(const LinearCase& c, const LinearData<T>& d, int r);
-
 // Runs `impl` on c.world ranks. Exceptions from the ranks become LinearRun::error.
 template <class T>
 LinearRun<T> run_ranks(const LinearImplementation& impl, const LinearCase& c,

@@ -1,5 +1,6 @@
 #include "suites/mlp/mlp_case.hpp"
 
+#include "engine/instantiate.hpp"
 #include "generators/layout_gen.hpp"
 
 namespace shardcheck::check {
@@ -10,6 +11,17 @@ namespace {
 // |y|, |dx| ≤ 3.9e4 < 65504.
 constexpr std::size_t max_tokens = 9, max_hidden = 12, max_ffn = 16;
 constexpr std::size_t max_tokens_f16 = 6, max_hidden_f16 = 8, max_ffn_f16 = 8;
+
+// Largest exponent of generated values such that no correct computation of a case overflows
+// (docs/mlp.md, "Values"): |y|, |dx| < 2^(5e + 19) with the case sizes.
+template <class T>
+int mlp_max_exp() {
+  // Values below 2^(e+1): |h| < 2^(2e+6), swiglu's |a| < 2^(4e+13), |y|, |dx| < 2^(5e+19) must
+  // stay below T's largest finite value (float16 keeps the unit profile's < 2: see above).
+  if constexpr (std::is_same_v<T, float16>) return -1;
+  else if constexpr (std::is_same_v<T, double>) return 190;
+  else return 20;
+}
 
 }  // namespace
 
@@ -57,15 +69,6 @@ rc::Gen<MlpCase> gen_case(const RunConfig& config, const MlpCaseOptions& options
 }
 
 template <class T>
-int mlp_max_exp() {
-  // Values below 2^(e+1): |h| < 2^(2e+6), swiglu's |a| < 2^(4e+13), |y|, |dx| < 2^(5e+19) must
-  // stay below T's largest finite value (float16 keeps the unit profile's < 2: see above).
-  if constexpr (std::is_same_v<T, float16>) return -1;
-  else if constexpr (std::is_same_v<T, double>) return 190;
-  else return 20;
-}
-
-template <class T>
 rc::Gen<MlpData<T>> gen_data(const MlpCase& c) {
   return rc::gen::exec([c] {
     const int e = mlp_max_exp<T>();
@@ -83,10 +86,6 @@ rc::Gen<MlpData<T>> gen_data(const MlpCase& c) {
   });
 }
 
-#define SHARDCHECK_INSTANTIATE(T) \
-  template int mlp_max_exp<T>();  \
-  template rc::Gen<MlpData<T>> gen_data<T>(const MlpCase&);
-SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
-#undef SHARDCHECK_INSTANTIATE
+SHARDCHECK_INSTANTIATE_GEN_DATA(MlpCase, MlpData)
 
 }  // namespace shardcheck::check

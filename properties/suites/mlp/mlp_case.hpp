@@ -44,11 +44,6 @@ struct MlpData {
   Tensor<T> x, w_up, b_up, w_down, b_down, dy;
 };
 
-// Largest exponent of generated values such that no correct computation of a case overflows
-// (docs/mlp.md, "Values"): |y|, |dx| < 2^(5e + 19) with the case sizes.
-template <class T>
-int mlp_max_exp();
-
 template <class T>
 rc::Gen<MlpData<T>> gen_data(const MlpCase& c);
 

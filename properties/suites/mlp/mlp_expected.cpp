@@ -1,5 +1,6 @@
 #include "suites/mlp/mlp_expected.hpp"
 
+#include "engine/instantiate.hpp"
 #include "reference/mlp/mlp_bound.hpp"
 
 namespace shardcheck::check {
@@ -52,9 +53,6 @@ MlpExpected expected(const MlpCase& c, const MlpData<T>& d) {
   return e;
 }
 
-#define SHARDCHECK_INSTANTIATE(T) \
-  template MlpExpected expected<T>(const MlpCase&, const MlpData<T>&);
-SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
-#undef SHARDCHECK_INSTANTIATE
+SHARDCHECK_INSTANTIATE_EXPECTED(MlpCase, MlpData, MlpExpected)
 
 }  // namespace shardcheck::check

@@ -1,5 +1,6 @@
 #include "suites/mlp/mlp_run.hpp"
 
+#include "engine/instantiate.hpp"
 #include "engine/slicing.hpp"
 
 namespace shardcheck::check {
@@ -8,6 +9,8 @@ spec::OpSpec op_spec(const MlpCase& c) {
   return parallel_mlp_spec(c.cfg, c.tokens, c.hidden, c.has_bias, c.world);
 }
 
+// What rank r is given (mlp_impl.hpp documents the layout): x and dy cut along tokens with
+// sequence parallelism (engine/slicing.hpp), the parameters whole.
 template <class T>
 MlpRankInputs<T> mlp_rank_inputs(const MlpCase& c, const MlpData<T>& d, int r) {
   const auto s = op_spec(c);
@@ -32,10 +35,6 @@ MlpRun<T> run_ranks(const MlpImplementation& impl, const MlpCase& c, const MlpDa
   });
 }
 
-#define SHARDCHECK_INSTANTIATE(T)                                                       \
-  template MlpRankInputs<T> mlp_rank_inputs<T>(const MlpCase&, const MlpData<T>&, int); \
-  template MlpRun<T> run_ranks<T>(const MlpImplementation&, const MlpCase&, const MlpData<T>&);
-SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
-#undef SHARDCHECK_INSTANTIATE
+SHARDCHECK_INSTANTIATE_RUN_RANKS(MlpImplementation, MlpCase, MlpData, MlpRun)
 
 }  // namespace shardcheck::check

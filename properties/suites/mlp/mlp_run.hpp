@@ -15,11 +15,6 @@ namespace shardcheck::check {
 template <class T>
 using MlpRun = RankRun<MlpRankOutputs<T>>;
 
-// What rank r is given (mlp_impl.hpp documents the layout): x and dy cut along tokens with
-// sequence parallelism (engine/slicing.hpp), the parameters whole.
-template <class T>
-MlpRankInputs<T> mlp_rank_inputs(const MlpCase& c, const MlpData<T>& d, int r);
-
 // Runs `impl` on c.world ranks. Exceptions from the ranks become MlpRun::error.
 template <class T>
 MlpRun<T> run_ranks(const MlpImplementation& impl, const MlpCase& c, const MlpData<T>& d);

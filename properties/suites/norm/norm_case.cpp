@@ -1,5 +1,6 @@
 #include "suites/norm/norm_case.hpp"
 
+#include "engine/instantiate.hpp"
 #include "generators/layout_gen.hpp"
 
 #include <cstdio>
@@ -13,6 +14,21 @@ constexpr std::size_t max_hidden = 32;
 constexpr std::size_t max_block_tokens = 10;
 constexpr std::size_t max_block_hidden = 8;
 constexpr std::size_t max_ffn = 8;
+
+// Largest exponent of generated values for T such that no correct computation overflows
+// (docs/norm.md, "Value ranges").
+template <class T>
+int norm_max_exp(NormOp op) {
+  // The norm: |xhat| ≤ sqrt(hidden) < 2^3 and rstd ≤ eps^(-1/2) < 2^10, so |y| < 2^(e+4),
+  // |dx| < 2^10·(hidden + 2)·2^(2e) < 2^(2e+16) and the parameter gradients < 2^(e+8).
+  // x² in A: < 2^(2e). float16 (A = float32, T = float16 with max 2^16): e = 0 keeps dx finite
+  // in all but the most extreme draws (an overflow to inf at the final rounding is accepted by
+  // the check when the exact value reaches the threshold). The block multiplies by two
+  // [ffn, hidden] products (< 2^8 each): float16 uses e = -2 there.
+  if constexpr (std::is_same_v<T, float16>) return op == NormOp::block ? -2 : 0;
+  else if constexpr (std::is_same_v<T, double>) return 200;
+  else return 40;
+}
 
 }  // namespace
 
@@ -65,19 +81,6 @@ rc::Gen<NormCase> gen_case(const RunConfig& config, const NormCaseOptions& optio
 }
 
 template <class T>
-int norm_max_exp(NormOp op) {
-  // The norm: |xhat| ≤ sqrt(hidden) < 2^3 and rstd ≤ eps^(-1/2) < 2^10, so |y| < 2^(e+4),
-  // |dx| < 2^10·(hidden + 2)·2^(2e) < 2^(2e+16) and the parameter gradients < 2^(e+8).
-  // x² in A: < 2^(2e). float16 (A = float32, T = float16 with max 2^16): e = 0 keeps dx finite
-  // in all but the most extreme draws (an overflow to inf at the final rounding is accepted by
-  // the check when the exact value reaches the threshold). The block multiplies by two
-  // [ffn, hidden] products (< 2^8 each): float16 uses e = -2 there.
-  if constexpr (std::is_same_v<T, float16>) return op == NormOp::block ? -2 : 0;
-  else if constexpr (std::is_same_v<T, double>) return 200;
-  else return 40;
-}
-
-template <class T>
 rc::Gen<NormData<T>> gen_data(const NormCase& c) {
   return rc::gen::exec([c] {
     const int e = norm_max_exp<T>(c.op);
@@ -97,10 +100,6 @@ rc::Gen<NormData<T>> gen_data(const NormCase& c) {
   });
 }
 
-#define SHARDCHECK_INSTANTIATE(T)       \
-  template int norm_max_exp<T>(NormOp); \
-  template rc::Gen<NormData<T>> gen_data<T>(const NormCase&);
-SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
-#undef SHARDCHECK_INSTANTIATE
+SHARDCHECK_INSTANTIATE_GEN_DATA(NormCase, NormData)
 
 }  // namespace shardcheck::check

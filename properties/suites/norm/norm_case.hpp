@@ -51,11 +51,6 @@ struct NormData {
   Tensor<T> x, gamma, beta, dy, w1, w2;
 };
 
-// Largest exponent of generated values for T such that no correct computation overflows
-// (docs/norm.md, "Value ranges").
-template <class T>
-int norm_max_exp(NormOp op);
-
 template <class T>
 rc::Gen<NormData<T>> gen_data(const NormCase& c);
 

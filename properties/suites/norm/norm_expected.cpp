@@ -1,5 +1,6 @@
 #include "suites/norm/norm_expected.hpp"
 
+#include "engine/instantiate.hpp"
 #include "reference/norm/norm.hpp"
 
 namespace shardcheck::check {
@@ -98,9 +99,6 @@ NormExpected expected(const NormCase& c, const NormData<T>& d) {
   return e;
 }
 
-#define SHARDCHECK_INSTANTIATE(T) \
-  template NormExpected expected<T>(const NormCase&, const NormData<T>&);
-SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
-#undef SHARDCHECK_INSTANTIATE
+SHARDCHECK_INSTANTIATE_EXPECTED(NormCase, NormData, NormExpected)
 
 }  // namespace shardcheck::check

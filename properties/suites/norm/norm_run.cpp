@@ -1,5 +1,6 @@
 #include "suites/norm/norm_run.hpp"
 
+#include "engine/instantiate.hpp"
 #include "engine/slicing.hpp"
 
 namespace shardcheck::check {
@@ -38,9 +39,6 @@ NormRun<T> run_ranks(const NormImplementation& impl, const NormCase& c, const No
   });
 }
 
-#define SHARDCHECK_INSTANTIATE(T) \
-  template NormRun<T> run_ranks<T>(const NormImplementation&, const NormCase&, const NormData<T>&);
-SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
-#undef SHARDCHECK_INSTANTIATE
+SHARDCHECK_INSTANTIATE_RUN_RANKS(NormImplementation, NormCase, NormData, NormRun)
 
 }  // namespace shardcheck::check

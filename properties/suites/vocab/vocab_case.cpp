@@ -1,5 +1,6 @@
 #include "suites/vocab/vocab_case.hpp"
 
+#include "engine/instantiate.hpp"
 #include "generators/layout_gen.hpp"
 
 #include <algorithm>
@@ -192,8 +193,6 @@ rc::Gen<VocabData<T>> gen_data(const VocabCase& c) {
   });
 }
 
-#define SHARDCHECK_INSTANTIATE(T) template rc::Gen<VocabData<T>> gen_data<T>(const VocabCase&);
-SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
-#undef SHARDCHECK_INSTANTIATE
+SHARDCHECK_INSTANTIATE_GEN_DATA(VocabCase, VocabData)
 
 }  // namespace shardcheck::check

@@ -1,5 +1,6 @@
 #include "suites/vocab/vocab_expected.hpp"
 
+#include "engine/instantiate.hpp"
 #include "reference/vocab/vocab_cross_entropy.hpp"
 #include "reference/vocab/vocab_embedding.hpp"
 
@@ -26,9 +27,6 @@ VocabExpected expected(const VocabCase& c, const VocabData<T>& d) {
   return e;
 }
 
-#define SHARDCHECK_INSTANTIATE(T) \
-  template VocabExpected expected<T>(const VocabCase&, const VocabData<T>&);
-SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
-#undef SHARDCHECK_INSTANTIATE
+SHARDCHECK_INSTANTIATE_EXPECTED(VocabCase, VocabData, VocabExpected)
 
 }  // namespace shardcheck::check

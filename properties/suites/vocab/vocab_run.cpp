@@ -1,5 +1,6 @@
 #include "suites/vocab/vocab_run.hpp"
 
+#include "engine/instantiate.hpp"
 #include "engine/slicing.hpp"
 #include "runtime/errors.hpp"
 
@@ -11,6 +12,7 @@ spec::OpSpec op_spec(const VocabCase& c) {
              : vocab_parallel_cross_entropy_spec(c.ce, c.tokens, c.world);
 }
 
+// What rank r is given (vocab_impl.hpp documents the layout).
 template <class T>
 VocabRankInputs<T> vocab_rank_inputs(const VocabCase& c, const VocabData<T>& d, int r) {
   const auto s = op_spec(c);
@@ -40,11 +42,6 @@ VocabRun<T> run_ranks(const VocabImplementation& impl, const VocabCase& c, const
   });
 }
 
-#define SHARDCHECK_INSTANTIATE(T)                                                               \
-  template VocabRankInputs<T> vocab_rank_inputs<T>(const VocabCase&, const VocabData<T>&, int); \
-  template VocabRun<T> run_ranks<T>(const VocabImplementation&, const VocabCase&,               \
-                                    const VocabData<T>&);
-SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_INSTANTIATE)
-#undef SHARDCHECK_INSTANTIATE
+SHARDCHECK_INSTANTIATE_RUN_RANKS(VocabImplementation, VocabCase, VocabData, VocabRun)
 
 }  // namespace shardcheck::check

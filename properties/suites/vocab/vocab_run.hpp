@@ -16,9 +16,6 @@ template <class T>
 using VocabRun = RankRun<VocabRankOutputs<T>>;
 
 template <class T>
-VocabRankInputs<T> vocab_rank_inputs(const VocabCase& c, const VocabData<T>& d, int r);
-
-template <class T>
 VocabRun<T> run_ranks(const VocabImplementation& impl, const VocabCase& c, const VocabData<T>& d);
 
 // The op's spec for this case (vocab_parallel_embedding or vocab_parallel_cross_entropy): its

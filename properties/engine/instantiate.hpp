@@ -1,0 +1,37 @@
+// The explicit instantiations of a family's typed steps (engine/rank_family.hpp) for the four
+// floating element types, written once for every family. Each family's step is a template defined
+// in its .cpp file and declared in its header; one line after the definition instantiates it:
+//
+//   SHARDCHECK_INSTANTIATE_GEN_DATA(LinearCase, LinearData)           in <family>_case.cpp
+//   SHARDCHECK_INSTANTIATE_RUN_RANKS(LinearImplementation, LinearCase, LinearData, LinearRun)
+//                                                                      in <family>_run.cpp
+//   SHARDCHECK_INSTANTIATE_EXPECTED(LinearCase, LinearData, LinearExpected)
+//                                                                      in <family>_expected.cpp
+//
+// Data and Run are the family's templates over the element type (Data<T>, Run<T>).
+#pragma once
+
+#include "runtime/dtype.hpp"
+
+// The macros' arguments are types and template names (LinearCase, LinearData), which cannot be
+// parenthesized: bugprone-macro-parentheses does not apply.
+// NOLINTBEGIN(bugprone-macro-parentheses)
+
+// template rc::Gen<Data<T>> gen_data<T>(const Case&);
+#define SHARDCHECK_DETAIL_GEN_DATA(T, Case, Data) \
+  template rc::Gen<Data<T>> gen_data<T>(const Case&);
+#define SHARDCHECK_INSTANTIATE_GEN_DATA(Case, Data) \
+  SHARDCHECK_FOR_EACH_FLOAT_TYPE_WITH(SHARDCHECK_DETAIL_GEN_DATA, Case, Data)
+
+// template Run<T> run_ranks<T>(const Interface&, const Case&, const Data<T>&);
+#define SHARDCHECK_DETAIL_RUN_RANKS(T, Interface, Case, Data, Run) \
+  template Run<T> run_ranks<T>(const Interface&, const Case&, const Data<T>&);
+#define SHARDCHECK_INSTANTIATE_RUN_RANKS(Interface, Case, Data, Run) \
+  SHARDCHECK_FOR_EACH_FLOAT_TYPE_WITH(SHARDCHECK_DETAIL_RUN_RANKS, Interface, Case, Data, Run)
+
+// template Expected expected<T>(const Case&, const Data<T>&);
+#define SHARDCHECK_DETAIL_EXPECTED(T, Case, Data, Expected) \
+  template Expected expected<T>(const Case&, const Data<T>&);
+#define SHARDCHECK_INSTANTIATE_EXPECTED(Case, Data, Expected) \
+  SHARDCHECK_FOR_EACH_FLOAT_TYPE_WITH(SHARDCHECK_DETAIL_EXPECTED, Case, Data, Expected)
+// NOLINTEND(bugprone-macro-parentheses)
