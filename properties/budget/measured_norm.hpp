@@ -58,19 +58,8 @@ inline Predict predict_norm(const NormCase& k, ElementBytes e) {
 // Megatron's sequence-parallel block as properties/suites/norm/norm_impl.hpp's LibraryNorm runs it.
 template <class T>
 std::vector<Measured> run_block(const NormCase& k) {
-  ColumnParallelConfig col;
-  col.out_features = k.ffn;
-  col.tokens = k.cfg.tokens;
-  col.out_split = k.ffn_split;
-  col.sequence_parallel_input = true;
-  col.token_split = k.cfg.token_split;
-  col.all_reduce_algorithm = k.cfg.reduce_algorithm;
-  RowParallelConfig row;
-  row.in_split = k.ffn_split;
-  row.input_is_parallel = true;
-  row.sequence_parallel_output = true;
-  row.token_split = k.cfg.token_split;
-  row.reduce_algorithm = k.cfg.reduce_algorithm;
+  const ColumnParallelConfig col = sp_block_column_config(k.cfg, k.ffn, k.ffn_split);
+  const RowParallelConfig row = sp_block_row_config(k.cfg, k.ffn_split);
   return measure_ranks(k.p, [&](Communicator& c, Probe& probe) {
     const int r = c.rank();
     const std::size_t tr = piece_of(k.cfg.token_split, k.cfg.tokens, k.p, r);
