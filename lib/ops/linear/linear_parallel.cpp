@@ -93,7 +93,7 @@ std::vector<std::size_t> gather_token_shard(const std::string& where, Communicat
                                             Held<Tensor<T>>& gathered) {
   const std::size_t tokens = full.dim(0);
   const std::string of_full = std::string(full_name) + "'s " + str(tokens) + " tokens";
-  const auto counts = sizes_of(pieces(where, of_full, token_split, tokens, tp.size()));
+  auto counts = sizes_of(pieces(where, of_full, token_split, tokens, tp.size()));
   const auto r = static_cast<std::size_t>(tp.rank());
   if (shard.dim(0) != counts[r]) {
     throw UsageError(where + shard_name + " is " + format_shape(shard.shape()) +
