@@ -12,19 +12,27 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-# Installed names match the aliases used in this tree (shardcheck::lib, shardcheck::check, ...).
-set(lib_targets lib lib_base runtime layout kernels ops budget reference warnings)
-set(check_targets check reports cli main)
-foreach(t ${lib_targets})
-  set_target_properties(shardcheck_${t} PROPERTIES EXPORT_NAME ${t})
-endforeach()
-list(TRANSFORM lib_targets PREPEND shardcheck_)
-install(TARGETS ${lib_targets}
-        EXPORT shardcheckTargets
-        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/shardcheck)
-install(EXPORT shardcheckTargets NAMESPACE shardcheck::
-        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/shardcheck)
+# Installs the targets shardcheck_<name>, for each <name> after `export_set`, into the export set
+# `export_set` under the installed name shardcheck::<name> (the alias used in this tree:
+# shardcheck::lib, shardcheck::check, ...), and that set's CMake file: static libraries in the
+# library folder, object libraries' objects in its shardcheck-objects folder.
+function(shardcheck_install_export_set export_set)
+  set(targets)
+  foreach(t ${ARGN})
+    set_target_properties(shardcheck_${t} PROPERTIES EXPORT_NAME ${t})
+    list(APPEND targets shardcheck_${t})
+  endforeach()
+  install(TARGETS ${targets}
+          EXPORT ${export_set}
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          OBJECTS DESTINATION ${CMAKE_INSTALL_LIBDIR}/shardcheck-objects
+          INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/shardcheck)
+  install(EXPORT ${export_set} NAMESPACE shardcheck::
+          DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/shardcheck)
+endfunction()
+
+shardcheck_install_export_set(shardcheckTargets
+  lib lib_base runtime layout kernels ops budget reference warnings)
 
 # Headers keep the include paths they have in the tree:
 #   "runtime/…", "ops/…" (lib/)           -> include/shardcheck/
@@ -36,18 +44,8 @@ install(DIRECTORY reference DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/shardcheck
         FILES_MATCHING PATTERN "*.hpp")
 
 if(SHARDCHECK_BUILD_CHECK)
-  foreach(t ${check_targets})
-    set_target_properties(shardcheck_${t} PROPERTIES EXPORT_NAME ${t})
-  endforeach()
-  list(TRANSFORM check_targets PREPEND shardcheck_)
-  install(TARGETS ${check_targets}
-          EXPORT shardcheckCheckTargets
-          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-          OBJECTS DESTINATION ${CMAKE_INSTALL_LIBDIR}/shardcheck-objects
-          INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/shardcheck)
+  shardcheck_install_export_set(shardcheckCheckTargets check reports cli main)
   install(TARGETS shardcheck RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-  install(EXPORT shardcheckCheckTargets NAMESPACE shardcheck::
-          DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/shardcheck)
   install(DIRECTORY reports DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/shardcheck
           FILES_MATCHING PATTERN "*.hpp")
   install(FILES tools/shardcheck/cli.hpp

@@ -121,22 +121,7 @@ int action_of(const Program& prog, int w, int i) {
   return -1;
 }
 
-Collective collective_of(const Call& c, int r) {
-  switch (c.kind) {
-    case Kind::barrier: return Collective::barrier;
-    case Kind::broadcast: return Collective::broadcast;
-    case Kind::reduce: return Collective::reduce;
-    case Kind::all_reduce: return Collective::all_reduce;
-    case Kind::all_gather: return Collective::all_gather;
-    case Kind::reduce_scatter: return Collective::reduce_scatter;
-    case Kind::all_to_all: return Collective::all_to_all;
-    case Kind::gather: return Collective::gather;
-    case Kind::scatter: return Collective::scatter;
-    case Kind::ring_shift: return Collective::ring_shift;
-    case Kind::send_recv: return r == c.src ? Collective::send : Collective::recv;
-  }
-  return Collective::barrier;
-}
+Collective collective_of(const Call& c, int r) { return fuzz::collective_of(c.kind, r == c.src); }
 
 Algorithm algorithm_of(const Call& c) {
   switch (c.kind) {

@@ -15,7 +15,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
@@ -288,9 +287,7 @@ int write(const std::filesystem::path& dir) {
       for (auto& b : bytes) b = static_cast<std::uint8_t>(rng.next());
       const Program prog = decode(bytes);
       if (!target.ok(prog, predict(prog))) continue;
-      std::ofstream(dir / target.name, std::ios::binary)
-          .write(reinterpret_cast<const char*>(bytes.data()),
-                 static_cast<std::streamsize>(bytes.size()));
+      write_seed(dir / target.name, bytes);
       std::printf("%-40s %3zu bytes  %s", target.name.c_str(), bytes.size(),
                   describe(prog).c_str());
       found = true;
@@ -306,12 +303,4 @@ int write(const std::filesystem::path& dir) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  if (argc == 3 && std::string(argv[1]) == "--check") return check(argv[2]);
-  if (argc == 2 && argv[1][0] != '-') return write(argv[1]);
-  std::fprintf(stderr,
-               "usage: %s <corpus dir>            write the seeds\n"
-               "       %s --check <corpus dir>    check that the seeds meet their targets\n",
-               argv[0], argv[0]);
-  return 2;
-}
+int main(int argc, char** argv) { return shardcheck::fuzz::corpus_main(argc, argv, write, check); }

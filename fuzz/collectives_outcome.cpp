@@ -94,28 +94,22 @@ std::string_view name(Expect e) noexcept {
 }
 
 Prediction predict(const Program& prog) {
-  Prediction out;
+  // The deviations that throw on their own ranks before any matching: the deviant rank, or for
+  // usage_all every member of the deviant call's group, fails with the deviation's error.
   const Call& dc = prog.calls[static_cast<std::size_t>(prog.deviant_call)];
   switch (prog.deviation) {
     case Deviation::throws:
-      out.expect = Expect::injected;
-      out.ranks = {prog.deviant};
-      out.why = prog.deviation_text;
-      return out;
+      return Prediction{Expect::injected, {prog.deviant}, prog.deviation_text};
     case Deviation::usage_local:
     case Deviation::usage_group:
-      out.expect = Expect::usage;
-      out.ranks = {prog.deviant};
-      out.why = prog.deviation_text;
-      return out;
+      return Prediction{Expect::usage, {prog.deviant}, prog.deviation_text};
     case Deviation::usage_all:
-      out.expect = Expect::usage;
-      out.ranks = prog.groups[static_cast<std::size_t>(dc.group)].members;
-      out.why = prog.deviation_text;
-      return out;
+      return Prediction{Expect::usage, prog.groups[static_cast<std::size_t>(dc.group)].members,
+                        prog.deviation_text};
     default: break;
   }
 
+  Prediction out;
   const int P = prog.world;
   std::vector<std::size_t> pc(static_cast<std::size_t>(P), 0);
   std::vector<bool> posted(static_cast<std::size_t>(P), false),

@@ -163,21 +163,25 @@ void decode_values(Reader& in, Values mode, std::vector<std::byte>& out, std::si
 
 }  // namespace
 
-std::string_view name(Kind k) noexcept {
+Collective collective_of(Kind k, bool sender) noexcept {
   switch (k) {
-    case Kind::barrier: return "barrier";
-    case Kind::broadcast: return "broadcast";
-    case Kind::reduce: return "reduce";
-    case Kind::all_reduce: return "all_reduce";
-    case Kind::all_gather: return "all_gather";
-    case Kind::reduce_scatter: return "reduce_scatter";
-    case Kind::all_to_all: return "all_to_all";
-    case Kind::gather: return "gather";
-    case Kind::scatter: return "scatter";
-    case Kind::ring_shift: return "ring_shift";
-    case Kind::send_recv: return "send_recv";
+    case Kind::barrier: return Collective::barrier;
+    case Kind::broadcast: return Collective::broadcast;
+    case Kind::reduce: return Collective::reduce;
+    case Kind::all_reduce: return Collective::all_reduce;
+    case Kind::all_gather: return Collective::all_gather;
+    case Kind::reduce_scatter: return Collective::reduce_scatter;
+    case Kind::all_to_all: return Collective::all_to_all;
+    case Kind::gather: return Collective::gather;
+    case Kind::scatter: return Collective::scatter;
+    case Kind::ring_shift: return Collective::ring_shift;
+    case Kind::send_recv: break;
   }
-  return "?";
+  return sender ? Collective::send : Collective::recv;
+}
+
+std::string_view name(Kind k) noexcept {
+  return k == Kind::send_recv ? "send_recv" : name(collective_of(k));
 }
 
 std::string_view name(Deviation d) noexcept {

@@ -49,6 +49,10 @@ enum class Kind : std::uint8_t {
   send_recv,
 };
 inline constexpr int kind_count = 11;
+// What a rank's ledger records for a call of kind k: the collective of the same name, and for
+// send_recv a send on the sender (`sender`) and a recv on the receiver.
+Collective collective_of(Kind k, bool sender = false) noexcept;
+// The kind's name: its collective's (ledger.hpp), "send_recv" for the message.
 std::string_view name(Kind k) noexcept;
 
 // How a call's element values come from the bytes. raw: the element's own bit pattern

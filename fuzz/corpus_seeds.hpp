@@ -1,5 +1,5 @@
-// What the corpus programs share: the generator they draw seeds with, and reading a checked-in
-// seed for --check.
+// What the corpus programs share: the generator they draw seeds with, writing a seed file and
+// reading a checked-in one for --check, and their command line.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iterator>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 namespace shardcheck::fuzz {
@@ -33,6 +34,27 @@ inline std::optional<std::vector<std::uint8_t>> read_seed(const std::filesystem:
   std::ifstream in(f, std::ios::binary);
   return std::vector<std::uint8_t>{std::istreambuf_iterator<char>(in),
                                    std::istreambuf_iterator<char>()};
+}
+
+// Writes `bytes` as the seed file f (replacing it).
+inline void write_seed(const std::filesystem::path& f, const std::vector<std::uint8_t>& bytes) {
+  std::ofstream(f, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size()));
+}
+
+// A corpus program's main: `<program> <dir>` returns write(dir) (write the seeds into dir),
+// `<program> --check <dir>` returns check(dir) (0 when every checked-in seed still meets its
+// target); anything else prints the usage on stderr and returns 2.
+inline int corpus_main(int argc, char** argv, int (*write)(const std::filesystem::path&),
+                       int (*check)(const std::filesystem::path&)) {
+  if (argc == 3 && std::string_view(argv[1]) == "--check") return check(argv[2]);
+  if (argc == 2 && argv[1][0] != '-') return write(argv[1]);
+  std::fprintf(stderr,
+               "usage: %s <corpus dir>            write the seeds\n"
+               "       %s --check <corpus dir>    check that the seeds meet their targets\n",
+               argv[0], argv[0]);
+  return 2;
 }
 
 }  // namespace shardcheck::fuzz

@@ -14,7 +14,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <iterator>
 #include <limits>
@@ -156,12 +155,8 @@ int check(const std::filesystem::path& dir) {
 
 int write(const std::filesystem::path& dir) {
   std::filesystem::create_directories(dir);
-  auto put = [&](const std::string& name, const std::vector<std::uint8_t>& b) {
-    std::ofstream f(dir / name, std::ios::binary);
-    f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
-  };
   for (const auto& t : targets()) {
-    put(t.name, shardcheck::fuzz::encode_merge_input(t.input));
+    shardcheck::fuzz::write_seed(dir / t.name, shardcheck::fuzz::encode_merge_input(t.input));
     std::printf("%s:\n%s", t.name.c_str(), shardcheck::fuzz::describe(t.input).c_str());
   }
   // Random byte strings (fixed seed): whatever the tags make of them.
@@ -171,7 +166,7 @@ int write(const std::filesystem::path& dir) {
     for (auto& c : b) c = static_cast<std::uint8_t>(r.next());
     char name[32];
     std::snprintf(name, sizeof name, "random-%02d", k);
-    put(name, b);
+    shardcheck::fuzz::write_seed(dir / name, b);
     const auto in = shardcheck::fuzz::decode_merge_input(b.data(), b.size());
     std::printf("%s:\n%s", name, shardcheck::fuzz::describe(in).c_str());
   }
@@ -180,12 +175,4 @@ int write(const std::filesystem::path& dir) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  if (argc == 3 && std::string(argv[1]) == "--check") return check(argv[2]);
-  if (argc == 2 && argv[1][0] != '-') return write(argv[1]);
-  std::fprintf(stderr,
-               "usage: softmax_merge_corpus <dir>          write the seed corpus\n"
-               "       softmax_merge_corpus --check <dir>  check the seeds still decode to their "
-               "targets\n");
-  return 2;
-}
+int main(int argc, char** argv) { return shardcheck::fuzz::corpus_main(argc, argv, write, check); }

@@ -113,21 +113,30 @@ void copy_block(const T* src, const Shape& src_shape, const Shape& src_off, T* d
   }
 }
 
+// Calls slice(j, offset, block) for each slice j < shape[d] along dimension d: `offset` is where
+// the slice starts in the tensor (0 but j along d), `block` its shape (`shape` with 1 along d).
+// In the d-major buffer slice j is contiguous: a row-major `block` at j * numel(block).
+template <class Slice>
+void for_each_slice_along(const Shape& shape, std::size_t d, const Slice& slice) {
+  Shape block = shape;
+  block[d] = 1;
+  for (std::size_t j = 0; j < shape[d]; ++j) {
+    Shape offset(shape.size(), 0);
+    offset[d] = j;
+    slice(j, offset, block);
+  }
+}
+
 // Moves tensor dimension d of `x` to the front (so pieces along d are contiguous), and back.
 template <class T>
 std::vector<T> to_d_major(const Tensor<T>& x, std::size_t d) {
   const Shape& s = x.shape();
   std::vector<T> out(x.size());
   if (out.empty()) return out;
-  Shape block = s;
-  block[d] = 1;
-  for (std::size_t j = 0; j < s[d]; ++j) {
-    Shape src_off(s.size(), 0);
-    src_off[d] = j;
-    // In the d-major buffer, slice j is contiguous, a row-major tensor of shape `block`.
-    copy_block(x.data(), s, src_off, out.data() + j * numel(block), block, Shape(s.size(), 0),
+  for_each_slice_along(s, d, [&](std::size_t j, const Shape& offset, const Shape& block) {
+    copy_block(x.data(), s, offset, out.data() + j * numel(block), block, Shape(s.size(), 0),
                block);
-  }
+  });
   return out;
 }
 
@@ -135,14 +144,10 @@ template <class T>
 Tensor<T> from_d_major(std::span<const T> buf, const Shape& shape, std::size_t d) {
   Tensor<T> out(shape);
   if (out.empty()) return out;
-  Shape block = shape;
-  block[d] = 1;
-  for (std::size_t j = 0; j < shape[d]; ++j) {
-    Shape dst_off(shape.size(), 0);
-    dst_off[d] = j;
+  for_each_slice_along(shape, d, [&](std::size_t j, const Shape& offset, const Shape& block) {
     copy_block(buf.data() + j * numel(block), block, Shape(shape.size(), 0), out.data(), shape,
-               dst_off, block);
-  }
+               offset, block);
+  });
   return out;
 }
 

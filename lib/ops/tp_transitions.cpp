@@ -28,6 +28,23 @@ void check_counts(const char* op, const Communicator& comm, std::span<const std:
   }
 }
 
+// The checks of a gather's arguments: one count per rank, and `shard` this rank's piece, whose
+// extent along `axis` is its count (`has_axis`: the shard has the dimensions the gather needs).
+// `unit` names what the counts count ("row"), `expected` the shard the caller must pass.
+template <class T>
+void check_gather_shard(const char* op, const Communicator& comm, const Tensor<T>& shard,
+                        bool has_axis, std::size_t axis, std::span<const std::size_t> counts,
+                        const std::string& unit, const char* expected) {
+  check_counts(op, comm, counts);
+  const auto r = static_cast<std::size_t>(comm.rank());
+  if (!has_axis || shard.dim(axis) != counts[r]) {
+    throw UsageError(where(op, comm) + "the shard is " + format_shape(shard.shape()) + " but the " +
+                     unit + " counts " + join(counts) + " give this rank " +
+                     std::to_string(counts[r]) + " " + unit + "s; pass " + expected +
+                     " cut by the same split as the counts");
+  }
+}
+
 // Elements per row of a tensor [rows, ...]: the product of the trailing dimensions.
 template <class T>
 std::size_t row_size(const Tensor<T>& t) {
@@ -46,16 +63,8 @@ std::vector<std::size_t> scaled(std::span<const std::size_t> counts, std::size_t
 template <class T>
 Tensor<T> all_gather_tokens(Communicator& comm, const Tensor<T>& shard,
                             std::span<const std::size_t> row_counts) {
-  constexpr const char* op = "all_gather_tokens";
-  check_counts(op, comm, row_counts);
-  const auto r = static_cast<std::size_t>(comm.rank());
-  if (shard.ndim() < 1 || shard.dim(0) != row_counts[r]) {
-    throw UsageError(where(op, comm) + "the shard is " + format_shape(shard.shape()) +
-                     " but the row counts " + join(row_counts) + " give this rank " +
-                     std::to_string(row_counts[r]) +
-                     " rows; pass the shard [rows_r, ...] cut "
-                     "by the same split as the counts");
-  }
+  check_gather_shard("all_gather_tokens", comm, shard, shard.ndim() >= 1, 0, row_counts, "row",
+                     "the shard [rows_r, ...]");
   const std::size_t row = row_size(shard);
   const std::size_t rows = std::accumulate(row_counts.begin(), row_counts.end(), std::size_t{0});
   Shape shape = shard.shape();
@@ -91,16 +100,8 @@ Tensor<T> reduce_scatter_tokens(Communicator& comm, const Tensor<T>& full,
 template <class T>
 Tensor<T> all_gather_last_axis(Communicator& comm, const Tensor<T>& shard,
                                std::span<const std::size_t> col_counts) {
-  constexpr const char* op = "all_gather_last_axis";
-  check_counts(op, comm, col_counts);
-  const auto r = static_cast<std::size_t>(comm.rank());
-  if (shard.ndim() != 2 || shard.dim(1) != col_counts[r]) {
-    throw UsageError(where(op, comm) + "the shard is " + format_shape(shard.shape()) +
-                     " but the column counts " + join(col_counts) + " give this rank " +
-                     std::to_string(col_counts[r]) +
-                     " columns; pass a 2-D shard [rows, cols_r] "
-                     "cut by the same split as the counts");
-  }
+  check_gather_shard("all_gather_last_axis", comm, shard, shard.ndim() == 2, 1, col_counts,
+                     "column", "a 2-D shard [rows, cols_r]");
   const std::size_t rows = shard.dim(0);
   const std::size_t cols = std::accumulate(col_counts.begin(), col_counts.end(), std::size_t{0});
   // Gather the row-major pieces whole (block k = [rows, c_k] at offset rows·off_k), then move

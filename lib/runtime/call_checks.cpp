@@ -84,6 +84,14 @@ CallDesc call_of(Collective op, DType dtype, Algorithm algo) {
   return d;
 }
 
+// broadcast and reduce: a chain of `count` elements from or to `root`.
+CallDesc chain_call_of(Collective op, DType dtype, int root, std::uint64_t count) {
+  CallDesc d = call_of(op, dtype, Algorithm::chain);
+  d.root = root;
+  d.count = count;
+  return d;
+}
+
 // gather and scatter: `counts` is valid, this rank's own buffer (gather: send, scatter: recv)
 // holds counts[rank], and on the root the rooted buffer (gather: recv, scatter: send) holds
 // their sum, with send and recv of one type and placed apart or in place.
@@ -136,10 +144,7 @@ void check_peer(const Caller& c, std::string_view op, int peer, std::string_view
 
 CallDesc check_broadcast(const Caller& caller, MutBuffer buf, int root) {
   check_root(caller, "broadcast", root);
-  CallDesc d = call_of(Collective::broadcast, buf.dtype, Algorithm::chain);
-  d.root = root;
-  d.count = buf.count;
-  return d;
+  return chain_call_of(Collective::broadcast, buf.dtype, root, buf.count);
 }
 
 CallDesc check_reduce(const Caller& caller, ConstBuffer send, MutBuffer recv, ReduceOp op,
@@ -156,10 +161,8 @@ CallDesc check_reduce(const Caller& caller, ConstBuffer send, MutBuffer recv, Re
     }
     check_no_partial_overlap(caller, opname, send, recv, 0);
   }
-  CallDesc d = call_of(Collective::reduce, send.dtype, Algorithm::chain);
+  CallDesc d = chain_call_of(Collective::reduce, send.dtype, root, send.count);
   d.reduce_op = op;
-  d.root = root;
-  d.count = send.count;
   return d;
 }
 

@@ -76,4 +76,17 @@ class RankFailure : public Error {
   std::vector<RankError> all_;
 };
 
+// Whether the captured exception `e` (a RankError's error, RankFailure::cause()) is an E or
+// derives from it. @pre e is not null.
+template <class E>
+bool holds(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const E&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
 }  // namespace shardcheck

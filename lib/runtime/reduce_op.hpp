@@ -40,6 +40,21 @@ constexpr std::string_view name(ReduceOp op) noexcept {
   return "?";
 }
 
+// Calls f(std::integral_constant<ReduceOp, op>{}): `op` as a compile-time value, for the kernels
+// compiled once per op (omp/fold.hpp).
+template <class F>
+decltype(auto) visit_reduce_op(ReduceOp op, F&& f) {
+  using enum ReduceOp;
+  switch (op) {
+    case sum: return f(std::integral_constant<ReduceOp, sum>{});
+    case avg: return f(std::integral_constant<ReduceOp, avg>{});
+    case max: return f(std::integral_constant<ReduceOp, max>{});
+    case min: return f(std::integral_constant<ReduceOp, min>{});
+    case product: break;
+  }
+  return f(std::integral_constant<ReduceOp, product>{});
+}
+
 // True when `op` is defined for element type `t` (avg needs a floating-point type).
 constexpr bool supports(ReduceOp op, DType t) noexcept {
   return op != ReduceOp::avg || is_floating(t);

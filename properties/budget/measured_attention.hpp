@@ -7,7 +7,6 @@
 #include "measured_support.hpp"
 #include "ops/attention/context_parallel_attention.hpp"
 #include "ops/attention/head_parallel_attention.hpp"
-#include "runtime/launcher.hpp"
 
 #include <cstddef>
 #include <vector>
@@ -21,16 +20,31 @@ struct CpCase {
   ContextParallelConfig cc;
 };
 
-inline CpCase gen_cp_case() {
+// The case of p ranks attending over a sequence of seq_len with q_heads query heads and kv_heads
+// key/value heads of head_dim, masked by `mask` (its q_len and k_len are seq_len); batch 1, the
+// contiguous layout split by chunk, the ring algorithm.
+inline CpCase cp_case(int p, std::size_t seq_len, std::size_t q_heads, std::size_t kv_heads,
+                      std::size_t head_dim, MaskKind mask) {
   CpCase k;
-  k.p = *rc::gen::inRange(1, 5);
-  k.batch = *rc::gen::inRange<std::size_t>(1, 3);
-  k.att.kv_heads = *rc::gen::inRange<std::size_t>(1, 3);
-  k.att.q_heads = k.att.kv_heads * *rc::gen::inRange<std::size_t>(1, 3);
-  k.att.head_dim = *rc::gen::inRange<std::size_t>(1, 4);
-  k.cc.seq_len = *rc::gen::inRange<std::size_t>(1, 10);
-  k.att.mask.kind = *rc::gen::element(MaskKind::none, MaskKind::causal);
-  k.att.mask.q_len = k.att.mask.k_len = k.cc.seq_len;
+  k.p = p;
+  k.att.q_heads = q_heads;
+  k.att.kv_heads = kv_heads;
+  k.att.head_dim = head_dim;
+  k.att.mask.kind = mask;
+  k.att.mask.q_len = k.att.mask.k_len = seq_len;
+  k.cc.seq_len = seq_len;
+  return k;
+}
+
+inline CpCase gen_cp_case() {
+  const int p = *rc::gen::inRange(1, 5);
+  const auto batch = *rc::gen::inRange<std::size_t>(1, 3);
+  const auto g = *rc::gen::inRange<std::size_t>(1, 3);
+  const auto h = g * *rc::gen::inRange<std::size_t>(1, 3);
+  const auto d = *rc::gen::inRange<std::size_t>(1, 4);
+  const auto seq_len = *rc::gen::inRange<std::size_t>(1, 10);
+  CpCase k = cp_case(p, seq_len, h, g, d, *rc::gen::element(MaskKind::none, MaskKind::causal));
+  k.batch = batch;
   k.cc.layout = *rc::gen::element(CpLayout::contiguous, CpLayout::zigzag);
   k.cc.split = *gen_split(k.cc.seq_len, k.cc.layout == CpLayout::zigzag ? 2 * k.p : k.p);
   k.cc.algorithm = *rc::gen::element(CpAlgorithm::ring, CpAlgorithm::all_gather);
@@ -39,16 +53,14 @@ inline CpCase gen_cp_case() {
 
 template <class T>
 std::vector<Measured> run_cp(const CpCase& k) {
-  std::vector<Measured> ms(static_cast<std::size_t>(k.p));
   const auto lens = cp_lengths(k.cc, k.p);
-  run(k.p, [&](Communicator& c) {
+  return measure_ranks(k.p, [&](Communicator& c, Probe& probe) {
     const int r = c.rank();
     const std::size_t len = lens[static_cast<std::size_t>(r)];
     const auto& a = k.att;
     const auto q = zeros<T>({k.batch, len, a.q_heads, a.head_dim});
     const auto kk = zeros<T>({k.batch, len, a.kv_heads, a.head_dim});
     const auto v = zeros<T>({k.batch, len, a.kv_heads, a.head_dim});
-    Probe probe(c);
     const auto out =
         probe.forward([&] { return context_parallel_attention(c, a, k.cc, q, kk, v); });
     probe.keep(q);
@@ -58,9 +70,7 @@ std::vector<Measured> run_cp(const CpCase& k) {
     probe.keep(out.lse);
     probe.backward(
         [&] { (void)context_parallel_attention_backward(c, a, k.cc, q, kk, v, out, q); });
-    ms[static_cast<std::size_t>(r)] = probe.result();
   });
-  return ms;
 }
 
 inline Predict predict_cp(const CpCase& k, ElementBytes e) {
@@ -116,7 +126,6 @@ inline HeadCase gen_head_case() {
 template <class T>
 std::vector<Measured> run_head(const HeadCase& k) {
   const int world = k.tp * k.cp;
-  std::vector<Measured> ms(static_cast<std::size_t>(world));
   const auto& c = k.cfg;
   const std::size_t h = c.attention.q_heads, g = c.attention.kv_heads, d = c.attention.head_dim;
   AttentionLayerWeights<T> dense;
@@ -130,7 +139,7 @@ std::vector<Measured> run_head(const HeadCase& k) {
     dense.bv = zeros<T>({g * d});
     dense.bo = zeros<T>({c.hidden});
   }
-  run(world, [&](Communicator& w) {
+  return measure_ranks(world, [&](Communicator& w, Probe& probe) {
     const int cp_rank = w.rank() / k.tp, tp_rank = w.rank() % k.tp;
     std::vector<int> tp_ranks, cp_ranks;
     for (int i = 0; i < k.tp; ++i) tp_ranks.push_back(cp_rank * k.tp + i);
@@ -142,7 +151,6 @@ std::vector<Measured> run_head(const HeadCase& k) {
                                                : c.attention.mask.q_len;
     const auto ws = shard_attention_weights(dense, c, head_assignment(c, k.tp, tp_rank));
     const auto x = zeros<T>({k.batch, len, c.hidden});
-    Probe probe(w);
     const auto f = probe.forward([&] { return attention_layer(*tp, *cp, c, x, ws); });
     probe.keep(x);
     probe.keep(f.q);
@@ -151,9 +159,7 @@ std::vector<Measured> run_head(const HeadCase& k) {
     probe.keep(f.attn.out);
     probe.keep(f.attn.lse);
     probe.backward([&] { (void)attention_layer_backward(*tp, *cp, c, x, ws, f, x); });
-    ms[static_cast<std::size_t>(w.rank())] = probe.result();
   });
-  return ms;
 }
 
 inline Predict predict_head(const HeadCase& k, ElementBytes e) {

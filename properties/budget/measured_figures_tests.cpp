@@ -38,25 +38,12 @@ void print_figures(const char* what, const std::vector<Measured>& ms, const Pred
 }
 
 TEST(measured, reference_figures) {
-  LinearCase lin;  // 10 tokens over 4 ranks by chunk: 3, 3, 3, 1
-  lin.p = 4;
-  lin.tokens = 10;
-  lin.in = 8;
-  lin.out = 12;
-  lin.col.tokens = 10;
-  lin.col.out_features = 12;
+  LinearCase lin = linear_case(4, 10, 8, 12);  // 10 tokens over 4 ranks by chunk: 3, 3, 3, 1
   lin.col.sequence_parallel_input = true;
   lin.col.gather_output = true;
   print_figures("column-parallel float32, SP input + gather_output, tokens 10, in 8, out 12",
                 run_column<float>(lin), predict_column(lin, eb<float>()));
-  CpCase cp;
-  cp.p = 4;
-  cp.att.q_heads = 4;
-  cp.att.kv_heads = 2;
-  cp.att.head_dim = 8;
-  cp.cc.seq_len = 10;
-  cp.att.mask.kind = MaskKind::causal;
-  cp.att.mask.q_len = cp.att.mask.k_len = 10;
+  CpCase cp = cp_case(4, 10, 4, 2, 8, MaskKind::causal);
   print_figures("CP ring bfloat16, seq 10 contiguous by chunk (3, 3, 3, 1), h 4, g 2, d 8",
                 run_cp<bfloat16>(cp), predict_cp(cp, eb<bfloat16>()));
   cp.cc.algorithm = CpAlgorithm::all_gather;

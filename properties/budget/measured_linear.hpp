@@ -6,7 +6,6 @@
 
 #include "measured_support.hpp"
 #include "ops/linear/linear.hpp"
-#include "runtime/launcher.hpp"
 
 #include <cstddef>
 #include <vector>
@@ -20,10 +19,22 @@ struct LinearCase {
   RowParallelConfig row;
 };
 
+// The case of p ranks with x [tokens, in] and W [out, in], the column-parallel config told the
+// shapes it checks the pieces against (tokens, out_features); every option at its default.
+inline LinearCase linear_case(int p, std::size_t tokens, std::size_t in, std::size_t out) {
+  LinearCase k;
+  k.p = p;
+  k.tokens = tokens;
+  k.in = in;
+  k.out = out;
+  k.col.tokens = tokens;
+  k.col.out_features = out;
+  return k;
+}
+
 template <class T>
 std::vector<Measured> run_column(const LinearCase& k) {
-  std::vector<Measured> ms(static_cast<std::size_t>(k.p));
-  run(k.p, [&](Communicator& c) {
+  return measure_ranks(k.p, [&](Communicator& c, Probe& probe) {
     const int r = c.rank();
     const auto& cfg = k.col;
     const std::size_t tr =
@@ -31,14 +42,11 @@ std::vector<Measured> run_column(const LinearCase& k) {
     const std::size_t outr = piece_of(cfg.out_split, k.out, k.p, r);
     const auto x = zeros<T>({tr, k.in});
     const auto w = zeros<T>({outr, k.in});
-    Probe probe(c);
     probe.forward([&] { return column_parallel_linear(c, cfg, x, w, Tensor<T>()); });
     probe.keep(x);
     const auto dy = zeros<T>({k.tokens, cfg.gather_output ? k.out : outr});
     probe.backward([&] { (void)column_parallel_linear_backward(c, cfg, x, w, false, dy); });
-    ms[static_cast<std::size_t>(r)] = probe.result();
   });
-  return ms;
 }
 
 inline Predict predict_column(const LinearCase& k, ElementBytes e) {
@@ -50,23 +58,19 @@ inline Predict predict_column(const LinearCase& k, ElementBytes e) {
 
 template <class T>
 std::vector<Measured> run_row(const LinearCase& k) {
-  std::vector<Measured> ms(static_cast<std::size_t>(k.p));
-  run(k.p, [&](Communicator& c) {
+  return measure_ranks(k.p, [&](Communicator& c, Probe& probe) {
     const int r = c.rank();
     const auto& cfg = k.row;
     const std::size_t inr = piece_of(cfg.in_split, k.in, k.p, r);
     const auto x = zeros<T>({k.tokens, cfg.input_is_parallel ? inr : k.in});
     const auto w = zeros<T>({k.out, inr});
-    Probe probe(c);
     probe.forward([&] { return row_parallel_linear(c, cfg, x, w, Tensor<T>()); });
     probe.keep(x);
     const std::size_t tr =
         cfg.sequence_parallel_output ? piece_of(cfg.token_split, k.tokens, k.p, r) : k.tokens;
     const auto dy = zeros<T>({tr, k.out});
     probe.backward([&] { (void)row_parallel_linear_backward(c, cfg, x, w, false, dy); });
-    ms[static_cast<std::size_t>(r)] = probe.result();
   });
-  return ms;
 }
 
 inline Predict predict_row(const LinearCase& k, ElementBytes e) {
@@ -77,13 +81,10 @@ inline Predict predict_row(const LinearCase& k, ElementBytes e) {
 }
 
 inline LinearCase gen_linear_case() {
-  LinearCase k;
-  k.p = *rc::gen::inRange(1, 5);
-  k.tokens = *rc::gen::inRange<std::size_t>(1, 8);
-  k.in = *rc::gen::inRange<std::size_t>(1, 6);
-  k.out = *rc::gen::inRange<std::size_t>(1, 7);
-  k.col.tokens = k.tokens;
-  k.col.out_features = k.out;
+  const int p = *rc::gen::inRange(1, 5);
+  const auto tokens = *rc::gen::inRange<std::size_t>(1, 8);
+  const auto in = *rc::gen::inRange<std::size_t>(1, 6);
+  LinearCase k = linear_case(p, tokens, in, *rc::gen::inRange<std::size_t>(1, 7));
   k.col.sequence_parallel_input = *rc::gen::arbitrary<bool>();
   k.col.gather_output = *rc::gen::arbitrary<bool>();
   k.col.token_split = *gen_split(k.tokens, k.p);

@@ -32,13 +32,7 @@ void expect_mutants_fail(const std::vector<Measured>& ms, const Predict& predict
 Term& term(std::vector<Term>& v, std::size_t i) { return v.at(i); }
 
 TEST(measured_mutants, column_and_row_parallel) {
-  LinearCase k;
-  k.p = 3;
-  k.tokens = 7;
-  k.in = 3;
-  k.out = 5;
-  k.col.tokens = 7;
-  k.col.out_features = 5;
+  LinearCase k = linear_case(3, 7, 3, 5);
   k.col.sequence_parallel_input = true;
   k.col.gather_output = true;
   k.col.token_split = SplitPolicy::explicit_sizes({4, 0, 3});
@@ -146,15 +140,8 @@ TEST(measured_mutants, vocab_embedding_and_cross_entropy) {
 }
 
 TEST(measured_mutants, cp_attention_ring_and_all_gather) {
-  CpCase k;
-  k.p = 3;
+  CpCase k = cp_case(3, 7, 2, 1, 2, MaskKind::causal);
   k.batch = 2;
-  k.att.q_heads = 2;
-  k.att.kv_heads = 1;
-  k.att.head_dim = 2;
-  k.cc.seq_len = 7;
-  k.att.mask.kind = MaskKind::causal;
-  k.att.mask.q_len = k.att.mask.k_len = 7;
   k.cc.layout = CpLayout::contiguous;
   k.cc.split = SplitPolicy::explicit_sizes({4, 0, 3});
   k.cc.algorithm = CpAlgorithm::ring;

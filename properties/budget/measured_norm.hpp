@@ -7,7 +7,6 @@
 #include "measured_support.hpp"
 #include "ops/linear/linear.hpp"
 #include "ops/norm/norm.hpp"
-#include "runtime/launcher.hpp"
 
 #include <cstddef>
 #include <vector>
@@ -37,20 +36,16 @@ inline NormCase gen_norm_case() {
 
 template <class T>
 std::vector<Measured> run_norm(const NormCase& k) {
-  std::vector<Measured> ms(static_cast<std::size_t>(k.p));
-  run(k.p, [&](Communicator& c) {
+  return measure_ranks(k.p, [&](Communicator& c, Probe& probe) {
     const int r = c.rank();
     const std::size_t tr = piece_of(k.cfg.token_split, k.cfg.tokens, k.p, r);
     const auto x = zeros<T>({tr, k.hidden});
     const auto gamma = zeros<T>({k.hidden});
     const auto beta = has_beta(k.cfg.norm.kind) ? zeros<T>({k.hidden}) : Tensor<T>();
-    Probe probe(c);
     probe.forward([&] { return sequence_parallel_norm(c, k.cfg, x, gamma, beta); });
     probe.keep(x);
     probe.backward([&] { (void)sequence_parallel_norm_backward(c, k.cfg, x, gamma, x); });
-    ms[static_cast<std::size_t>(r)] = probe.result();
   });
-  return ms;
 }
 
 inline Predict predict_norm(const NormCase& k, ElementBytes e) {
@@ -63,21 +58,9 @@ inline Predict predict_norm(const NormCase& k, ElementBytes e) {
 // Megatron's sequence-parallel block as properties/suites/norm/norm_impl.hpp's LibraryNorm runs it.
 template <class T>
 std::vector<Measured> run_block(const NormCase& k) {
-  std::vector<Measured> ms(static_cast<std::size_t>(k.p));
-  ColumnParallelConfig col;
-  col.out_features = k.ffn;
-  col.tokens = k.cfg.tokens;
-  col.out_split = k.ffn_split;
-  col.sequence_parallel_input = true;
-  col.token_split = k.cfg.token_split;
-  col.all_reduce_algorithm = k.cfg.reduce_algorithm;
-  RowParallelConfig row;
-  row.in_split = k.ffn_split;
-  row.input_is_parallel = true;
-  row.sequence_parallel_output = true;
-  row.token_split = k.cfg.token_split;
-  row.reduce_algorithm = k.cfg.reduce_algorithm;
-  run(k.p, [&](Communicator& c) {
+  const ColumnParallelConfig col = sp_block_column_config(k.cfg, k.ffn, k.ffn_split);
+  const RowParallelConfig row = sp_block_row_config(k.cfg, k.ffn_split);
+  return measure_ranks(k.p, [&](Communicator& c, Probe& probe) {
     const int r = c.rank();
     const std::size_t tr = piece_of(k.cfg.token_split, k.cfg.tokens, k.p, r);
     const std::size_t fr = piece_of(k.ffn_split, k.ffn, k.p, r);
@@ -87,7 +70,6 @@ std::vector<Measured> run_block(const NormCase& k) {
     const auto w1 = zeros<T>({fr, k.hidden});
     const auto w2 = zeros<T>({k.hidden, fr});
     const Tensor<T> none;
-    Probe probe(c);
     struct Fwd {
       Tensor<T> z, a, y;
     };
@@ -106,9 +88,7 @@ std::vector<Measured> run_block(const NormCase& k) {
       auto gc = column_parallel_linear_backward(c, col, f.z, w1, false, gr.dx);
       (void)sequence_parallel_norm_backward(c, k.cfg, x, gamma, gc.dx);
     });
-    ms[static_cast<std::size_t>(r)] = probe.result();
   });
-  return ms;
 }
 
 inline Predict predict_block(const NormCase& k, ElementBytes e) {

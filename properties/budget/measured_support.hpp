@@ -12,6 +12,7 @@
 #include "budget/traffic.hpp"
 #include "layout/split_policy.hpp"
 #include "runtime/communicator.hpp"
+#include "runtime/launcher.hpp"
 #include "runtime/ledger.hpp"
 #include "tensor/tensor.hpp"
 
@@ -90,6 +91,20 @@ class Probe {
   LiveBytes fwd_, bwd_;
   std::size_t start_, mid_ = 0;
 };
+
+// Runs `one_rank(c, probe)` on each of `p` ranks, where `one_rank` runs that rank's forward and
+// backward through probe.forward / probe.keep / probe.backward (building its inputs first, which
+// the trackers do not see). Returns each rank's Measured, indexed by the rank of `c`.
+template <class OneRank>
+std::vector<Measured> measure_ranks(int p, const OneRank& one_rank) {
+  std::vector<Measured> ms(static_cast<std::size_t>(p));
+  run(p, [&](Communicator& c) {
+    Probe probe(c);
+    one_rank(c, probe);
+    ms[static_cast<std::size_t>(c.rank())] = probe.result();
+  });
+  return ms;
+}
 
 inline std::string str(const std::vector<LedgerCall>& v) {
   std::string s = "[";

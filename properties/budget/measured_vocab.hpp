@@ -7,7 +7,6 @@
 #include "measured_support.hpp"
 #include "ops/vocab/vocab_cross_entropy.hpp"
 #include "ops/vocab/vocab_embedding.hpp"
-#include "runtime/launcher.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -48,21 +47,17 @@ inline VocabCase gen_vocab_case() {
 
 template <class T>
 std::vector<Measured> run_embedding(const VocabCase& k) {
-  std::vector<Measured> ms(static_cast<std::size_t>(k.p));
-  run(k.p, [&](Communicator& c) {
+  return measure_ranks(k.p, [&](Communicator& c, Probe& probe) {
     const int r = c.rank();
     const auto& cfg = k.emb;
     const auto w = zeros<T>({piece_of(cfg.vocab_split, cfg.vocab, k.p, r), k.hidden});
-    Probe probe(c);
     probe.forward([&] { return vocab_parallel_embedding(c, cfg, std::span(k.ids), w); });
     probe.keep(k.ids);
     const std::size_t tr =
         cfg.sequence_parallel_output ? piece_of(cfg.token_split, k.tokens, k.p, r) : k.tokens;
     const auto dy = zeros<T>({tr, k.hidden});
     probe.backward([&] { (void)vocab_parallel_embedding_backward(c, cfg, std::span(k.ids), dy); });
-    ms[static_cast<std::size_t>(r)] = probe.result();
   });
-  return ms;
 }
 
 inline Predict predict_embedding(const VocabCase& k, ElementBytes e) {
@@ -74,12 +69,10 @@ inline Predict predict_embedding(const VocabCase& k, ElementBytes e) {
 
 template <class T>
 std::vector<Measured> run_cross_entropy(const VocabCase& k) {
-  std::vector<Measured> ms(static_cast<std::size_t>(k.p));
-  run(k.p, [&](Communicator& c) {
+  return measure_ranks(k.p, [&](Communicator& c, Probe& probe) {
     const int r = c.rank();
     const auto& cfg = k.ce;
     const auto logits = zeros<T>({k.tokens, piece_of(cfg.vocab_split, cfg.vocab, k.p, r)});
-    Probe probe(c);
     const auto out = probe.forward(
         [&] { return vocab_parallel_cross_entropy(c, cfg, logits, std::span(k.ids)); });
     probe.keep(logits);
@@ -91,9 +84,7 @@ std::vector<Measured> run_cross_entropy(const VocabCase& k) {
       (void)vocab_parallel_cross_entropy_backward(c, cfg, logits, std::span(k.ids), out.saved,
                                                   dloss);
     });
-    ms[static_cast<std::size_t>(r)] = probe.result();
   });
-  return ms;
 }
 
 inline Predict predict_cross_entropy(const VocabCase& k, ElementBytes e) {

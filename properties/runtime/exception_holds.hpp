@@ -3,6 +3,8 @@
 // must throw an E.
 #pragma once
 
+#include "runtime/errors.hpp"
+
 #include <gtest/gtest.h>
 
 #include <exception>
@@ -11,17 +13,8 @@
 
 namespace shardcheck::test_support {
 
-// Whether the exception `e` is an E (or derives from it).
-template <class E>
-bool holds(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const E&) {
-    return true;
-  } catch (...) {
-    return false;
-  }
-}
+// Whether the exception `e` is an E (or derives from it): runtime/errors.hpp.
+using shardcheck::holds;
 
 // The message of fn()'s exception, which must be an E ("" and a test failure otherwise).
 template <class E>

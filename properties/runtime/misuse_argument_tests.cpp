@@ -4,6 +4,7 @@
 // is a UsageError from the rank whose arguments are wrong, naming the rank, the call, the sizes
 // involved and what to pass instead.
 #include "misuse_support.hpp"
+#include "testing/usage_cases.hpp"
 
 #include <gtest/gtest.h>
 
@@ -60,16 +61,8 @@ TEST(misuse, send_size_differing_from_its_count_is_a_usage_error_on_that_rank) {
 // rank whose arguments are wrong, and its message names the rank, the call, the sizes involved
 // and what to pass instead.
 TEST(misuse, every_bad_argument_is_a_usage_error_that_says_what_to_pass) {
-  struct Case {
-    const char* what;
-    int p;
-    std::function<void(Communicator&)> body;
-    int rank;
-    // Owned strings: an initializer_list member would dangle once the Case is copied.
-    std::vector<std::string> parts;
-  };
   using Counts = std::vector<std::size_t>;
-  const std::vector<Case> cases = {
+  const std::vector<test::RankUsageCase> cases = {
       {"reduce: root recv too small",
        2,
        [](Communicator& c) {
@@ -240,8 +233,8 @@ TEST(misuse, every_bad_argument_is_a_usage_error_that_says_what_to_pass) {
        {"rank 1", "recv", "source -1", "cannot receive from itself"}},
   };
   for (const auto& k : cases) {
-    SCOPED_TRACE(k.what);
-    const auto f = run_expecting_failure(k.p, k.body);
+    SCOPED_TRACE(k.name);
+    const auto f = run_expecting_failure(k.p, k.call);
     expect_primary<UsageError>(f, k.rank, k.parts);
     EXPECT_LT(f.elapsed, kPrompt);
   }

@@ -8,10 +8,20 @@
 #include <gtest/gtest.h>
 
 #include <span>
+#include <string>
 #include <vector>
 
 namespace shardcheck::misuse_testing {
 namespace {
+
+// What every mismatch here must raise: rank 0's primary failure is a CollectiveMismatch whose
+// message mentions each of `parts`, ranks 0 to ranks - 1 (the callers) all hold one, and the run
+// stopped within kPrompt.
+void expect_mismatch_on_ranks(const Failure& f, int ranks, const std::vector<std::string>& parts) {
+  expect_primary<CollectiveMismatch>(f, 0, parts);
+  EXPECT_EQ(ranks_with<CollectiveMismatch>(*f.error), iota(ranks));
+  EXPECT_LT(f.elapsed, kPrompt);
+}
 
 TEST(misuse, different_collectives_at_one_step_raise_collective_mismatch_on_every_rank) {
   const auto f = run_expecting_failure(3, [](Communicator& c) {
@@ -19,10 +29,7 @@ TEST(misuse, different_collectives_at_one_step_raise_collective_mismatch_on_ever
     if (c.rank() == 2) c.all_gather(std::span<const float>(x), std::span<float>(y));
     else c.all_reduce(std::span<float>(x), ReduceOp::sum);
   });
-  expect_primary<CollectiveMismatch>(f, 0,
-                                     {"step 0", "[0,1,2]", "all_reduce", "all_gather", "rank 2"});
-  EXPECT_EQ(ranks_with<CollectiveMismatch>(*f.error), iota(3));
-  EXPECT_LT(f.elapsed, kPrompt);
+  expect_mismatch_on_ranks(f, 3, {"step 0", "[0,1,2]", "all_reduce", "all_gather", "rank 2"});
 }
 
 TEST(misuse, different_counts_raise_collective_mismatch_naming_the_step) {
@@ -31,9 +38,7 @@ TEST(misuse, different_counts_raise_collective_mismatch_naming_the_step) {
     std::vector<double> x(c.rank() == 1 ? 5 : 4);
     c.all_reduce(std::span<double>(x), ReduceOp::sum);
   });
-  expect_primary<CollectiveMismatch>(f, 0, {"step 1", "count", "rank 1", "5", "4"});
-  EXPECT_EQ(ranks_with<CollectiveMismatch>(*f.error), iota(3));
-  EXPECT_LT(f.elapsed, kPrompt);
+  expect_mismatch_on_ranks(f, 3, {"step 1", "count", "rank 1", "5", "4"});
 }
 
 TEST(misuse, different_roots_raise_collective_mismatch) {
@@ -41,9 +46,7 @@ TEST(misuse, different_roots_raise_collective_mismatch) {
     std::vector<int> x(3);
     c.broadcast(std::span<int>(x), c.rank() == 2 ? 1 : 0);
   });
-  expect_primary<CollectiveMismatch>(f, 0, {"step 0", "root", "broadcast", "rank 2"});
-  EXPECT_EQ(ranks_with<CollectiveMismatch>(*f.error), iota(3));
-  EXPECT_LT(f.elapsed, kPrompt);
+  expect_mismatch_on_ranks(f, 3, {"step 0", "root", "broadcast", "rank 2"});
 }
 
 TEST(misuse, different_reduce_ops_raise_collective_mismatch) {
@@ -51,9 +54,7 @@ TEST(misuse, different_reduce_ops_raise_collective_mismatch) {
     std::vector<float> x(8);
     c.all_reduce(std::span<float>(x), c.rank() == 3 ? ReduceOp::max : ReduceOp::sum);
   });
-  expect_primary<CollectiveMismatch>(f, 0, {"step 0", "reduce op", "sum", "max", "rank 3"});
-  EXPECT_EQ(ranks_with<CollectiveMismatch>(*f.error), iota(4));
-  EXPECT_LT(f.elapsed, kPrompt);
+  expect_mismatch_on_ranks(f, 4, {"step 0", "reduce op", "sum", "max", "rank 3"});
 }
 
 TEST(misuse, different_element_types_raise_collective_mismatch) {
@@ -63,9 +64,7 @@ TEST(misuse, different_element_types_raise_collective_mismatch) {
     if (c.rank() == 0) c.all_reduce(std::span<float>(x), ReduceOp::sum);
     else c.all_reduce(std::span<double>(y), ReduceOp::sum);
   });
-  expect_primary<CollectiveMismatch>(f, 0, {"step 0", "element type", "float32", "float64"});
-  EXPECT_EQ(ranks_with<CollectiveMismatch>(*f.error), iota(2));
-  EXPECT_LT(f.elapsed, kPrompt);
+  expect_mismatch_on_ranks(f, 2, {"step 0", "element type", "float32", "float64"});
 }
 
 TEST(misuse, different_algorithms_raise_collective_mismatch) {
@@ -74,9 +73,7 @@ TEST(misuse, different_algorithms_raise_collective_mismatch) {
     c.all_reduce(std::span<float>(x), ReduceOp::sum,
                  c.rank() == 0 ? Algorithm::sequential : Algorithm::ring);
   });
-  expect_primary<CollectiveMismatch>(f, 0, {"step 0", "algorithm", "ring", "sequential"});
-  EXPECT_EQ(ranks_with<CollectiveMismatch>(*f.error), iota(3));
-  EXPECT_LT(f.elapsed, kPrompt);
+  expect_mismatch_on_ranks(f, 3, {"step 0", "algorithm", "ring", "sequential"});
 }
 
 TEST(misuse, a_mismatch_on_a_subgroup_names_its_members_and_world_ranks) {
@@ -89,10 +86,7 @@ TEST(misuse, a_mismatch_on_a_subgroup_names_its_members_and_world_ranks) {
     else g->all_reduce(std::span<float>(x), ReduceOp::sum);
   });
   // Group rank 1 is world rank 0.
-  expect_primary<CollectiveMismatch>(f, 0,
-                                     {"step 0", "[2,0,1]", "rank 1 (world rank 0)", "all_gather"});
-  EXPECT_EQ(ranks_with<CollectiveMismatch>(*f.error), iota(3));
-  EXPECT_LT(f.elapsed, kPrompt);
+  expect_mismatch_on_ranks(f, 3, {"step 0", "[2,0,1]", "rank 1 (world rank 0)", "all_gather"});
 }
 
 TEST(misuse, send_and_recv_that_disagree_raise_collective_mismatch_on_both) {
@@ -102,9 +96,7 @@ TEST(misuse, send_and_recv_that_disagree_raise_collective_mismatch_on_both) {
     if (c.rank() == 0) c.send(std::span<const float>(x), 1, 3);
     else c.recv(std::span<float>(y), 0, 3);
   });
-  expect_primary<CollectiveMismatch>(f, 0, {"send", "recv", "4", "5", "rank 0", "rank 1"});
-  EXPECT_EQ(ranks_with<CollectiveMismatch>(*f.error), iota(2));
-  EXPECT_LT(f.elapsed, kPrompt);
+  expect_mismatch_on_ranks(f, 2, {"send", "recv", "4", "5", "rank 0", "rank 1"});
 }
 
 }  // namespace

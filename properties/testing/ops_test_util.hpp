@@ -7,6 +7,7 @@
 #include "runtime/exception_holds.hpp"
 #include "runtime/launcher.hpp"
 #include "tensor/tensor.hpp"
+#include "testing/usage_cases.hpp"
 
 #include <gtest/gtest.h>
 
@@ -136,23 +137,7 @@ inline void expect_parts(const std::string& message, const std::vector<std::stri
   }
 }
 
-// Table-driven usage-error tests: a call expected to throw UsageError and the parts its
-// message must hold ...
-struct UsageCase {
-  const char* name;
-  std::function<void()> call;
-  std::vector<std::string> parts;
-};
-
-// ... and a function on p ranks, one of which (`rank`, the run's primary failure) throws it.
-struct RankUsageCase {
-  const char* name;
-  int p;
-  std::function<void(Communicator&)> call;
-  int rank;
-  std::vector<std::string> parts;
-};
-
+// Table-driven usage-error tests: their cases (UsageCase, RankUsageCase) are in usage_cases.hpp.
 inline void expect_usage_errors(const std::vector<UsageCase>& cases) {
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);

@@ -67,6 +67,30 @@ R perturbed_dot_bound(std::span<const PerturbedPart<R>> parts, const R* bias,
   return (b.bound + prop * (1 + (bias != nullptr ? 2 * u_t : R(0)))) * margin;
 }
 
+// The bounds of out[t, i] (t < n, i < m), each a perturbed dot whose contracted axis is cut into
+// `parts` (the ranks' pieces, in rank order), plus bias[i] when `bias` is not empty:
+// add_terms(part, t, i, r, offset) adds to `part` the terms of rank r's piece, which starts at
+// `offset` of the axis.
+template <class R, class AddTerms>
+Tensor<R> dot_over_parts_bounds(std::size_t n, std::size_t m, const std::vector<std::size_t>& parts,
+                                const Tensor<R>& bias, const AddTerms& add_terms,
+                                const Arithmetic& arith) {
+  Tensor<R> e({n, m});
+  std::vector<PerturbedPart<R>> p(parts.size());
+  for (std::size_t t = 0; t < n; ++t) {
+    for (std::size_t i = 0; i < m; ++i) {
+      std::size_t offset = 0;
+      for (std::size_t r = 0; r < parts.size(); ++r) {
+        p[r] = {};
+        add_terms(p[r], t, i, r, offset);
+        offset += parts[r];
+      }
+      e(t, i) = perturbed_dot_bound<R>(p, bias.empty() ? nullptr : &bias[i], arith);
+    }
+  }
+  return e;
+}
+
 namespace detail {
 // max(u'_T·m, eta_T/2), or 0 when T = A: the final rounding of a value of magnitude ≤ m.
 template <class R>
@@ -74,6 +98,17 @@ R rounding_to_storage(const R& m, const Arithmetic& arith) {
   if (arith.storage == arith.accumulate) return R(0);
   const R u = unit_roundoff<R>(arith.storage);
   return max_of<R>(u / (1 + u) * m, smallest_subnormal<R>(arith.storage) / 2);
+}
+// One product of perturbed factors computed in A and rounded once to T: `perturbed` is the
+// product of the factors' bounds (|x̂| ≤ |x| + e_x), `exact` the exact product's magnitude. Its
+// error: the perturbation perturbed − exact, the product's rounding in A (u_A relative, and
+// eta_A/2 absolute where it underflows), and the rounding to T of a value ≤ exact + those.
+template <class R>
+R rounded_product_error(const R& perturbed, const R& exact, const Arithmetic& arith) {
+  const R u_a = unit_roundoff<R>(arith.accumulate);
+  const R eta_a = smallest_subnormal<R>(arith.accumulate);
+  const R err = perturbed - exact + u_a * perturbed + eta_a / 2;
+  return err + rounding_to_storage(R(exact + err), arith);
 }
 template <class R>
 Tensor<R> bounds_of(const Contraction<R>& c, const Arithmetic& arith) {
@@ -103,8 +138,6 @@ Tensor<R> activation_error(Activation act, const Tensor<R>& h, const Tensor<R>& 
                            const Arithmetic& arith) {
   using std::abs;
   const std::size_t n = h.dim(0), kf = h.dim(1), f = kf / mlp_up_rows(act);
-  const R u_a = unit_roundoff<R>(arith.accumulate);
-  const R eta_a = smallest_subnormal<R>(arith.accumulate);
   Tensor<R> e({n, f});
   for (std::size_t t = 0; t < n; ++t) {
     for (std::size_t j = 0; j < f; ++j) {
@@ -119,10 +152,8 @@ Tensor<R> activation_error(Activation act, const Tensor<R>& h, const Tensor<R>& 
       const R s = silu(z);
       const R& es = ev;  // |silu_A(ĝ) − silu(g)|
       // ŝ·û − s·u, plus the product's rounding in A, then the rounding to T.
-      const R prod = (abs(s) + es) * (abs(up) + eu);
-      // A product in A may underflow: eta_A/2 absolute beside its relative u_A.
-      const R err = prod - abs(s * up) + u_a * prod + eta_a / 2;
-      e(t, j) = err + detail::rounding_to_storage(R(abs(s * up) + err), arith);
+      e(t, j) =
+          detail::rounded_product_error<R>((abs(s) + es) * (abs(up) + eu), R(abs(s * up)), arith);
     }
   }
   return e;
@@ -137,20 +168,14 @@ Tensor<R> down_projection_error(const Tensor<R>& a, const Tensor<R>& e_a, const 
                                 const Arithmetic& arith) {
   const std::size_t n = a.dim(0), f = a.dim(1), hid = w_down.dim(0);
   const auto parts = normalize_parts(ffn_parts, f, "ffn (mlp down projection)");
-  Tensor<R> e({n, hid});
-  std::vector<PerturbedPart<R>> p(parts.size());
-  for (std::size_t t = 0; t < n; ++t) {
-    for (std::size_t o = 0; o < hid; ++o) {
-      std::size_t j = 0;
-      for (std::size_t r = 0; r < parts.size(); ++r) {
-        p[r] = {};
-        for (std::size_t q = 0; q < parts[r]; ++q, ++j)
-          p[r].add(a(t, j), e_a(t, j), w_down(o, j), R(0));
-      }
-      e(t, o) = perturbed_dot_bound<R>(p, b_down.empty() ? nullptr : &b_down[o], arith);
-    }
-  }
-  return e;
+  return dot_over_parts_bounds<R>(
+      n, hid, parts, b_down,
+      [&](PerturbedPart<R>& part, std::size_t t, std::size_t o, std::size_t r, std::size_t off) {
+        for (std::size_t j = off; j < off + parts[r]; ++j) {
+          part.add(a(t, j), e_a(t, j), w_down(o, j), R(0));
+        }
+      },
+      arith);
 }
 
 // e_dh: dh = f'(ĥ)⊙d̂a (swiglu: dĝ = d̂a·û·silu'(ĝ), dû = d̂a·silu(ĝ)), in A, rounded once to T.
@@ -174,9 +199,7 @@ Tensor<R> activation_grad_error(Activation act, const Tensor<R>& h, const Tensor
       const R efp = s2 * ez + grad_eval_error(act, R(abs(z) + ez), arith.accumulate);
       if (act != Activation::swiglu) {
         // (fp + efp)·d − fp·|da|, the product's rounding in A, then to T.
-        const R prod = (fp + efp) * d;
-        const R err = prod - fp * abs(da(t, j)) + u_a * prod + eta_a / 2;
-        e(t, j) = err + detail::rounding_to_storage(R(fp * abs(da(t, j)) + err), arith);
+        e(t, j) = detail::rounded_product_error<R>((fp + efp) * d, R(fp * abs(da(t, j))), arith);
         continue;
       }
       const R& up = h(t, f + j);
@@ -190,10 +213,7 @@ Tensor<R> activation_grad_error(Activation act, const Tensor<R>& h, const Tensor
       // du: d̂a·silu_A(ĝ), one product in A.
       const R s = abs(silu(z));
       const R es = value_error(act, z, ez, arith.accumulate);
-      const R prod_u = d * (s + es);
-      const R exact_u = abs(da(t, j)) * s;
-      const R err_u = prod_u - exact_u + u_a * prod_u + eta_a / 2;
-      e(t, f + j) = err_u + detail::rounding_to_storage(R(exact_u + err_u), arith);
+      e(t, f + j) = detail::rounded_product_error<R>(d * (s + es), R(abs(da(t, j)) * s), arith);
     }
   }
   return e;
@@ -226,24 +246,17 @@ MlpBounds<R> mlp_bounds(const Tensor<R>& x, const Tensor<R>& w_up, const Tensor<
   const Tensor<R> e_dh = activation_grad_error(act, fwd.h, e_h, grads.da, e_da, arith);
 
   // dx over the fused ffn axis: rank r's part is its gate and up columns.
-  out.dx = Tensor<R>({n, hid});
-  std::vector<PerturbedPart<R>> p(parts.size());
-  for (std::size_t t = 0; t < n; ++t) {
-    for (std::size_t i = 0; i < hid; ++i) {
-      std::size_t off = 0;
-      for (std::size_t r = 0; r < parts.size(); ++r) {
-        p[r] = {};
+  out.dx = dot_over_parts_bounds<R>(
+      n, hid, parts, Tensor<R>(),
+      [&](PerturbedPart<R>& part, std::size_t t, std::size_t i, std::size_t r, std::size_t off) {
         for (std::size_t c = 0; c < k; ++c) {
           for (std::size_t q = 0; q < parts[r]; ++q) {
             const std::size_t j = c * f + off + q;
-            p[r].add(grads.dh(t, j), e_dh(t, j), w_up(j, i), R(0));
+            part.add(grads.dh(t, j), e_dh(t, j), w_up(j, i), R(0));
           }
         }
-        off += parts[r];
-      }
-      out.dx(t, i) = perturbed_dot_bound<R>(p, nullptr, arith);
-    }
-  }
+      },
+      arith);
   // Sums over tokens, one part: dw_up = d̂hᵀ·x, db_up = Σ d̂h, dw_down = dyᵀ·â.
   out.dw_up = Tensor<R>({k * f, hid});
   if (has_bias) out.db_up = Tensor<R>({k * f});

@@ -214,6 +214,25 @@ std::vector<std::size_t> cp_positions(const ContextParallelConfig& cfg, int cp_s
   return pos;
 }
 
+namespace {
+
+// Throws unless every position is below `len`, the sequence length of `name` (of shape `shape`,
+// the sequence along dimension `axis`); `op` names the caller.
+void require_positions_in(const char* op, const std::vector<std::size_t>& positions,
+                          std::size_t len, const char* name, const Shape& shape, std::size_t axis) {
+  for (const std::size_t p : positions) {
+    if (p >= len) {
+      throw UsageError(std::string(op) + ": position " + std::to_string(p) + " is outside " + name +
+                       " " + format_shape(shape) + "; pass positions below " + name + ".dim(" +
+                       std::to_string(axis) + ") = " + std::to_string(len) +
+                       " (cp_positions of a config whose seq_len is " + name +
+                       "'s sequence length)");
+    }
+  }
+}
+
+}  // namespace
+
 template <class T>
 Tensor<T> take_positions(const Tensor<T>& x, const std::vector<std::size_t>& positions) {
   if (x.ndim() < 2) {
@@ -221,15 +240,10 @@ Tensor<T> take_positions(const Tensor<T>& x, const std::vector<std::size_t>& pos
                      "; pass [batch, L, ...] (dim 1 the sequence)");
   }
   const std::size_t batch = x.dim(0), len = x.dim(1), row = row_elems(x.shape());
+  require_positions_in("take_positions", positions, len, "x", x.shape(), 1);
   Tensor<T> out(with_len(x.shape(), positions.size()));
   for (std::size_t b = 0; b < batch; ++b) {
     for (std::size_t t = 0; t < positions.size(); ++t) {
-      if (positions[t] >= len) {
-        throw UsageError("take_positions: position " + std::to_string(positions[t]) +
-                         " is outside x " + format_shape(x.shape()) +
-                         "; pass positions below x.dim(1) = " + std::to_string(len) +
-                         " (cp_positions of a config whose seq_len is x's sequence length)");
-      }
       std::copy_n(
           x.values().begin() + static_cast<std::ptrdiff_t>((b * len + positions[t]) * row), row,
           out.values().begin() + static_cast<std::ptrdiff_t>((b * positions.size() + t) * row));
@@ -245,17 +259,11 @@ Tensor<T> take_lse_positions(const Tensor<T>& lse, const std::vector<std::size_t
                      "; pass [batch, h, L]");
   }
   const std::size_t rows = lse.dim(0) * lse.dim(1), len = lse.dim(2);
+  require_positions_in("take_lse_positions", positions, len, "lse", lse.shape(), 2);
   Tensor<T> out(Shape{lse.dim(0), lse.dim(1), positions.size()});
   for (std::size_t i = 0; i < rows; ++i) {
-    for (std::size_t t = 0; t < positions.size(); ++t) {
-      if (positions[t] >= len) {
-        throw UsageError("take_lse_positions: position " + std::to_string(positions[t]) +
-                         " is outside lse " + format_shape(lse.shape()) +
-                         "; pass positions below lse.dim(2) = " + std::to_string(len) +
-                         " (cp_positions of a config whose seq_len is lse's sequence length)");
-      }
+    for (std::size_t t = 0; t < positions.size(); ++t)
       out[i * positions.size() + t] = lse[i * len + positions[t]];
-    }
   }
   return out;
 }

@@ -28,43 +28,53 @@
 
 #include <Eigen/Core>
 
+#include <array>
 #include <cstddef>
 
 namespace shardcheck::kernels {
 
-// C[i, j] = T(Σ_k A[i,k]·B[j,k]) in the deterministic order (see above).
-template <class T, class Acc>
-void abt_deterministic(const Acc* a, const Acc* b, std::size_t m, std::size_t n, std::size_t k,
-                       T* c) {
+// The loop both orders share: each row i of C, four outputs at a time (B's rows j..j+3 share
+// each load of A's row i), then the last n mod 4 one by one. dot4(a_i, b_j, b_j+1, b_j+2,
+// b_j+3) returns the four dots (std::array<Acc, 4>), dot1(a_i, b_j) one; each is rounded to T
+// once. The order of one dot is the kernel's, whichever of the two computes it.
+template <class T, class Acc, class Dot4, class Dot1>
+void abt_by_blocks_of_four(const Acc* a, const Acc* b, std::size_t m, std::size_t n, std::size_t k,
+                           T* c, const Dot4& dot4, const Dot1& dot1) {
   for (std::size_t i = 0; i < m; ++i) {
     const Acc* ai = a + i * k;
     T* ci = c + i * n;
     std::size_t j = 0;
     for (; j + 4 <= n; j += 4) {
-      const Acc* b0 = b + j * k;
-      const Acc* b1 = b0 + k;
-      const Acc* b2 = b1 + k;
-      const Acc* b3 = b2 + k;
-      Acc s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-      for (std::size_t q = 0; q < k; ++q) {
-        const Acc av = ai[q];
-        s0 += av * b0[q];
-        s1 += av * b1[q];
-        s2 += av * b2[q];
-        s3 += av * b3[q];
-      }
-      ci[j] = static_cast<T>(s0);
-      ci[j + 1] = static_cast<T>(s1);
-      ci[j + 2] = static_cast<T>(s2);
-      ci[j + 3] = static_cast<T>(s3);
-    }
-    for (; j < n; ++j) {
       const Acc* bj = b + j * k;
-      Acc s = 0;
-      for (std::size_t q = 0; q < k; ++q) s += ai[q] * bj[q];
-      ci[j] = static_cast<T>(s);
+      const auto s = dot4(ai, bj, bj + k, bj + 2 * k, bj + 3 * k);
+      for (std::size_t q = 0; q < 4; ++q) ci[j + q] = static_cast<T>(s[q]);
     }
+    for (; j < n; ++j) ci[j] = static_cast<T>(dot1(ai, b + j * k));
   }
+}
+
+// C[i, j] = T(Σ_k A[i,k]·B[j,k]) in the deterministic order (see above).
+template <class T, class Acc>
+void abt_deterministic(const Acc* a, const Acc* b, std::size_t m, std::size_t n, std::size_t k,
+                       T* c) {
+  abt_by_blocks_of_four(
+      a, b, m, n, k, c,
+      [k](const Acc* ai, const Acc* b0, const Acc* b1, const Acc* b2, const Acc* b3) {
+        Acc s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (std::size_t q = 0; q < k; ++q) {
+          const Acc av = ai[q];
+          s0 += av * b0[q];
+          s1 += av * b1[q];
+          s2 += av * b2[q];
+          s3 += av * b3[q];
+        }
+        return std::array<Acc, 4>{s0, s1, s2, s3};
+      },
+      [k](const Acc* ai, const Acc* bj) {
+        Acc s = 0;
+        for (std::size_t q = 0; q < k; ++q) s += ai[q] * bj[q];
+        return s;
+      });
 }
 
 // The fixed tree over the eight lanes.
@@ -81,44 +91,33 @@ void abt_fast(const Acc* a, const Acc* b, std::size_t m, std::size_t n, std::siz
   using Lanes = Eigen::Array<Acc, 8, 1>;
   using Load = Eigen::Map<const Lanes, Eigen::Unaligned>;
   const std::size_t k8 = k - k % 8;
-  for (std::size_t i = 0; i < m; ++i) {
-    const Acc* ai = a + i * k;
-    T* ci = c + i * n;
-    std::size_t j = 0;
-    for (; j + 4 <= n; j += 4) {
-      const Acc* b0 = b + j * k;
-      const Acc* b1 = b0 + k;
-      const Acc* b2 = b1 + k;
-      const Acc* b3 = b2 + k;
-      Lanes l0 = Lanes::Zero(), l1 = Lanes::Zero(), l2 = Lanes::Zero(), l3 = Lanes::Zero();
-      for (std::size_t q = 0; q < k8; q += 8) {
-        const Lanes av = Load(ai + q);
-        l0 += av * Load(b0 + q);
-        l1 += av * Load(b1 + q);
-        l2 += av * Load(b2 + q);
-        l3 += av * Load(b3 + q);
-      }
-      Acc s0 = sum_lanes(l0), s1 = sum_lanes(l1), s2 = sum_lanes(l2), s3 = sum_lanes(l3);
-      for (std::size_t q = k8; q < k; ++q) {
-        s0 += ai[q] * b0[q];
-        s1 += ai[q] * b1[q];
-        s2 += ai[q] * b2[q];
-        s3 += ai[q] * b3[q];
-      }
-      ci[j] = static_cast<T>(s0);
-      ci[j + 1] = static_cast<T>(s1);
-      ci[j + 2] = static_cast<T>(s2);
-      ci[j + 3] = static_cast<T>(s3);
-    }
-    for (; j < n; ++j) {
-      const Acc* bj = b + j * k;
-      Lanes l = Lanes::Zero();
-      for (std::size_t q = 0; q < k8; q += 8) l += Load(ai + q) * Load(bj + q);
-      Acc s = sum_lanes(l);
-      for (std::size_t q = k8; q < k; ++q) s += ai[q] * bj[q];
-      ci[j] = static_cast<T>(s);
-    }
-  }
+  abt_by_blocks_of_four(
+      a, b, m, n, k, c,
+      [k, k8](const Acc* ai, const Acc* b0, const Acc* b1, const Acc* b2, const Acc* b3) {
+        Lanes l0 = Lanes::Zero(), l1 = Lanes::Zero(), l2 = Lanes::Zero(), l3 = Lanes::Zero();
+        for (std::size_t q = 0; q < k8; q += 8) {
+          const Lanes av = Load(ai + q);
+          l0 += av * Load(b0 + q);
+          l1 += av * Load(b1 + q);
+          l2 += av * Load(b2 + q);
+          l3 += av * Load(b3 + q);
+        }
+        Acc s0 = sum_lanes(l0), s1 = sum_lanes(l1), s2 = sum_lanes(l2), s3 = sum_lanes(l3);
+        for (std::size_t q = k8; q < k; ++q) {
+          s0 += ai[q] * b0[q];
+          s1 += ai[q] * b1[q];
+          s2 += ai[q] * b2[q];
+          s3 += ai[q] * b3[q];
+        }
+        return std::array<Acc, 4>{s0, s1, s2, s3};
+      },
+      [k, k8](const Acc* ai, const Acc* bj) {
+        Lanes l = Lanes::Zero();
+        for (std::size_t q = 0; q < k8; q += 8) l += Load(ai + q) * Load(bj + q);
+        Acc s = sum_lanes(l);
+        for (std::size_t q = k8; q < k; ++q) s += ai[q] * bj[q];
+        return s;
+      });
 }
 
 // s[j] = T(Σ_k A[j, k]) for A [n, K], k ascending from 0: the bias gradient's order whatever

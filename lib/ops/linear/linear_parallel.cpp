@@ -78,6 +78,45 @@ ColumnParallelOutput<T> column_parallel_linear(Communicator& tp, const ColumnPar
   return result;
 }
 
+namespace {
+
+// A backward's token-sharded operand made whole along tokens. `shard` (x of the column-parallel
+// layer with sequence_parallel_input, dy of the row-parallel one with sequence_parallel_output)
+// must be this rank's piece by `token_split` of the tokens of `full` (the other of x and dy);
+// it is all_gathered into `gathered`, a workspace buffer. `hint` ends the error message: what to
+// pass instead. Returns the token counts of the ranks.
+template <class T>
+std::vector<std::size_t> gather_token_shard(const std::string& where, Communicator& tp,
+                                            const SplitPolicy& token_split, const char* shard_name,
+                                            const Tensor<T>& shard, const char* full_name,
+                                            const Tensor<T>& full, const char* hint,
+                                            Held<Tensor<T>>& gathered) {
+  const std::size_t tokens = full.dim(0);
+  const std::string of_full = std::string(full_name) + "'s " + str(tokens) + " tokens";
+  auto counts = sizes_of(pieces(where, of_full, token_split, tokens, tp.size()));
+  const auto r = static_cast<std::size_t>(tp.rank());
+  if (shard.dim(0) != counts[r]) {
+    throw UsageError(where + shard_name + " is " + format_shape(shard.shape()) +
+                     " but token_split " + token_split.to_string() + " gives this rank " +
+                     str(counts[r]) + " of " + of_full + " (" + full_name + " " +
+                     format_shape(full.shape()) + "); " + hint);
+  }
+  gathered = Workspace::of_this_rank().hold(
+      all_gather_tokens(tp, shard, std::span<const std::size_t>(counts)));
+  return counts;
+}
+
+// x and dy of a backward without sequence parallelism hold the same tokens.
+template <class T>
+void require_same_tokens(const std::string& where, const Tensor<T>& x, const Tensor<T>& dy) {
+  if (dy.dim(0) != x.dim(0)) {
+    throw UsageError(where + "dy is " + format_shape(dy.shape()) + " but x is " +
+                     format_shape(x.shape()) + "; dy must have x's " + str(x.dim(0)) + " tokens");
+  }
+}
+
+}  // namespace
+
 template <class T>
 LinearGrads<T> column_parallel_linear_backward(Communicator& tp, const ColumnParallelConfig& cfg,
                                                const Tensor<T>& x, const Tensor<T>& w_shard,
@@ -117,27 +156,17 @@ LinearGrads<T> column_parallel_linear_backward(Communicator& tp, const ColumnPar
                      str(w_shard.dim(0)) + " (or the full [tokens, out] with gather_output)");
   }
 
-  const std::size_t tokens = dy.dim(0);
   std::vector<std::size_t> token_counts;
   Held<Tensor<T>> gathered;  // the all_gathered x, live until the end (a workspace buffer)
   const Tensor<T>* x_full = &x;
   if (cfg.sequence_parallel_input) {
-    token_counts =
-        sizes_of(pieces(where, "dy's " + str(tokens) + " tokens", cfg.token_split, tokens, p));
-    if (x.dim(0) != token_counts[r]) {
-      throw UsageError(where + "x is " + format_shape(x.shape()) + " but token_split " +
-                       cfg.token_split.to_string() + " gives this rank " + str(token_counts[r]) +
-                       " of dy's " + str(tokens) + " tokens (dy " + format_shape(dy.shape()) +
-                       "); with sequence_parallel_input pass the token shard x given to the "
-                       "forward");
-    }
     // The backward needs the whole input for dW (Megatron gathers it again, as here).
-    gathered = Workspace::of_this_rank().hold(
-        all_gather_tokens(tp, x, std::span<const std::size_t>(token_counts)));
+    token_counts = gather_token_shard(
+        where, tp, cfg.token_split, "x", x, "dy", dy,
+        "with sequence_parallel_input pass the token shard x given to the forward", gathered);
     x_full = &*gathered;
-  } else if (x.dim(0) != tokens) {
-    throw UsageError(where + "dy is " + format_shape(dy.shape()) + " but x is " +
-                     format_shape(x.shape()) + "; dy must have x's " + str(x.dim(0)) + " tokens");
+  } else {
+    require_same_tokens(where, x, dy);
   }
 
   LinearGrads<T> g = backward_core(*x_full, w_shard, has_bias, *dy_r, cfg.kernel);
@@ -227,7 +256,6 @@ LinearGrads<T> row_parallel_linear_backward(Communicator& tp, const RowParallelC
   std::vector<std::size_t> in_counts;
   const Tensor<T> x_r = row_parallel_input(where, tp, cfg, x, w_shard, &in_counts);
 
-  const std::size_t tokens = x.dim(0);
   if (dy.dim(1) != w_shard.dim(0)) {
     throw UsageError(where + "dy is " + format_shape(dy.shape()) + " but w_shard is " +
                      format_shape(w_shard.shape()) +
@@ -236,22 +264,13 @@ LinearGrads<T> row_parallel_linear_backward(Communicator& tp, const RowParallelC
   Held<Tensor<T>> gathered;  // the all_gathered dy, live until the end (a workspace buffer)
   const Tensor<T>* dy_full = &dy;
   if (cfg.sequence_parallel_output) {
-    const auto counts = sizes_of(
-        pieces(where, "x's " + str(tokens) + " tokens", cfg.token_split, tokens, tp.size()));
-    const auto r = static_cast<std::size_t>(tp.rank());
-    if (dy.dim(0) != counts[r]) {
-      throw UsageError(where + "dy is " + format_shape(dy.shape()) + " but token_split " +
-                       cfg.token_split.to_string() + " gives this rank " + str(counts[r]) +
-                       " of x's " + str(tokens) + " tokens (x " + format_shape(x.shape()) +
-                       "); with sequence_parallel_output dy is the gradient of this rank's "
-                       "token shard of y");
-    }
-    gathered = Workspace::of_this_rank().hold(
-        all_gather_tokens(tp, dy, std::span<const std::size_t>(counts)));
+    (void)gather_token_shard(
+        where, tp, cfg.token_split, "dy", dy, "x", x,
+        "with sequence_parallel_output dy is the gradient of this rank's token shard of y",
+        gathered);
     dy_full = &*gathered;
-  } else if (dy.dim(0) != tokens) {
-    throw UsageError(where + "dy is " + format_shape(dy.shape()) + " but x is " +
-                     format_shape(x.shape()) + "; dy must have x's " + str(tokens) + " tokens");
+  } else {
+    require_same_tokens(where, x, dy);
   }
 
   LinearGrads<T> g = backward_core(x_r, w_shard, has_bias, *dy_full, cfg.kernel);

@@ -38,17 +38,22 @@ spec::OpSpec parallel_mlp_spec(const MlpConfig& cfg, std::size_t tokens, std::si
   const auto rows = Placement::shard(0, cfg.ffn_split);
   const auto rep = Placement::replicate();
   const std::string fused = gate ? "fused on each rank as [w_gate_r; w_up_r] (split_fused_up)" : "";
-  auto add = [&](const char* n, Role role, std::vector<std::size_t> shape,
+  auto add = [&](const std::string& n, Role role, std::vector<std::size_t> shape,
                  std::vector<Placement> pl, std::string layout = "") {
     s.tensors.push_back(spec::tensor(n, role, std::move(shape), std::move(pl), std::move(layout)));
   };
+  // The parameters (prefix "", Role::parameter) or their gradients ("d", Role::grad_input): the
+  // same shapes and placements.
+  auto add_parameters = [&](const std::string& prefix, Role role) {
+    if (gate) add(prefix + "w_gate", role, {F, hidden}, {rows}, fused);
+    add(prefix + "w_up", role, {F, hidden}, {rows}, fused);
+    if (has_bias && gate) add(prefix + "b_gate", role, {F}, {rows}, fused);
+    if (has_bias) add(prefix + "b_up", role, {F}, {rows}, fused);
+    add(prefix + "w_down", role, {hidden, F}, {Placement::shard(1, cfg.ffn_split)});
+    if (has_bias) add(prefix + "b_down", role, {hidden}, {rep});
+  };
   add("x", Role::input, {tokens, hidden}, tok);
-  if (gate) add("w_gate", Role::parameter, {F, hidden}, {rows}, fused);
-  add("w_up", Role::parameter, {F, hidden}, {rows}, fused);
-  if (has_bias && gate) add("b_gate", Role::parameter, {F}, {rows}, fused);
-  if (has_bias) add("b_up", Role::parameter, {F}, {rows}, fused);
-  add("w_down", Role::parameter, {hidden, F}, {Placement::shard(1, cfg.ffn_split)});
-  if (has_bias) add("b_down", Role::parameter, {hidden}, {rep});
+  add_parameters("", Role::parameter);
   add("y", Role::output, {tokens, hidden}, tok);
   add("dy", Role::grad_output, {tokens, hidden}, tok);
   add("dx", Role::grad_input, {tokens, hidden}, tok);
@@ -61,12 +66,7 @@ spec::OpSpec parallel_mlp_spec(const MlpConfig& cfg, std::size_t tokens, std::si
         {Placement::shard(1, SplitPolicy::explicit_sizes(h_cols))},
         gate ? "each rank's [gate_r | up_r] side by side" : "");
   }
-  if (gate) add("dw_gate", Role::grad_input, {F, hidden}, {rows}, fused);
-  add("dw_up", Role::grad_input, {F, hidden}, {rows}, fused);
-  if (has_bias && gate) add("db_gate", Role::grad_input, {F}, {rows}, fused);
-  if (has_bias) add("db_up", Role::grad_input, {F}, {rows}, fused);
-  add("dw_down", Role::grad_input, {hidden, F}, {Placement::shard(1, cfg.ffn_split)});
-  if (has_bias) add("db_down", Role::grad_input, {hidden}, {rep});
+  add_parameters("d", Role::grad_input);
   // fc1's x, y, dx are x, h, dx of the MLP; fc2's x and dx are a and da.
   const std::vector<spec::Rename> fc1_names{{"y", "h"}};
   const std::vector<spec::Rename> fc2_names{{"dx", "da"}};

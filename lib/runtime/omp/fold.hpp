@@ -93,24 +93,10 @@ inline void fold_to(DType dtype, ReduceOp op, std::span<const void* const> input
                     int group_size) {
   if (len == 0) return;
   visit_dtype(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    switch (op) {
-      case ReduceOp::sum:
-        detail::fold_typed<T, ReduceOp::sum>(inputs, offset, len, out, group_size);
-        break;
-      case ReduceOp::avg:
-        detail::fold_typed<T, ReduceOp::avg>(inputs, offset, len, out, group_size);
-        break;
-      case ReduceOp::max:
-        detail::fold_typed<T, ReduceOp::max>(inputs, offset, len, out, group_size);
-        break;
-      case ReduceOp::min:
-        detail::fold_typed<T, ReduceOp::min>(inputs, offset, len, out, group_size);
-        break;
-      case ReduceOp::product:
-        detail::fold_typed<T, ReduceOp::product>(inputs, offset, len, out, group_size);
-        break;
-    }
+    visit_reduce_op(op, [&](auto op_constant) {
+      detail::fold_typed<decltype(tag), decltype(op_constant)::value>(inputs, offset, len, out,
+                                                                      group_size);
+    });
   });
 }
 
