@@ -36,15 +36,6 @@ Tensor<T> matmul_abt(const Tensor<T>& a, const Tensor<T>& b) {
 }
 
 template <class T>
-Tensor<T> transpose(const Tensor<T>& a) {
-  Tensor<T> t({a.dim(1), a.dim(0)});
-  for (std::size_t i = 0; i < a.dim(0); ++i) {
-    for (std::size_t j = 0; j < a.dim(1); ++j) t(j, i) = a(i, j);
-  }
-  return t;
-}
-
-template <class T>
 Tensor<T> bias_grad(const Tensor<T>& dy) {
   Tensor<T> db({dy.dim(1)});
   for (std::size_t j = 0; j < dy.dim(1); ++j) {

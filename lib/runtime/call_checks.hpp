@@ -7,7 +7,8 @@
 // Every message is "<rank> of group [..], <call>: <problem>; <what to pass>", for example
 //   rank 1 of group [0,1,2], all_gather: send has 1 elements but counts[1] = 2 (counts
 //   [1,2,2]); pass counts whose entry for this rank is send.size()
-// and properties/runtime/misuse_tests.cpp exercises every one of them.
+// and properties/runtime/misuse_argument_tests.cpp and misuse_mismatch_tests.cpp exercise every one
+// of them.
 //
 // What every check refuses, besides its own list below:
 //   - send and recv of different element types (where the call has both on this rank);

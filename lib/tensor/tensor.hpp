@@ -80,4 +80,14 @@ bool bit_equal(const Tensor<T>& a, const Tensor<T>& b) {
          std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;  // NOLINT(bugprone-*)
 }
 
+// The transpose of a 2-D tensor: t(j, i) = a(i, j), shape [a.dim(1), a.dim(0)]. @pre a.ndim() == 2.
+template <class T>
+Tensor<T> transpose(const Tensor<T>& a) {
+  Tensor<T> t(Shape{a.dim(1), a.dim(0)});
+  for (std::size_t i = 0; i < a.dim(0); ++i) {
+    for (std::size_t j = 0; j < a.dim(1); ++j) t(j, i) = a(i, j);
+  }
+  return t;
+}
+
 }  // namespace shardcheck

@@ -77,9 +77,9 @@ struct Property {
 // One entry of a mutant catalog, registered as "mutant:<name>".
 template <class I>
 struct Mutant {
-  const char* name;         // "bias-on-every-rank"
-  const char* description;  // the bug in words, and where it was seen
-  std::shared_ptr<const I> (*make)();
+  const char* name = nullptr;         // "bias-on-every-rank"
+  const char* description = nullptr;  // the bug in words, and where it was seen
+  std::shared_ptr<const I> (*make)() = nullptr;
   // Claims the deterministic kernel, so the bit-exactness properties apply to it (a bug in the
   // algorithm, not in the summation order).
   bool deterministic = true;

@@ -94,6 +94,10 @@ struct OutputChecks {
     (*this)(name, member, spec.tensor(name).placement(), x);
   }
 };
+// Deduces Outputs from the run (clang 14, which clang-tidy uses, has no deduction for aggregates).
+template <class Outputs>
+OutputChecks(CaseVerdict&, const std::vector<Outputs>&, const spec::OpSpec&)
+    -> OutputChecks<Outputs>;
 
 // A pin for the properties about what several ranks hold: the world size drawn from
 // [2, max_world], or 1 when max_world is 1.

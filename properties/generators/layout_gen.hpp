@@ -47,6 +47,7 @@ inline rc::Gen<SplitPolicy> genExplicitSplit(std::size_t n, int parts) {
         cuts.push_back(n);
         std::sort(cuts.begin(), cuts.end());
         std::vector<std::size_t> sizes;
+        sizes.reserve(static_cast<std::size_t>(parts));
         for (int k = 0; k < parts; ++k) {
           sizes.push_back(cuts[static_cast<std::size_t>(k) + 1] -
                           cuts[static_cast<std::size_t>(k)]);
@@ -61,7 +62,7 @@ inline rc::Gen<SplitPolicy> genExplicitSplit(std::size_t n, int parts) {
 inline rc::Gen<SplitPolicy> genSplitWithEmptyPiece(std::size_t n, int parts) {
   if (parts < 2) return genExplicitSplit(n, parts);
   return rc::gen::apply(
-      [](SplitPolicy rest, int empty) {
+      [](const SplitPolicy& rest, int empty) {
         auto sizes = rest.sizes();
         sizes.insert(sizes.begin() + empty, 0);
         return SplitPolicy::explicit_sizes(std::move(sizes));

@@ -179,9 +179,12 @@ class AttentionModel {
         dsig_(em.scale_error),
         p_(em.parts == 0 ? 1 : em.parts),
         gd_(gamma<R>(D_.d, u_)),
-        fwd_(reference::attention_forward<R>(cfg, q, k, v)) {
+        fwd_(reference::attention_forward<R>(cfg, q, k, v)),
+        sig_hat_([&] {
+          using std::abs;
+          return R(abs(R(score_scale(cfg))) + em.scale_error);
+        }()) {
     using std::abs;
-    sig_hat_ = abs(R(score_scale(cfg))) + em.scale_error;
     B_.out_acc = Tensor<R>(q.shape());
     B_.out = Tensor<R>(q.shape());
     B_.lse = Tensor<R>(Shape{D_.batch, D_.h, D_.lq});
@@ -480,7 +483,7 @@ class AttentionModel {
   const std::size_t p_;  // parts
   const R gd_;           // γ_d
   const AttentionOutput<R> fwd_;
-  R sig_hat_;  // σ⁺ = |σ| + δσ
+  const R sig_hat_;  // σ⁺ = |σ| + δσ
   AttentionBounds<R> B_;
   Tensor<R> dk_err_, dk_mag_, dv_err_, dv_mag_;  // dk, dv: sums over the rows that see a key
   std::vector<std::size_t> kv_count_;

@@ -392,6 +392,7 @@ AttentionExpected layer_expected(const AttentionCase& c, const AttentionData<T>&
   };
   auto summed = [&](const std::vector<std::vector<VB>>& groups) {
     std::vector<VB> out;
+    out.reserve(groups.size());
     for (const auto& g : groups) out.push_back(sum_t(g, ar));
     return out;
   };

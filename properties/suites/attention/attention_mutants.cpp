@@ -108,6 +108,7 @@ struct FaultyAttention {
     const int p = cp.size(), r = cp.rank();
     std::vector<std::size_t> all, counts;
     std::vector<std::vector<std::size_t>> pos;
+    pos.reserve(static_cast<std::size_t>(p));
     const std::size_t batch = in.q.dim(0), row = in.k.dim(2) * in.k.dim(3);
     for (int j = 0; j < p; ++j) pos.push_back(positions_of(fault, cc, p, j));
     for (const auto& ps : pos) {
@@ -158,6 +159,7 @@ struct FaultyAttention {
                                const ContextParallelConfig& cc, const CoreRankInputs<T>& in) const {
     const int p = cp.size(), r = cp.rank();
     std::vector<std::vector<std::size_t>> pos;
+    pos.reserve(static_cast<std::size_t>(p));
     for (int j = 0; j < p; ++j) pos.push_back(positions_of(fault, cc, p, j));
     const auto& mine = pos[static_cast<std::size_t>(r)];
     const std::size_t batch = in.q.dim(0), h = in.q.dim(2), d = in.q.dim(3);

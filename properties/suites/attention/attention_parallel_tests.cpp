@@ -415,7 +415,7 @@ TEST(attention_layer, replicated_results_are_bit_identical_on_the_ranks_that_sha
 // a kv head replicated on both tp ranks (g < tp), whose packs line up.
 TEST(attention_layer, replicated_gradients_are_bit_identical_across_tp_under_cp) {
   struct Mesh {
-    std::size_t h, g;
+    std::size_t h = 0, g = 0;
     SplitPolicy split;
   };
   const Mesh meshes[] = {{2, 2, SplitPolicy::explicit_sizes({2, 0})}, {2, 1, SplitPolicy::chunk()}};

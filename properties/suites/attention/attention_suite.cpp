@@ -43,7 +43,8 @@ void layer_checks(CaseVerdict& v, const AttentionCase& c, const AttentionRun<T>&
   const auto& L = c.layer;
   const std::size_t d = L.attention.head_dim;
   auto at = [&](int cp_rank, int tp_rank) -> const LayerRankOutputs<T>& {
-    return run.layer[static_cast<std::size_t>(cp_rank * c.tp + tp_rank)];
+    return run.layer[static_cast<std::size_t>(cp_rank) * static_cast<std::size_t>(c.tp) +
+                     static_cast<std::size_t>(tp_rank)];
   };
   // y and dx: the sequence over cp (tp coordinate 0's copy).
   {

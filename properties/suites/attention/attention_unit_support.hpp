@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace shardcheck::test::attention_unit {
@@ -145,8 +146,8 @@ struct ReferenceAttention {
   reference::AttentionGrads<hp> rg;
 
   template <class Config, class Inputs>
-  ReferenceAttention(const Config& c, const Inputs& in)
-      : cfg(c),
+  ReferenceAttention(Config c, const Inputs& in)
+      : cfg(std::move(c)),
         q(to_hp(in.q)),
         k(to_hp(in.k)),
         v(to_hp(in.v)),

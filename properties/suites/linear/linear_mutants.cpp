@@ -33,15 +33,6 @@ std::vector<std::size_t> scaled(std::vector<std::size_t> sizes, std::size_t row_
   return sizes;
 }
 
-template <class T>
-Tensor<T> transpose(const Tensor<T>& a) {
-  Tensor<T> t({a.dim(1), a.dim(0)});
-  for (std::size_t i = 0; i < a.dim(0); ++i) {
-    for (std::size_t j = 0; j < a.dim(1); ++j) t(j, i) = a(i, j);
-  }
-  return t;
-}
-
 // Columns [offset, offset + size) of a; columns past the end read as zero (an off-by-one
 // reads past its shard without crashing, as it would inside a larger buffer).
 template <class T>

@@ -82,15 +82,6 @@ TEST(Mlp, split_fused_up_takes_each_ranks_gate_and_up_rows) {
 }
 
 template <class T>
-Tensor<T> transpose_of(const Tensor<T>& a) {
-  Tensor<T> t(Shape{a.dim(1), a.dim(0)});
-  for (std::size_t i = 0; i < a.dim(0); ++i) {
-    for (std::size_t j = 0; j < a.dim(1); ++j) t(j, i) = a(i, j);
-  }
-  return t;
-}
-
-template <class T>
 class MlpParallel : public ::testing::Test {};
 TYPED_TEST_SUITE(MlpParallel, test::AllTypes);
 
@@ -142,9 +133,8 @@ TYPED_TEST(MlpParallel, pieces_equal_the_dense_op_bit_for_bit) {
               const auto& o = outs[static_cast<std::size_t>(r)];
               const Piece pc = ps[static_cast<std::size_t>(r)];
               // h's columns of r: the rows of hᵀ that split_fused_up takes, transposed back.
-              EXPECT_EQ(
-                  o.f.h.values(),
-                  transpose_of(split_fused_up(transpose_of(dense.h), act, policy, p, r)).values())
+              EXPECT_EQ(o.f.h.values(),
+                        transpose(split_fused_up(transpose(dense.h), act, policy, p, r)).values())
                   << "rank " << r;
               EXPECT_EQ(o.g.dw_up.values(), split_fused_up(dg.dw_up, act, policy, p, r).values());
               if (bias) {
