@@ -7,8 +7,9 @@
 #include "runtime/dtype.hpp"
 #include "tensor/tensor.hpp"
 
+#include <array>
+#include <bit>
 #include <cstddef>
-#include <cstring>
 #include <optional>
 #include <string>
 
@@ -29,11 +30,16 @@ std::string first_bit_difference(const std::string& what, std::optional<int> ran
            format_shape(want.shape());
   }
   for (std::size_t i = 0; i < got.size(); ++i) {
-    if (std::memcmp(&got[i], &want[i], sizeof(T)) != 0) {
+    // The object representations compared as bytes (NaN payloads and the sign of zero count).
+    using Bytes = std::array<unsigned char, sizeof(T)>;
+    if (std::bit_cast<Bytes>(got[i]) != std::bit_cast<Bytes>(want[i])) {
+      // One message, then return: the concatenation is not in a loop that goes on.
+      // NOLINTBEGIN(performance-inefficient-string-concatenation)
       return what + format_shape(detail::unravel(i, got.shape())) + on_rank + " is " +
              std::to_string(static_cast<double>(got[i])) + " but " + dense_op + " in " +
              std::string(name(dtype_of<T>)) + " gives " +
              std::to_string(static_cast<double>(want[i])) + ": not bit-identical";
+      // NOLINTEND(performance-inefficient-string-concatenation)
     }
   }
   return {};

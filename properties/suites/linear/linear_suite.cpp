@@ -59,7 +59,7 @@ void bit_exactness(LinearOwnCheck own, CaseVerdict& v, const LinearCase& c, cons
       }
     }
   } catch (const UsageError& err) {
-    v.failures.push_back(err.what());
+    v.failures.emplace_back(err.what());
   }
 }
 
