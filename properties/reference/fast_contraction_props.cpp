@@ -11,10 +11,11 @@
 //   (1) every finite term: |partial − exact| and |abs_sum − exact Σ|ab|| ≤ gamma_{k_r−1}(2^-113)
 //       ·Σ|ab|: dot.hpp's contract, which bounds.hpp's reference term relies on;
 //   (2) when no term went to the plain path (FastStats::hp_elements == 0), the sharper
-//       gamma_{S−1}(2^-113)·Σ|ab| with S the largest slice-pair count, S ≤ 64: < 2^-106.9·Σ|ab|;
+//       gamma_{D−1}(2^-113)·Σ|ab| with D the largest diagonal count, D ≤ 15: < 2^-109·Σ|ab|;
 //   (3) non-finite plain terms: the fast term is the same (NaN for NaN, the same infinity);
 //   (4) bit-identical terms and values for 1 thread and tile 256 against 3 threads and tile 3.
 // The mutant (fast_contraction.mutant_is_caught): with the last slice of a dropped, (1)-(2) fail.
+// Shapes this small use chunks of 16..256 and up to 8 slices, the paths large shapes take.
 #include "testing/reference_gen.hpp"
 
 #include "reference/contraction/fast_contraction.hpp"
@@ -157,7 +158,7 @@ std::string violation(const ProductCase& c, const reference::Contraction<hp>& go
   for (std::size_t r = 0; r < c.parts.size(); ++r) {
     const std::size_t kr = c.parts[r];
     const Exact claim = gamma_113(kr == 0 ? 0 : kr - 1);
-    const Exact sharp = gamma_113(stats.max_pairs == 0 ? 0 : stats.max_pairs - 1);
+    const Exact sharp = gamma_113(stats.max_diagonals == 0 ? 0 : stats.max_diagonals - 1);
     for (std::size_t i = 0; i < c.m; ++i) {
       for (std::size_t j = 0; j < c.n; ++j) {
         const PartTerms<hp>& f = got.terms[r * mn + i * c.n + j];
@@ -184,8 +185,8 @@ std::string violation(const ProductCase& c, const reference::Contraction<hp>& go
         const Exact allowed = (all_fast ? std::min(claim, sharp) : claim) * o.abs_sum + slack;
         if (ep > allowed || ea > allowed) {
           return where + "|partial err| " + show_exact(ep) + ", |abs_sum err| " + show_exact(ea) +
-                 " > " + show_exact(allowed) + " (Σ|ab| " + show_exact(o.abs_sum) + ", S " +
-                 std::to_string(stats.max_pairs) + (all_fast ? ", all fast)" : ")");
+                 " > " + show_exact(allowed) + " (Σ|ab| " + show_exact(o.abs_sum) + ", D " +
+                 std::to_string(stats.max_diagonals) + (all_fast ? ", all fast)" : ")");
         }
       }
     }

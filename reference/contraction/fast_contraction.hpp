@@ -10,40 +10,45 @@
 //   partial_r = Σ_{c in part r} a[i,c]·b[c,j]      abs_sum_r = Σ_{c in part r} |a[i,c]·b[c,j]|
 //
 // Method, per part r (length k_r ≥ 1):
-//   beta = floor((53 − ceil(log2 k_r)) / 2) bits per slice.
+//   The part's inner axis is cut into chunks of kc ≤ 256 (plan_part picks kc), and
+//   beta = floor((53 − ceil(log2 kc)) / 2) bits per slice.
 //   Row i of a (restricted to the part) has top exponent E_i (every |a[i,c]| < 2^E_i) and lowest
 //   set bit 2^L_i; it is cut, by truncation towards zero, into s_i = ceil((E_i − L_i)/beta)
 //   slices: integers A_t[i,c] with |A_t[i,c]| ≤ 2^beta − 1 and the sign of a[i,c], and
-//   a[i,c] = Σ_{t=1..s} A_t[i,c]·2^(E_i − t·beta) EXACTLY (nothing is truncated away: the slices
-//   continue until every set bit of the row is taken). Columns of b likewise (exponents F_j).
-//   Every product of two slice entries is an integer below 2^(2·beta), and k_r of them sum to
-//   less than 2^53, so each GEMM A_t·B_u and |A_t|·|B_u| is EXACT in double whatever the order of
-//   its additions, the blocking, the use of FMA or the number of threads.
-//   partial_r = 2^(E_i+F_j) · Σ_{t,u} (A_t·B_u)[i,j]·2^(−(t+u)·beta)   summed in R, t outer, u
-//   inner abs_sum_r = the same with |A_t|·|B_u| (the slices of |a| are the |slices| of a).
+//   a[i,c] = Σ_{t=1..s_a} A_t[i,c]·2^(E_i − t·beta) EXACTLY (nothing is truncated away: the
+//   slices continue until every set bit of the row is taken). Columns of b likewise (exponents
+//   F_j, s_b slices). Every product of two slice entries is an integer below 2^(2·beta), and kc
+//   of them sum to less than 2^53, so each chunk's GEMM A_t·B_u (and |A_t|·|B_u|) is EXACT in
+//   double whatever the order of its additions, the blocking, the use of FMA or the number of
+//   threads. The chunks' results, and the pairs (t, u) of one diagonal d = t + u (one scale),
+//   are added EXACTLY as 128-bit integers: P_d[i,j] = Σ_{t+u=d} Σ_chunks (A_t·B_u)[i,j].
+//   partial_r = 2^(E_i+F_j) · Σ_{d=2..s_a+s_b} P_d[i,j]·2^(−d·beta)   summed in R, d ascending
+//   abs_sum_r = the same with |A_t|·|B_u| (the slices of |a| are the |slices| of a).
 //
-// Accuracy (R with unit roundoff u_R = 2^-113 for hp): the S = s_a·s_b slice products are exact,
-// the scalings by powers of two are exact (no overflow or underflow in R's range), so the only
-// errors are the S − 1 additions in R:
-//   |partial_r − exact| ≤ gamma_{S−1}(u_R)·Σ|a·b|,   |abs_sum_r − Σ|a·b|| ≤ gamma_{S−1}(u_R)·Σ|a·b|
-// The fast path is used for a part only when S ≤ k_r and s_a, s_b ≤ max_slices (default 8, so
-// S ≤ 64 and gamma_63(2^-113) < 2^-106.9 < 2^-100): its terms then satisfy the very bound
+// Accuracy (R with unit roundoff u_R = 2^-113 for hp): everything is exact but the D − 1
+// additions in R of the D = s_a + s_b − 1 diagonals (each P_d < 2^113 converts exactly; the
+// scalings by powers of two are exact: no overflow or underflow in R's range), so
+//   |partial_r − exact| ≤ gamma_{D−1}(u_R)·Σ|a·b|,   |abs_sum_r − Σ|a·b|| ≤ gamma_{D−1}(u_R)·Σ|a·b|
+// The fast path is used for a part only when D ≤ k_r and s_a, s_b ≤ max_slices (default 8, so
+// D ≤ 15 and gamma_14(2^-113) < 2^-109.1 < 2^-100): its terms then satisfy the very bound
 // dot.hpp states for contract_parts (gamma_{k_r−1}(u_R)·abs_sum_r), which is what bounds.hpp's
 // reference term covers, so the bounds stay sound unchanged. An element whose row of a or
 // column of b holds ±inf or NaN, or needs more than max_slices slices (a row spanning more than
 // max_slices·beta binades, e.g. 2^-1000 beside 2^1000), and every element of a part with
-// S > k_r (a very short part), is computed by contract_parts itself in R: bit-identical to the
+// D > k_r (a very short part), is computed by contract_parts itself in R: bit-identical to the
 // plain reference there (NaN, inf and signed-zero conventions included). Subnormal inputs and
 // zeros go through the fast path (the slicing is exact for them; +0 + (−0) is +0 as in R).
+// This is not "relative to the exact value": under cancellation Σ|a·b| ≫ |Σ a·b| and the
+// bound is relative to Σ|a·b|, as the reference's own is.
 //
 // Thread-count independence: the output is tiled (tile × tile elements, tiles shared among
-// OpenMP threads); each element's slice products are exact doubles, whichever thread or blocking
-// produced them, and each element's sum in R is done by one thread in the fixed order above.
-// The result is therefore bit-identical for every thread count and tile size (a property checks
-// 1 against 3 threads and tile 256 against tile 3).
+// OpenMP threads); each element's slice products are exact doubles and their sums exact
+// integers, whichever thread or blocking produced them, and each element's sum in R is done by
+// one thread in the fixed order above. The result is therefore bit-identical for every thread
+// count and tile size (a property checks 1 against 3 threads and tile 256 against tile 3).
 //
-// Cost: 2·S double GEMMs of m×k_r×n per part (S = 1 for bfloat16/float16 data whose rows span
-// ≤ beta bits, typically 4–9 for float, 9–16 for double), plus 2·S additions in R per element.
+// Cost: 2·s_a·s_b double GEMMs of m×k_r×n per part (1 pair for bfloat16/float16 rows spanning
+// ≤ beta bits, typically 4 for float, 9–16 for double), plus 2·D additions in R per element.
 #pragma once
 
 #include "reference/dot.hpp"
@@ -96,7 +101,8 @@ inline MatrixView transposed_view(const double* data, std::size_t rows, std::siz
 // What the fast path did, for tests and benchmarks.
 struct FastStats {
   std::size_t gemms = 0;          // double GEMMs run (over all parts)
-  std::size_t max_pairs = 0;      // largest S = s_a·s_b of a part
+  std::size_t max_pairs = 0;      // largest number of slice pairs s_a·s_b of a part
+  std::size_t max_diagonals = 0;  // largest D = s_a + s_b − 1 of a part (D − 1 sums in R)
   std::size_t hp_elements = 0;    // (element, part) terms computed by contract_parts instead
   std::size_t fast_elements = 0;  // (element, part) terms from the slices
 };
@@ -116,8 +122,8 @@ namespace detail {
 // ceil(log2 k) for k ≥ 1.
 inline int ceil_log2(std::size_t k) { return k <= 1 ? 0 : static_cast<int>(std::bit_width(k - 1)); }
 
-// Bits per slice for a part of length k: k·(2^beta − 1)^2 < 2^53.
-inline int slice_bits(std::size_t k) { return (53 - ceil_log2(k)) / 2; }
+// Bits per slice for GEMMs of inner length kc: kc·(2^beta − 1)^2 < 2^53.
+inline int slice_bits(std::size_t kc) { return (53 - ceil_log2(kc)) / 2; }
 
 // The binades a row (or column) spans: every nonzero |v| < 2^top, every v a multiple of 2^low.
 struct Span {
@@ -140,48 +146,92 @@ struct Span {
     low = nonzero ? std::min(low, lowest) : lowest;
     nonzero = true;
   }
-  // Slices of beta bits needed to take every set bit (0 for an all-zero line).
-  std::size_t slices(int beta) const {
+  // Slices of beta bits needed to take every set bit (0 for an all-zero line); more than
+  // max_slices (the line goes to R) for a line with ±inf or NaN.
+  std::size_t slices(int beta, std::size_t max_slices) const {
+    if (!finite) return max_slices + 1;
     if (!nonzero) return 0;
     return static_cast<std::size_t>((top - low + beta - 1) / beta);
   }
 };
 
-// One operand of one part, cut into slices: for line l (a row of a or a column of b),
+// The spans of lines [0, lines) of a part: element (l, c) = at(l, c), c < k_r.
+template <class At>
+std::vector<Span> spans_of(std::size_t lines, std::size_t k_r, const At& at) {
+  std::vector<Span> out(lines);
+  for (std::size_t l = 0; l < lines; ++l) {
+    for (std::size_t c = 0; c < k_r; ++c) out[l].add(at(l, c));
+  }
+  return out;
+}
+
+// Slices per line at beta: the largest need among the lines that stay on the fast path.
+inline std::size_t slice_count(const std::vector<Span>& spans, int beta, std::size_t max_slices) {
+  std::size_t count = 0;
+  for (const Span& sp : spans) {
+    const std::size_t need = sp.slices(beta, max_slices);
+    if (need <= max_slices) count = std::max(count, need);
+  }
+  return count;
+}
+
+// How a part is cut: GEMMs of inner length `chunk` (the last one shorter), beta bits per slice.
+struct Plan {
+  std::size_t chunk = 1;
+  int beta = 26;
+  std::size_t slices_a = 0, slices_b = 0;
+};
+
+// The chunk among min(k_r, 256), its halves down to 16 (and k_r itself when shorter) with the
+// least modelled cost pairs·(1 + 32/chunk): shorter chunks give more bits per slice (fewer slice
+// pairs) but shorter GEMMs. Any choice is exact; this only sets the speed.
+inline Plan plan_part(const std::vector<Span>& a, const std::vector<Span>& b, std::size_t k_r,
+                      std::size_t max_slices) {
+  Plan best;
+  double best_cost = -1;
+  for (std::size_t chunk = std::min<std::size_t>(std::max<std::size_t>(k_r, 1), 256);; chunk /= 2) {
+    Plan p;
+    p.chunk = chunk;
+    p.beta = slice_bits(chunk);
+    p.slices_a = slice_count(a, p.beta, max_slices);
+    p.slices_b = slice_count(b, p.beta, max_slices);
+    const double cost =
+        static_cast<double>(p.slices_a * p.slices_b) * (1.0 + 32.0 / static_cast<double>(chunk));
+    if (best_cost < 0 || cost < best_cost) {
+      best = p;
+      best_cost = cost;
+    }
+    if (chunk <= 16) break;
+  }
+  return best;
+}
+
+// One operand of one part, cut into `count` slices: for line l (a row of a or a column of b),
 // value = Σ_t slice_t·2^(top_l − t·beta); `fast[l]` is false where the line goes to R.
 struct Sliced {
-  int beta = 0;
-  std::size_t count = 0;                          // slices per line (the max over fast lines)
   std::vector<int> top;                           // per line
   std::vector<char> fast;                         // per line
   std::vector<Eigen::MatrixXd> slice, magnitude;  // [lines × k_r] each, |slice| beside
 };
 
-// Cuts lines [0, lines) of the part (element (l, c) = at(l, c), c < k_r) into slices.
 template <class At>
-Sliced slice_lines(std::size_t lines, std::size_t k_r, int beta, std::size_t max_slices,
-                   const At& at) {
+Sliced slice_lines(const std::vector<Span>& spans, std::size_t k_r, int beta, std::size_t count,
+                   std::size_t max_slices, const At& at) {
+  const std::size_t lines = spans.size();
   Sliced s;
-  s.beta = beta;
   s.top.assign(lines, 0);
-  s.fast.assign(lines, 1);
-  std::vector<std::size_t> need(lines, 0);
+  s.fast.assign(lines, 0);
+  s.slice.assign(count, Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(lines),
+                                              static_cast<Eigen::Index>(k_r)));
   for (std::size_t l = 0; l < lines; ++l) {
-    Span span;
-    for (std::size_t c = 0; c < k_r; ++c) span.add(at(l, c));
-    need[l] = span.slices(beta);
-    s.top[l] = span.top;
-    if (!span.finite || need[l] > max_slices) s.fast[l] = 0;
-    if (s.fast[l] != 0) s.count = std::max(s.count, need[l]);
-  }
-  s.slice.assign(s.count, Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(lines),
-                                                static_cast<Eigen::Index>(k_r)));
-  for (std::size_t l = 0; l < lines; ++l) {
-    if (s.fast[l] == 0) continue;
+    const std::size_t need = spans[l].slices(beta, max_slices);
+    if (need > max_slices) continue;
+    s.fast[l] = 1;
+    s.top[l] = spans[l].top;
     for (std::size_t c = 0; c < k_r; ++c) {
       const double v = at(l, c);
       double previous = 0;  // trunc(v·2^((t−1)·beta − top)): the bits taken so far, as an integer
-      for (std::size_t t = 1; t <= need[l]; ++t) {
+      for (std::size_t t = 1; t <= need; ++t) {
         // v·2^(t·beta − top) is exact when ≥ 1 in magnitude (a power-of-two scaling of a double
         // that does not underflow); below 1 it may round but truncates to 0 either way.
         const double taken = std::trunc(std::ldexp(v, static_cast<int>(t) * beta - s.top[l]));
@@ -192,9 +242,21 @@ Sliced slice_lines(std::size_t lines, std::size_t k_r, int beta, std::size_t max
       }
     }
   }
-  s.magnitude.reserve(s.count);
+  s.magnitude.reserve(count);
   for (const auto& m : s.slice) s.magnitude.emplace_back(m.cwiseAbs());
   return s;
+}
+
+// Exact integer sums of exact GEMM results (each an integer below 2^53 in magnitude).
+__extension__ using wide_int = __int128;
+
+// v as R, exactly (|v| < 2^113).
+template <class R>
+R to_r(wide_int v) {
+  const auto hi = static_cast<std::int64_t>(v >> 64);
+  const auto lo = static_cast<std::uint64_t>(v);
+  using std::ldexp;
+  return ldexp(R(hi), 64) + R(lo);
 }
 
 inline int thread_count(int requested) {
@@ -254,61 +316,77 @@ Contraction<R> fast_contraction(const MatrixView& a, const MatrixView& b,
   for (std::size_t r = 0; r < c.parts(); ++r) {
     const std::size_t kr = c.part_lengths[r];
     PartTerms<R>* out = c.terms.data() + r * mn;
-    const int beta = detail::slice_bits(std::max<std::size_t>(kr, 1));
-    auto sa = detail::slice_lines(m, kr, beta, options.max_slices,
-                                  [&](std::size_t i, std::size_t q) { return a(i, k0 + q); });
-    auto sb = detail::slice_lines(n, kr, beta, options.max_slices,
-                                  [&](std::size_t j, std::size_t q) { return b(k0 + q, j); });
-    if (options.mutant_drop_last_slice && sa.count > 1) {
+    auto at_a = [&](std::size_t i, std::size_t q) { return a(i, k0 + q); };
+    auto at_b = [&](std::size_t j, std::size_t q) { return b(k0 + q, j); };
+    const auto spans_a = detail::spans_of(m, kr, at_a), spans_b = detail::spans_of(n, kr, at_b);
+    const detail::Plan plan = detail::plan_part(spans_a, spans_b, kr, options.max_slices);
+    const int beta = plan.beta;
+    auto sa = detail::slice_lines(spans_a, kr, beta, plan.slices_a, options.max_slices, at_a);
+    const auto sb = detail::slice_lines(spans_b, kr, beta, plan.slices_b, options.max_slices, at_b);
+    if (options.mutant_drop_last_slice && sa.slice.size() > 1) {
       sa.slice.pop_back();
       sa.magnitude.pop_back();
     }
-    const std::size_t pairs = sa.slice.size() * sb.slice.size();
-    const bool part_fast = pairs <= kr;  // else every element of the part goes to R
-    stats.max_pairs = std::max(stats.max_pairs, pairs);
-    const int total = static_cast<int>(sa.count + sb.count) * beta;
+    const std::size_t na = sa.slice.size(), nb = sb.slice.size();
+    // Slice pair (t, u), t, u ≥ 1, lies on diagonal t + u; diagonals 2..na+nb.
+    const std::size_t diagonals = na + nb == 0 ? 0 : na + nb - 1;
+    const bool part_fast = diagonals <= kr;  // else every element of the part goes to R
+    stats.max_pairs = std::max(stats.max_pairs, na * nb);
+    stats.max_diagonals = std::max(stats.max_diagonals, diagonals);
+    const int total = static_cast<int>(plan.slices_a + plan.slices_b) * beta;
 
     if (part_fast && kr > 0) {
-      stats.gemms += 2 * pairs;
-      // pw[t + u] = 2^((s_a + s_b − t − u)·beta): the slice products at one common scale.
-      std::vector<R> pw(sa.count + sb.count + 1, R(0));
+      const std::size_t chunks = (kr + plan.chunk - 1) / plan.chunk;
+      stats.gemms += 2 * na * nb * chunks;
+      // pw[d] = 2^((s_a + s_b − d)·beta): diagonal d's products at one common scale (exact).
+      std::vector<R> pw(diagonals, R(0));
       using std::ldexp;
-      for (std::size_t d = 2; d < pw.size(); ++d) {
-        pw[d] = ldexp(R(1), total - static_cast<int>(d) * beta);
+      for (std::size_t d = 0; d < diagonals; ++d) {
+        pw[d] = ldexp(R(1), total - static_cast<int>(d + 2) * beta);
       }
       for_each_tile(
           m, n, options.tile, options.threads,
           [&](std::size_t r0, std::size_t rows, std::size_t c0, std::size_t cols) {
-            const auto er0 = static_cast<Eigen::Index>(r0);
-            const auto erows = static_cast<Eigen::Index>(rows);
-            const auto ec0 = static_cast<Eigen::Index>(c0);
-            const auto ecols = static_cast<Eigen::Index>(cols);
-            std::vector<R> partial(rows * cols, R(0)), abs_sum(rows * cols, R(0));
+            const auto er0 = static_cast<Eigen::Index>(r0), erows = static_cast<Eigen::Index>(rows);
+            const auto ec0 = static_cast<Eigen::Index>(c0), ecols = static_cast<Eigen::Index>(cols);
+            const std::size_t cells = rows * cols;
+            // Per diagonal and element, the exact integer sums of its slice products.
+            std::vector<detail::wide_int> partial(diagonals * cells, 0),
+                abs_sum(diagonals * cells, 0);
             Eigen::MatrixXd prod(erows, ecols);
-            auto accumulate = [&](std::vector<R>& acc, const R& scale) {
-              for (std::size_t i = 0; i < rows; ++i) {
-                for (std::size_t j = 0; j < cols; ++j) {
-                  acc[i * cols + j] +=
-                      R(prod(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j))) * scale;
+            auto add = [&](detail::wide_int* acc) {
+              for (Eigen::Index j = 0; j < ecols; ++j) {
+                for (Eigen::Index i = 0; i < erows; ++i) {
+                  acc[static_cast<std::size_t>(i) * cols + static_cast<std::size_t>(j)] +=
+                      static_cast<std::int64_t>(prod(i, j));  // an integer below 2^53: exact
                 }
               }
             };
-            for (std::size_t t = 0; t < sa.slice.size(); ++t) {
-              for (std::size_t u = 0; u < sb.slice.size(); ++u) {
-                const R& scale = pw[t + u + 2];
-                prod.noalias() = sa.slice[t].middleRows(er0, erows) *
-                                 sb.slice[u].middleRows(ec0, ecols).transpose();
-                accumulate(partial, scale);
-                prod.noalias() = sa.magnitude[t].middleRows(er0, erows) *
-                                 sb.magnitude[u].middleRows(ec0, ecols).transpose();
-                accumulate(abs_sum, scale);
+            for (std::size_t q0 = 0; q0 < kr; q0 += plan.chunk) {
+              const auto eq0 = static_cast<Eigen::Index>(q0);
+              const auto len = static_cast<Eigen::Index>(std::min(plan.chunk, kr - q0));
+              for (std::size_t t = 0; t < na; ++t) {
+                for (std::size_t u = 0; u < nb; ++u) {
+                  const std::size_t off = (t + u) * cells;
+                  prod.noalias() = sa.slice[t].block(er0, eq0, erows, len) *
+                                   sb.slice[u].block(ec0, eq0, ecols, len).transpose();
+                  add(partial.data() + off);
+                  prod.noalias() = sa.magnitude[t].block(er0, eq0, erows, len) *
+                                   sb.magnitude[u].block(ec0, eq0, ecols, len).transpose();
+                  add(abs_sum.data() + off);
+                }
               }
             }
             for (std::size_t i = 0; i < rows; ++i) {
               for (std::size_t j = 0; j < cols; ++j) {
+                R p(0), s(0);
+                for (std::size_t d = 0; d < diagonals;
+                     ++d) {  // fixed order: the bound's D − 1 sums
+                  p += detail::to_r<R>(partial[d * cells + i * cols + j]) * pw[d];
+                  s += detail::to_r<R>(abs_sum[d * cells + i * cols + j]) * pw[d];
+                }
                 const int shift = sa.top[r0 + i] + sb.top[c0 + j] - total;
-                out[(r0 + i) * n + c0 + j] = PartTerms<R>{ldexp(partial[i * cols + j], shift),
-                                                          ldexp(abs_sum[i * cols + j], shift), kr};
+                out[(r0 + i) * n + c0 + j] = PartTerms<R>{ldexp(p, shift), ldexp(s, shift), kr};
               }
             }
           });
