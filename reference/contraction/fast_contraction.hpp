@@ -10,45 +10,54 @@
 //   partial_r = Σ_{c in part r} a[i,c]·b[c,j]      abs_sum_r = Σ_{c in part r} |a[i,c]·b[c,j]|
 //
 // Method, per part r (length k_r ≥ 1):
-//   The part's inner axis is cut into chunks of kc ≤ 256 (plan_part picks kc), and
-//   beta = floor((53 − ceil(log2 kc)) / 2) bits per slice.
-//   Row i of a (restricted to the part) has top exponent E_i (every |a[i,c]| < 2^E_i) and lowest
-//   set bit 2^L_i; it is cut, by truncation towards zero, into s_i = ceil((E_i − L_i)/beta)
-//   slices: integers A_t[i,c] with |A_t[i,c]| ≤ 2^beta − 1 and the sign of a[i,c], and
-//   a[i,c] = Σ_{t=1..s_a} A_t[i,c]·2^(E_i − t·beta) EXACTLY (nothing is truncated away: the
-//   slices continue until every set bit of the row is taken). Columns of b likewise (exponents
-//   F_j, s_b slices). Every product of two slice entries is an integer below 2^(2·beta), and kc
-//   of them sum to less than 2^53, so each chunk's GEMM A_t·B_u (and |A_t|·|B_u|) is EXACT in
-//   double whatever the order of its additions, the blocking, the use of FMA or the number of
-//   threads. The chunks' results, and the pairs (t, u) of one diagonal d = t + u (one scale),
-//   are added EXACTLY as 128-bit integers: P_d[i,j] = Σ_{t+u=d} Σ_chunks (A_t·B_u)[i,j].
-//   partial_r = 2^(E_i+F_j) · Σ_{d=2..s_a+s_b} P_d[i,j]·2^(−d·beta)   summed in R, d ascending
-//   abs_sum_r = the same with |A_t|·|B_u| (the slices of |a| are the |slices| of a).
+//   The part's inner axis is cut into chunks of kc ≤ 256, and beta = floor((53 − ceil(log2 kc))
+//   / 2) bits per slice; plan_part picks kc and the slice counts s_a, s_b by a cost model.
+//   Row i of a (restricted to the part) has top exponent E_i (every |a[i,c]| < 2^E_i); an
+//   element whose lowest set bit is 2^L needs ceil((E_i − L)/beta) slices. Every element needing
+//   at most s_a is cut, by truncation towards zero, into integers A_t[i,c] (t = 1..s_a) with
+//   |A_t[i,c]| ≤ 2^beta − 1 and the sign of a[i,c], and a[i,c] = Σ_t A_t[i,c]·2^(E_i − t·beta)
+//   EXACTLY (no bit is truncated away); an element needing more (a "rest" element: far below
+//   its row's largest, or with bits far below it) is 0 in every slice. Columns of b likewise
+//   (exponents F_j, s_b slices). Every product of two slice entries is an integer below
+//   2^(2·beta), and kc of them sum to less than 2^53, so each chunk's GEMM A_t·B_u (and
+//   |A_t|·|B_u|) is EXACT in double whatever the order of its additions, the blocking, the use
+//   of FMA or the number of threads. The chunks' results, and the pairs (t, u) of one diagonal
+//   d = t + u (one scale), are added EXACTLY as 128-bit integers:
+//   P_d[i,j] = Σ_{t+u=d} Σ_chunks (A_t·B_u)[i,j], and in R
+//     partial_r = 2^(E_i+F_j) · Σ_{d=2..s_a+s_b} P_d[i,j]·2^(−d·beta)      d ascending
+//                 + Σ_{c in rest(i,j)} a[i,c]·b[c,j]                          c ascending
+//   where rest(i,j) = the positions c where a[i,c] or b[c,j] is a rest element (exactly the
+//   products the slices miss); each product is exact in R (106 ≤ 113 bits).
+//   abs_sum_r is the same with |A_t|·|B_u| and |a[i,c]·b[c,j]| (|a|'s slices are a's |slices|).
 //
-// Accuracy (R with unit roundoff u_R = 2^-113 for hp): everything is exact but the D − 1
-// additions in R of the D = s_a + s_b − 1 diagonals (each P_d < 2^113 converts exactly; the
-// scalings by powers of two are exact: no overflow or underflow in R's range), so
-//   |partial_r − exact| ≤ gamma_{D−1}(u_R)·Σ|a·b|,   |abs_sum_r − Σ|a·b|| ≤ gamma_{D−1}(u_R)·Σ|a·b|
-// The fast path is used for a part only when D ≤ k_r and s_a, s_b ≤ max_slices (default 8, so
-// D ≤ 15 and gamma_14(2^-113) < 2^-109.1 < 2^-100): its terms then satisfy the very bound
-// dot.hpp states for contract_parts (gamma_{k_r−1}(u_R)·abs_sum_r), which is what bounds.hpp's
-// reference term covers, so the bounds stay sound unchanged. An element whose row of a or
-// column of b holds ±inf or NaN, or needs more than max_slices slices (a row spanning more than
-// max_slices·beta binades, e.g. 2^-1000 beside 2^1000), and every element of a part with
-// D > k_r (a very short part), is computed by contract_parts itself in R: bit-identical to the
-// plain reference there (NaN, inf and signed-zero conventions included). Subnormal inputs and
-// zeros go through the fast path (the slicing is exact for them; +0 + (−0) is +0 as in R).
+// Accuracy (R with unit roundoff u_R = 2^-113 for hp): everything is exact but the
+// rho = D − 1 + |rest(i,j)| additions in R (D = s_a + s_b − 1 diagonals; each P_d < 2^113
+// converts exactly; the scalings by powers of two are exact, with no overflow or underflow in
+// R's range), so for every term from the fast path
+//   |partial_r − exact| ≤ gamma_rho(u_R)·Σ|a·b|,   |abs_sum_r − Σ|a·b|| ≤ gamma_rho(u_R)·Σ|a·b|
+// and the fast path is used for a term only when rho ≤ k_r − 1. Its terms therefore satisfy the
+// very bound dot.hpp states for contract_parts (gamma_{k_r−1}(u_R)·abs_sum_r), which is what
+// bounds.hpp's reference term covers, so the bounds stay sound unchanged; and they are within
+// 2^-100·Σ|a·b| whenever rho ≤ 8191 (gamma_8191(2^-113) < 2^-100): FastStats::max_roundings
+// reports the largest rho (D − 1 ≤ 14 with the default max_slices = 8, plus the rest products:
+// none to a few on the benchmarks' data). Terms with rho > k_r − 1 (a very short part), and
+// every element whose row of a or column of b holds ±inf or NaN, are computed by contract_parts
+// itself in R: bit-identical to the plain reference there (NaN, inf and signed-zero conventions
+// included). Subnormal inputs and zeros go through the fast path (the slicing is exact for
+// them; +0 + (−0) is +0 as in R).
 // This is not "relative to the exact value": under cancellation Σ|a·b| ≫ |Σ a·b| and the
 // bound is relative to Σ|a·b|, as the reference's own is.
 //
 // Thread-count independence: the output is tiled (tile × tile elements, tiles shared among
 // OpenMP threads); each element's slice products are exact doubles and their sums exact
-// integers, whichever thread or blocking produced them, and each element's sum in R is done by
-// one thread in the fixed order above. The result is therefore bit-identical for every thread
-// count and tile size (a property checks 1 against 3 threads and tile 256 against tile 3).
+// integers, whichever thread or blocking produced them, and each element's sums in R are done by
+// one thread in the fixed order above (the plan depends on the data and shapes only). The result is
+// therefore bit-identical for every thread count and tile size (a property checks 1 against 3
+// threads and tile 256 against tile 3).
 //
-// Cost: 2·s_a·s_b double GEMMs of m×k_r×n per part (1 pair for bfloat16/float16 rows spanning
-// ≤ beta bits, typically 4 for float, 9–16 for double), plus 2·D additions in R per element.
+// Cost: 2·s_a·s_b double GEMMs of m×k_r×n per part (s_a = s_b = 1 for bfloat16 and float16
+// data, 2 for float, 3 for double on the benchmarks' normal(0, 1) data), plus 2·rho additions
+// in R per element and two products in R per rest product.
 #pragma once
 
 #include "reference/dot.hpp"
@@ -56,10 +65,12 @@
 #include <Eigen/Core>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -102,7 +113,9 @@ inline MatrixView transposed_view(const double* data, std::size_t rows, std::siz
 struct FastStats {
   std::size_t gemms = 0;          // double GEMMs run (over all parts)
   std::size_t max_pairs = 0;      // largest number of slice pairs s_a·s_b of a part
-  std::size_t max_diagonals = 0;  // largest D = s_a + s_b − 1 of a part (D − 1 sums in R)
+  std::size_t max_diagonals = 0;  // largest D = s_a + s_b − 1 of a part
+  std::size_t rest_products = 0;  // products of rest elements added in R (over all terms)
+  std::size_t max_roundings = 0;  // largest D − 1 + rho of a fast term: its sums in R
   std::size_t hp_elements = 0;    // (element, part) terms computed by contract_parts instead
   std::size_t fast_elements = 0;  // (element, part) terms from the slices
 };
@@ -110,7 +123,7 @@ struct FastStats {
 struct FastOptions {
   int threads = 0;             // OpenMP threads; 0: the OpenMP default (omp_get_max_threads)
   std::size_t tile = 256;      // output tile edge (rows and columns of one GEMM call)
-  std::size_t max_slices = 8;  // per operand and part; rows/columns needing more use R
+  std::size_t max_slices = 8;  // per operand and part; elements needing more are rest elements
   FastStats* stats = nullptr;  // filled when not null
   // For the properties' self-test only (the mutant that proves they can fail): drops the last
   // slice of a, which makes the result wrong whenever a needs more than one slice.
@@ -125,116 +138,137 @@ inline int ceil_log2(std::size_t k) { return k <= 1 ? 0 : static_cast<int>(std::
 // Bits per slice for GEMMs of inner length kc: kc·(2^beta − 1)^2 < 2^53.
 inline int slice_bits(std::size_t kc) { return (53 - ceil_log2(kc)) / 2; }
 
-// The binades a row (or column) spans: every nonzero |v| < 2^top, every v a multiple of 2^low.
-struct Span {
-  int top = 0;
-  int low = 0;
-  bool nonzero = false;
-  bool finite = true;
+// The lowest set bit of a finite nonzero v: v is an odd multiple of 2^lowest_bit(v).
+inline int lowest_bit(double v) {
+  int e = 0;
+  const double f = std::frexp(std::abs(v), &e);  // |v| = f·2^e, f in [0.5, 1)
+  const auto mantissa = static_cast<std::uint64_t>(std::ldexp(f, 53));  // exact integer
+  return e - 53 + std::countr_zero(mantissa);
+}
 
-  void add(double v) {
-    if (!std::isfinite(v)) {
-      finite = false;
-      return;
+// One operand of one part, lines [0, lines) (rows of a or columns of b), element (l, c) =
+// at(l, c), c < k_r: per line the top exponent (every |v| < 2^top) and whether it is finite;
+// per element its depth top − lowest_bit(v) (0 for a zero): it needs ceil(depth / beta) slices.
+struct Operand {
+  std::size_t lines = 0, k_r = 0;
+  std::vector<int> top;
+  std::vector<char> finite;
+  std::vector<int> depth;  // [lines × k_r]
+
+  // Elements needing more than s slices at beta (rest elements), over the finite lines.
+  std::size_t rest(std::size_t s, int beta) const {
+    std::size_t count = 0;
+    for (std::size_t l = 0; l < lines; ++l) {
+      if (finite[l] == 0) continue;
+      for (std::size_t c = 0; c < k_r; ++c) {
+        if (static_cast<std::size_t>((depth[l * k_r + c] + beta - 1) / beta) > s) ++count;
+      }
     }
-    if (v == 0) return;
-    int e = 0;
-    const double f = std::frexp(std::abs(v), &e);  // |v| = f·2^e, f in [0.5, 1): |v| < 2^e
-    const auto mantissa = static_cast<std::uint64_t>(std::ldexp(f, 53));  // exact integer
-    const int lowest = e - 53 + std::countr_zero(mantissa);
-    top = nonzero ? std::max(top, e) : e;
-    low = nonzero ? std::min(low, lowest) : lowest;
-    nonzero = true;
-  }
-  // Slices of beta bits needed to take every set bit (0 for an all-zero line); more than
-  // max_slices (the line goes to R) for a line with ±inf or NaN.
-  std::size_t slices(int beta, std::size_t max_slices) const {
-    if (!finite) return max_slices + 1;
-    if (!nonzero) return 0;
-    return static_cast<std::size_t>((top - low + beta - 1) / beta);
+    return count;
   }
 };
 
-// The spans of lines [0, lines) of a part: element (l, c) = at(l, c), c < k_r.
 template <class At>
-std::vector<Span> spans_of(std::size_t lines, std::size_t k_r, const At& at) {
-  std::vector<Span> out(lines);
+Operand analyse(std::size_t lines, std::size_t k_r, const At& at) {
+  Operand o;
+  o.lines = lines;
+  o.k_r = k_r;
+  o.top.assign(lines, 0);
+  o.finite.assign(lines, 1);
+  o.depth.assign(lines * k_r, 0);
   for (std::size_t l = 0; l < lines; ++l) {
-    for (std::size_t c = 0; c < k_r; ++c) out[l].add(at(l, c));
+    bool nonzero = false;
+    for (std::size_t c = 0; c < k_r; ++c) {
+      const double v = at(l, c);
+      if (!std::isfinite(v)) {
+        o.finite[l] = 0;
+      } else if (v != 0) {
+        int e = 0;
+        (void)std::frexp(v, &e);
+        o.top[l] = nonzero ? std::max(o.top[l], e) : e;
+        nonzero = true;
+      }
+    }
+    if (o.finite[l] == 0) continue;
+    for (std::size_t c = 0; c < k_r; ++c) {
+      const double v = at(l, c);
+      if (v != 0) o.depth[l * k_r + c] = o.top[l] - lowest_bit(v);
+    }
   }
-  return out;
+  return o;
 }
 
-// Slices per line at beta: the largest need among the lines that stay on the fast path.
-inline std::size_t slice_count(const std::vector<Span>& spans, int beta, std::size_t max_slices) {
-  std::size_t count = 0;
-  for (const Span& sp : spans) {
-    const std::size_t need = sp.slices(beta, max_slices);
-    if (need <= max_slices) count = std::max(count, need);
-  }
-  return count;
-}
-
-// How a part is cut: GEMMs of inner length `chunk` (the last one shorter), beta bits per slice.
+// How a part is cut: GEMMs of inner length `chunk` (the last one shorter), beta bits per slice,
+// s_a and s_b slices; the elements needing more (rest elements) are left out of the slices and
+// their products added in R.
 struct Plan {
   std::size_t chunk = 1;
   int beta = 26;
   std::size_t slices_a = 0, slices_b = 0;
 };
 
-// The chunk among min(k_r, 256), its halves down to 16 (and k_r itself when shorter) with the
-// least modelled cost pairs·(1 + 32/chunk): shorter chunks give more bits per slice (fewer slice
-// pairs) but shorter GEMMs. Any choice is exact; this only sets the speed.
-inline Plan plan_part(const std::vector<Span>& a, const std::vector<Span>& b, std::size_t k_r,
-                      std::size_t max_slices) {
+// The plan of least modelled cost, in multiply-adds of double GEMM:
+//   2·s_a·s_b·m·n·k_r·(1 + 32/chunk)        the GEMMs (short chunks run slower)
+//   + 256·(rest_a·n + rest_b·m)              the rest products in R (about 256 times slower)
+// over chunk = min(k_r, 256) and its halves down to 16 (more bits per slice, fewer slices),
+// s_a, s_b = 0..max_slices. Any plan is exact; this only sets the speed.
+inline Plan plan_part(const Operand& a, const Operand& b, std::size_t max_slices) {
   Plan best;
   double best_cost = -1;
-  for (std::size_t chunk = std::min<std::size_t>(std::max<std::size_t>(k_r, 1), 256);; chunk /= 2) {
-    Plan p;
-    p.chunk = chunk;
-    p.beta = slice_bits(chunk);
-    p.slices_a = slice_count(a, p.beta, max_slices);
-    p.slices_b = slice_count(b, p.beta, max_slices);
-    const double cost =
-        static_cast<double>(p.slices_a * p.slices_b) * (1.0 + 32.0 / static_cast<double>(chunk));
-    if (best_cost < 0 || cost < best_cost) {
-      best = p;
-      best_cost = cost;
+  const auto mnk =
+      static_cast<double>(a.lines) * static_cast<double>(b.lines) * static_cast<double>(a.k_r);
+  for (std::size_t chunk = std::min<std::size_t>(std::max<std::size_t>(a.k_r, 1), 256);;
+       chunk /= 2) {
+    const int beta = slice_bits(chunk);
+    std::vector<double> rest_a(max_slices + 1), rest_b(max_slices + 1);
+    for (std::size_t s = 0; s <= max_slices; ++s) {
+      rest_a[s] = static_cast<double>(a.rest(s, beta)) * static_cast<double>(b.lines);
+      rest_b[s] = static_cast<double>(b.rest(s, beta)) * static_cast<double>(a.lines);
+    }
+    for (std::size_t sa = 0; sa <= max_slices; ++sa) {
+      for (std::size_t sb = 0; sb <= max_slices; ++sb) {
+        const double cost =
+            2 * static_cast<double>(sa * sb) * mnk * (1.0 + 32.0 / static_cast<double>(chunk)) +
+            256 * (rest_a[sa] + rest_b[sb]);
+        if (best_cost < 0 || cost < best_cost) {
+          best = Plan{chunk, beta, sa, sb};
+          best_cost = cost;
+        }
+      }
     }
     if (chunk <= 16) break;
   }
   return best;
 }
 
-// One operand of one part, cut into `count` slices: for line l (a row of a or a column of b),
-// value = Σ_t slice_t·2^(top_l − t·beta); `fast[l]` is false where the line goes to R.
+// One operand cut into `count` slices of beta bits: for an element of line l that needs at most
+// `count` slices, value = Σ_t slice_t·2^(top_l − t·beta); the others (rest) are 0 in every
+// slice and listed, in increasing c, in rest[l].
 struct Sliced {
-  std::vector<int> top;                           // per line
-  std::vector<char> fast;                         // per line
   std::vector<Eigen::MatrixXd> slice, magnitude;  // [lines × k_r] each, |slice| beside
+  std::vector<std::vector<std::size_t>> rest;     // per line
 };
 
 template <class At>
-Sliced slice_lines(const std::vector<Span>& spans, std::size_t k_r, int beta, std::size_t count,
-                   std::size_t max_slices, const At& at) {
-  const std::size_t lines = spans.size();
+Sliced slice_lines(const Operand& o, int beta, std::size_t count, const At& at) {
   Sliced s;
-  s.top.assign(lines, 0);
-  s.fast.assign(lines, 0);
-  s.slice.assign(count, Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(lines),
-                                              static_cast<Eigen::Index>(k_r)));
-  for (std::size_t l = 0; l < lines; ++l) {
-    const std::size_t need = spans[l].slices(beta, max_slices);
-    if (need > max_slices) continue;
-    s.fast[l] = 1;
-    s.top[l] = spans[l].top;
-    for (std::size_t c = 0; c < k_r; ++c) {
+  s.rest.resize(o.lines);
+  s.slice.assign(count, Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(o.lines),
+                                              static_cast<Eigen::Index>(o.k_r)));
+  for (std::size_t l = 0; l < o.lines; ++l) {
+    if (o.finite[l] == 0) continue;
+    for (std::size_t c = 0; c < o.k_r; ++c) {
       const double v = at(l, c);
+      const auto need = static_cast<std::size_t>((o.depth[l * o.k_r + c] + beta - 1) / beta);
+      if (need > count) {
+        s.rest[l].push_back(c);
+        continue;
+      }
       double previous = 0;  // trunc(v·2^((t−1)·beta − top)): the bits taken so far, as an integer
       for (std::size_t t = 1; t <= need; ++t) {
         // v·2^(t·beta − top) is exact when ≥ 1 in magnitude (a power-of-two scaling of a double
         // that does not underflow); below 1 it may round but truncates to 0 either way.
-        const double taken = std::trunc(std::ldexp(v, static_cast<int>(t) * beta - s.top[l]));
+        const double taken = std::trunc(std::ldexp(v, static_cast<int>(t) * beta - o.top[l]));
         // The difference is an integer below 2^beta in magnitude: exact.
         s.slice[t - 1](static_cast<Eigen::Index>(l), static_cast<Eigen::Index>(c)) =
             taken - std::ldexp(previous, beta);
@@ -266,6 +300,12 @@ inline int thread_count(int requested) {
   (void)requested;
   return 1;
 #endif
+}
+
+inline void raise_to(std::atomic<std::size_t>& x, std::size_t v) {
+  std::size_t cur = x.load();
+  while (cur < v && !x.compare_exchange_weak(cur, v)) {
+  }
 }
 
 }  // namespace detail
@@ -311,6 +351,7 @@ Contraction<R> fast_contraction(const MatrixView& a, const MatrixView& b,
   c.part_lengths = normalize_parts(part_lengths, a.cols, "the contracted axis (fast_contraction)");
   c.terms.resize(c.parts() * mn);
   FastStats stats;
+  std::atomic<std::size_t> hp_elements{0}, rest_products{0}, max_roundings{0};
 
   std::size_t k0 = 0;
   for (std::size_t r = 0; r < c.parts(); ++r) {
@@ -318,89 +359,31 @@ Contraction<R> fast_contraction(const MatrixView& a, const MatrixView& b,
     PartTerms<R>* out = c.terms.data() + r * mn;
     auto at_a = [&](std::size_t i, std::size_t q) { return a(i, k0 + q); };
     auto at_b = [&](std::size_t j, std::size_t q) { return b(k0 + q, j); };
-    const auto spans_a = detail::spans_of(m, kr, at_a), spans_b = detail::spans_of(n, kr, at_b);
-    const detail::Plan plan = detail::plan_part(spans_a, spans_b, kr, options.max_slices);
+    const detail::Operand oa = detail::analyse(m, kr, at_a), ob = detail::analyse(n, kr, at_b);
+    const detail::Plan plan = detail::plan_part(oa, ob, options.max_slices);
     const int beta = plan.beta;
-    auto sa = detail::slice_lines(spans_a, kr, beta, plan.slices_a, options.max_slices, at_a);
-    const auto sb = detail::slice_lines(spans_b, kr, beta, plan.slices_b, options.max_slices, at_b);
+    auto sa = detail::slice_lines(oa, beta, plan.slices_a, at_a);
+    const auto sb = detail::slice_lines(ob, beta, plan.slices_b, at_b);
     if (options.mutant_drop_last_slice && sa.slice.size() > 1) {
       sa.slice.pop_back();
       sa.magnitude.pop_back();
     }
     const std::size_t na = sa.slice.size(), nb = sb.slice.size();
     // Slice pair (t, u), t, u ≥ 1, lies on diagonal t + u; diagonals 2..na+nb.
-    const std::size_t diagonals = na + nb == 0 ? 0 : na + nb - 1;
-    const bool part_fast = diagonals <= kr;  // else every element of the part goes to R
+    const std::size_t diagonals = na == 0 || nb == 0 ? 0 : na + nb - 1;
+    const std::size_t chunks = kr == 0 ? 0 : (kr + plan.chunk - 1) / plan.chunk;
+    stats.gemms += 2 * na * nb * chunks;
     stats.max_pairs = std::max(stats.max_pairs, na * nb);
     stats.max_diagonals = std::max(stats.max_diagonals, diagonals);
     const int total = static_cast<int>(plan.slices_a + plan.slices_b) * beta;
-
-    if (part_fast && kr > 0) {
-      const std::size_t chunks = (kr + plan.chunk - 1) / plan.chunk;
-      stats.gemms += 2 * na * nb * chunks;
-      // pw[d] = 2^((s_a + s_b − d)·beta): diagonal d's products at one common scale (exact).
-      std::vector<R> pw(diagonals, R(0));
-      using std::ldexp;
-      for (std::size_t d = 0; d < diagonals; ++d) {
-        pw[d] = ldexp(R(1), total - static_cast<int>(d + 2) * beta);
-      }
-      for_each_tile(
-          m, n, options.tile, options.threads,
-          [&](std::size_t r0, std::size_t rows, std::size_t c0, std::size_t cols) {
-            const auto er0 = static_cast<Eigen::Index>(r0), erows = static_cast<Eigen::Index>(rows);
-            const auto ec0 = static_cast<Eigen::Index>(c0), ecols = static_cast<Eigen::Index>(cols);
-            const std::size_t cells = rows * cols;
-            // Per diagonal and element, the exact integer sums of its slice products.
-            std::vector<detail::wide_int> partial(diagonals * cells, 0),
-                abs_sum(diagonals * cells, 0);
-            Eigen::MatrixXd prod(erows, ecols);
-            auto add = [&](detail::wide_int* acc) {
-              for (Eigen::Index j = 0; j < ecols; ++j) {
-                for (Eigen::Index i = 0; i < erows; ++i) {
-                  acc[static_cast<std::size_t>(i) * cols + static_cast<std::size_t>(j)] +=
-                      static_cast<std::int64_t>(prod(i, j));  // an integer below 2^53: exact
-                }
-              }
-            };
-            for (std::size_t q0 = 0; q0 < kr; q0 += plan.chunk) {
-              const auto eq0 = static_cast<Eigen::Index>(q0);
-              const auto len = static_cast<Eigen::Index>(std::min(plan.chunk, kr - q0));
-              for (std::size_t t = 0; t < na; ++t) {
-                for (std::size_t u = 0; u < nb; ++u) {
-                  const std::size_t off = (t + u) * cells;
-                  prod.noalias() = sa.slice[t].block(er0, eq0, erows, len) *
-                                   sb.slice[u].block(ec0, eq0, ecols, len).transpose();
-                  add(partial.data() + off);
-                  prod.noalias() = sa.magnitude[t].block(er0, eq0, erows, len) *
-                                   sb.magnitude[u].block(ec0, eq0, ecols, len).transpose();
-                  add(abs_sum.data() + off);
-                }
-              }
-            }
-            for (std::size_t i = 0; i < rows; ++i) {
-              for (std::size_t j = 0; j < cols; ++j) {
-                R p(0), s(0);
-                for (std::size_t d = 0; d < diagonals;
-                     ++d) {  // fixed order: the bound's D − 1 sums
-                  p += detail::to_r<R>(partial[d * cells + i * cols + j]) * pw[d];
-                  s += detail::to_r<R>(abs_sum[d * cells + i * cols + j]) * pw[d];
-                }
-                const int shift = sa.top[r0 + i] + sb.top[c0 + j] - total;
-                out[(r0 + i) * n + c0 + j] = PartTerms<R>{ldexp(p, shift), ldexp(s, shift), kr};
-              }
-            }
-          });
-    }
-
-    // The elements the slices do not cover: contract_parts in R, as the plain reference does.
-    std::vector<std::size_t> slow_rows, slow_cols;
-    for (std::size_t i = 0; i < m; ++i) {
-      if (!part_fast || sa.fast[i] == 0) slow_rows.push_back(i);
-    }
-    for (std::size_t j = 0; j < n; ++j) {
-      if (part_fast && sb.fast[j] == 0) slow_cols.push_back(j);
+    // pw[d] = 2^((s_a + s_b − d − 2)·beta): diagonal d + 2's products at one scale (exact).
+    std::vector<R> pw(diagonals, R(0));
+    using std::ldexp;
+    for (std::size_t d = 0; d < diagonals; ++d) {
+      pw[d] = ldexp(R(1), total - static_cast<int>(d + 2) * beta);
     }
     const std::size_t one[] = {kr};
+    // contract_parts in R, as the plain reference does, for what the slices do not cover.
     auto plain = [&](std::size_t i, std::size_t j) {
       std::vector<R> x(kr), y(kr);
       for (std::size_t q = 0; q < kr; ++q) {
@@ -409,31 +392,82 @@ Contraction<R> fast_contraction(const MatrixView& a, const MatrixView& b,
       }
       contract_parts<R>(x.data(), 1, y.data(), 1, one, &out[i * n + j]);
     };
-    const std::size_t slow_row_elements = slow_rows.size() * n;
-    const std::size_t slow = slow_row_elements + slow_cols.size() * (m - slow_rows.size());
-    std::vector<char> row_is_slow(m, 0);
-    for (std::size_t i : slow_rows) row_is_slow[i] = 1;
-    std::vector<std::size_t> fast_rows;
-    for (std::size_t i = 0; i < m; ++i) {
-      if (row_is_slow[i] == 0) fast_rows.push_back(i);
-    }
-    const int nt = detail::thread_count(options.threads);
-    (void)nt;
-#pragma omp parallel for schedule(static) num_threads(nt)
-    for (std::ptrdiff_t q = 0; q < static_cast<std::ptrdiff_t>(slow); ++q) {
-      const auto uq = static_cast<std::size_t>(q);
-      if (uq < slow_row_elements) {
-        plain(slow_rows[uq / n], uq % n);
-      } else {
-        const std::size_t v = uq - slow_row_elements;
-        plain(fast_rows[v / slow_cols.size()], slow_cols[v % slow_cols.size()]);
-      }
-    }
-    stats.hp_elements += slow;
-    stats.fast_elements += mn - slow;
+
+    for_each_tile(
+        m, n, options.tile, options.threads,
+        [&](std::size_t r0, std::size_t rows, std::size_t c0, std::size_t cols) {
+          const auto er0 = static_cast<Eigen::Index>(r0), erows = static_cast<Eigen::Index>(rows);
+          const auto ec0 = static_cast<Eigen::Index>(c0), ecols = static_cast<Eigen::Index>(cols);
+          const std::size_t cells = rows * cols;
+          // Per diagonal and element, the exact integer sums of its slice products.
+          std::vector<detail::wide_int> partial(diagonals * cells, 0),
+              abs_sum(diagonals * cells, 0);
+          Eigen::MatrixXd prod(erows, ecols);
+          auto add = [&](detail::wide_int* acc) {
+            for (Eigen::Index j = 0; j < ecols; ++j) {
+              for (Eigen::Index i = 0; i < erows; ++i) {
+                acc[static_cast<std::size_t>(i) * cols + static_cast<std::size_t>(j)] +=
+                    static_cast<std::int64_t>(prod(i, j));  // an integer below 2^53: exact
+              }
+            }
+          };
+          for (std::size_t q0 = 0; q0 < chunks * plan.chunk; q0 += plan.chunk) {
+            const auto eq0 = static_cast<Eigen::Index>(q0);
+            const auto len = static_cast<Eigen::Index>(std::min(plan.chunk, kr - q0));
+            for (std::size_t t = 0; t < na; ++t) {
+              for (std::size_t u = 0; u < nb; ++u) {
+                const std::size_t off = (t + u) * cells;
+                prod.noalias() = sa.slice[t].block(er0, eq0, erows, len) *
+                                 sb.slice[u].block(ec0, eq0, ecols, len).transpose();
+                add(partial.data() + off);
+                prod.noalias() = sa.magnitude[t].block(er0, eq0, erows, len) *
+                                 sb.magnitude[u].block(ec0, eq0, ecols, len).transpose();
+                add(abs_sum.data() + off);
+              }
+            }
+          }
+          std::vector<std::size_t> rest;
+          for (std::size_t i = 0; i < rows; ++i) {
+            for (std::size_t j = 0; j < cols; ++j) {
+              const std::size_t gi = r0 + i, gj = c0 + j;
+              // The rest positions of this element: c where a[i,c] or b[c,j] is left out of the
+              // slices (a_sliced·b_sliced misses exactly the products a[i,c]·b[c,j] there).
+              rest.clear();
+              std::set_union(sa.rest[gi].begin(), sa.rest[gi].end(), sb.rest[gj].begin(),
+                             sb.rest[gj].end(), std::back_inserter(rest));
+              const std::size_t roundings = (diagonals == 0 ? 0 : diagonals - 1) + rest.size();
+              if (oa.finite[gi] == 0 || ob.finite[gj] == 0 || (kr > 0 && roundings > kr - 1)) {
+                plain(gi, gj);
+                hp_elements.fetch_add(1);
+                continue;
+              }
+              R p(0), s(0);
+              for (std::size_t d = 0; d < diagonals; ++d) {  // fixed order: D − 1 sums in R
+                p += detail::to_r<R>(partial[d * cells + i * cols + j]) * pw[d];
+                s += detail::to_r<R>(abs_sum[d * cells + i * cols + j]) * pw[d];
+              }
+              const int shift = oa.top[gi] + ob.top[gj] - total;
+              p = ldexp(p, shift);
+              s = ldexp(s, shift);
+              for (const std::size_t q : rest) {  // increasing q: one more sum in R each
+                using std::abs;
+                const R prod_q = R(a(gi, k0 + q)) * R(b(k0 + q, gj));  // exact (106 bits)
+                p += prod_q;
+                s += abs(prod_q);
+              }
+              rest_products.fetch_add(rest.size());
+              detail::raise_to(max_roundings, roundings);
+              out[gi * n + gj] = PartTerms<R>{p, s, kr};
+            }
+          }
+        });
     k0 += kr;
   }
   finish_values(c);
+  stats.hp_elements = hp_elements.load();
+  stats.fast_elements = c.parts() * mn - stats.hp_elements;
+  stats.rest_products = rest_products.load();
+  stats.max_roundings = max_roundings.load();
   if (options.stats != nullptr) *options.stats = stats;
   return c;
 }
