@@ -12,9 +12,10 @@
 //          reference runs today); only for the shapes where it takes seconds (m·k·n ≤ 256³)
 // Operands: values of <dtype> (normal(0, 1) rounded to it, fixed seed), passed as doubles.
 // Counters: eigen_s, fast_s, hp_s (seconds per iteration), fast_over_eigen, hp_over_fast,
-// pairs (slice pairs S), threads. The iteration time is the fast path's (manual time).
-// The shape, 2048 × 11008 · 11008 × 4096, is registered only when SHARDCHECK_BENCH_BIG=1
-// (fast and eigen only; a few minutes, several GB of memory).
+// pairs (slice pairs s_a·s_b), rest (rest products added in hp), rho (the largest number of
+// sums in hp of one term: its error is ≤ gamma_rho(2^-113)·Σ|ab|), threads. The iteration time is
+// the fast path's (manual time). The shape, 2048 × 11008 · 11008 × 4096, is registered only
+// when SHARDCHECK_BENCH_BIG=1 (fast and eigen only; a few minutes, several GB of memory).
 #include "bench_registry.hpp"
 
 #include "reference/contraction/fast_contraction.hpp"
@@ -123,6 +124,8 @@ void fast_contraction_bench(benchmark::State& state, std::size_t m, std::size_t 
     state.counters["hp_over_fast"] = hp_s / fast_s;
   }
   state.counters["pairs"] = static_cast<double>(stats.max_pairs);
+  state.counters["rest"] = static_cast<double>(stats.rest_products);
+  state.counters["rho"] = static_cast<double>(stats.max_roundings);
   state.counters["threads"] = omp_get_max_threads();
 }
 

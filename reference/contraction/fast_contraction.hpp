@@ -155,27 +155,43 @@ struct Operand {
   std::vector<char> finite;
   std::vector<int> depth;  // [lines × k_r]
 
-  // Elements needing more than s slices at beta (rest elements), over the finite lines.
-  std::size_t rest(std::size_t s, int beta) const {
-    std::size_t count = 0;
+  // rest[s] = the elements needing more than s slices at beta (rest elements), over the
+  // finite lines, for s = 0..max_slices.
+  std::vector<std::size_t> rest(int beta, std::size_t max_slices) const {
+    std::vector<std::size_t> needing(max_slices + 2, 0);  // needing[s]: exactly s (last: more)
     for (std::size_t l = 0; l < lines; ++l) {
       if (finite[l] == 0) continue;
       for (std::size_t c = 0; c < k_r; ++c) {
-        if (static_cast<std::size_t>((depth[l * k_r + c] + beta - 1) / beta) > s) ++count;
+        const auto need = static_cast<std::size_t>((depth[l * k_r + c] + beta - 1) / beta);
+        ++needing[std::min(need, max_slices + 1)];
       }
     }
-    return count;
+    std::vector<std::size_t> out(max_slices + 1, 0);
+    std::size_t above = needing[max_slices + 1];
+    for (std::size_t s = max_slices + 1; s-- > 0;) {
+      out[s] = above;
+      above += needing[s];
+    }
+    return out;
   }
 };
 
+int thread_count(int requested);
+
+// Below this many elements a loop over lines runs on the calling thread (a team costs more).
+constexpr std::size_t parallel_work = std::size_t{1} << 16;
+
 template <class At>
-Operand analyse(std::size_t lines, std::size_t k_r, const At& at) {
+Operand analyse(std::size_t lines, std::size_t k_r, int threads, const At& at) {
   Operand o;
   o.lines = lines;
   o.k_r = k_r;
   o.top.assign(lines, 0);
   o.finite.assign(lines, 1);
   o.depth.assign(lines * k_r, 0);
+  const int nt = thread_count(threads);
+  (void)nt;
+#pragma omp parallel for schedule(static) num_threads(nt) if (lines * k_r >= parallel_work)
   for (std::size_t l = 0; l < lines; ++l) {
     bool nonzero = false;
     for (std::size_t c = 0; c < k_r; ++c) {
@@ -220,10 +236,11 @@ inline Plan plan_part(const Operand& a, const Operand& b, std::size_t max_slices
   for (std::size_t chunk = std::min<std::size_t>(std::max<std::size_t>(a.k_r, 1), 256);;
        chunk /= 2) {
     const int beta = slice_bits(chunk);
+    const std::vector<std::size_t> ra = a.rest(beta, max_slices), rb = b.rest(beta, max_slices);
     std::vector<double> rest_a(max_slices + 1), rest_b(max_slices + 1);
     for (std::size_t s = 0; s <= max_slices; ++s) {
-      rest_a[s] = static_cast<double>(a.rest(s, beta)) * static_cast<double>(b.lines);
-      rest_b[s] = static_cast<double>(b.rest(s, beta)) * static_cast<double>(a.lines);
+      rest_a[s] = static_cast<double>(ra[s]) * static_cast<double>(b.lines);
+      rest_b[s] = static_cast<double>(rb[s]) * static_cast<double>(a.lines);
     }
     for (std::size_t sa = 0; sa <= max_slices; ++sa) {
       for (std::size_t sb = 0; sb <= max_slices; ++sb) {
@@ -245,16 +262,24 @@ inline Plan plan_part(const Operand& a, const Operand& b, std::size_t max_slices
 // `count` slices, value = Σ_t slice_t·2^(top_l − t·beta); the others (rest) are 0 in every
 // slice and listed, in increasing c, in rest[l].
 struct Sliced {
-  std::vector<Eigen::MatrixXd> slice, magnitude;  // [lines × k_r] each, |slice| beside
-  std::vector<std::vector<std::size_t>> rest;     // per line
+  // [lines × k_r] each (rows of a), or [k_r × lines] (columns of b: the layout Eigen's GEMM
+  // packs fastest); |slice| beside.
+  std::vector<Eigen::MatrixXd> slice, magnitude;
+  std::vector<std::vector<std::size_t>> rest;  // per line
 };
 
 template <class At>
-Sliced slice_lines(const Operand& o, int beta, std::size_t count, const At& at) {
+Sliced slice_lines(const Operand& o, int beta, std::size_t count, bool lines_are_columns,
+                   int threads, const At& at) {
   Sliced s;
+  const auto lines = static_cast<Eigen::Index>(o.lines), k_r = static_cast<Eigen::Index>(o.k_r);
   s.rest.resize(o.lines);
-  s.slice.assign(count, Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(o.lines),
-                                              static_cast<Eigen::Index>(o.k_r)));
+  s.slice.assign(count, lines_are_columns ? Eigen::MatrixXd::Zero(k_r, lines)
+                                          : Eigen::MatrixXd::Zero(lines, k_r));
+  // Lines are independent: each is cut by one thread, the same way whatever the thread count.
+  const int nt = thread_count(threads);
+  (void)nt;
+#pragma omp parallel for schedule(static) num_threads(nt) if (o.lines * o.k_r >= parallel_work)
   for (std::size_t l = 0; l < o.lines; ++l) {
     if (o.finite[l] == 0) continue;
     for (std::size_t c = 0; c < o.k_r; ++c) {
@@ -270,7 +295,8 @@ Sliced slice_lines(const Operand& o, int beta, std::size_t count, const At& at) 
         // that does not underflow); below 1 it may round but truncates to 0 either way.
         const double taken = std::trunc(std::ldexp(v, static_cast<int>(t) * beta - o.top[l]));
         // The difference is an integer below 2^beta in magnitude: exact.
-        s.slice[t - 1](static_cast<Eigen::Index>(l), static_cast<Eigen::Index>(c)) =
+        const auto el = static_cast<Eigen::Index>(l), ec = static_cast<Eigen::Index>(c);
+        (lines_are_columns ? s.slice[t - 1](ec, el) : s.slice[t - 1](el, ec)) =
             taken - std::ldexp(previous, beta);
         previous = taken;
       }
@@ -321,7 +347,7 @@ void for_each_tile(std::size_t m, std::size_t n, std::size_t tile, int threads, 
   const auto tiles = static_cast<std::ptrdiff_t>(tr * tc);
   const int nt = detail::thread_count(threads);
   (void)nt;
-#pragma omp parallel for schedule(static) num_threads(nt)
+#pragma omp parallel for schedule(static) num_threads(nt) if (tiles > 1)
   for (std::ptrdiff_t q = 0; q < tiles; ++q) {
     const auto uq = static_cast<std::size_t>(q);
     const std::size_t r0 = (uq / tc) * t, c0 = (uq % tc) * t;
@@ -359,11 +385,12 @@ Contraction<R> fast_contraction(const MatrixView& a, const MatrixView& b,
     PartTerms<R>* out = c.terms.data() + r * mn;
     auto at_a = [&](std::size_t i, std::size_t q) { return a(i, k0 + q); };
     auto at_b = [&](std::size_t j, std::size_t q) { return b(k0 + q, j); };
-    const detail::Operand oa = detail::analyse(m, kr, at_a), ob = detail::analyse(n, kr, at_b);
+    const detail::Operand oa = detail::analyse(m, kr, options.threads, at_a),
+                          ob = detail::analyse(n, kr, options.threads, at_b);
     const detail::Plan plan = detail::plan_part(oa, ob, options.max_slices);
     const int beta = plan.beta;
-    auto sa = detail::slice_lines(oa, beta, plan.slices_a, at_a);
-    const auto sb = detail::slice_lines(ob, beta, plan.slices_b, at_b);
+    auto sa = detail::slice_lines(oa, beta, plan.slices_a, false, options.threads, at_a);
+    const auto sb = detail::slice_lines(ob, beta, plan.slices_b, true, options.threads, at_b);
     if (options.mutant_drop_last_slice && sa.slice.size() > 1) {
       sa.slice.pop_back();
       sa.magnitude.pop_back();
@@ -399,14 +426,15 @@ Contraction<R> fast_contraction(const MatrixView& a, const MatrixView& b,
           const auto er0 = static_cast<Eigen::Index>(r0), erows = static_cast<Eigen::Index>(rows);
           const auto ec0 = static_cast<Eigen::Index>(c0), ecols = static_cast<Eigen::Index>(cols);
           const std::size_t cells = rows * cols;
-          // Per diagonal and element, the exact integer sums of its slice products.
+          // Per diagonal and element (column-major, as Eigen's product), the exact integer sums
+          // of its slice products.
           std::vector<detail::wide_int> partial(diagonals * cells, 0),
               abs_sum(diagonals * cells, 0);
           Eigen::MatrixXd prod(erows, ecols);
           auto add = [&](detail::wide_int* acc) {
             for (Eigen::Index j = 0; j < ecols; ++j) {
               for (Eigen::Index i = 0; i < erows; ++i) {
-                acc[static_cast<std::size_t>(i) * cols + static_cast<std::size_t>(j)] +=
+                acc[static_cast<std::size_t>(j) * rows + static_cast<std::size_t>(i)] +=
                     static_cast<std::int64_t>(prod(i, j));  // an integer below 2^53: exact
               }
             }
@@ -418,18 +446,19 @@ Contraction<R> fast_contraction(const MatrixView& a, const MatrixView& b,
               for (std::size_t u = 0; u < nb; ++u) {
                 const std::size_t off = (t + u) * cells;
                 prod.noalias() = sa.slice[t].block(er0, eq0, erows, len) *
-                                 sb.slice[u].block(ec0, eq0, ecols, len).transpose();
+                                 sb.slice[u].block(eq0, ec0, len, ecols);
                 add(partial.data() + off);
                 prod.noalias() = sa.magnitude[t].block(er0, eq0, erows, len) *
-                                 sb.magnitude[u].block(ec0, eq0, ecols, len).transpose();
+                                 sb.magnitude[u].block(eq0, ec0, len, ecols);
                 add(abs_sum.data() + off);
               }
             }
           }
           std::vector<std::size_t> rest;
-          for (std::size_t i = 0; i < rows; ++i) {
-            for (std::size_t j = 0; j < cols; ++j) {
-              const std::size_t gi = r0 + i, gj = c0 + j;
+          std::size_t tile_plain = 0, tile_rest = 0, tile_roundings = 0;
+          for (std::size_t j = 0; j < cols; ++j) {
+            for (std::size_t i = 0; i < rows; ++i) {
+              const std::size_t gi = r0 + i, gj = c0 + j, cell = j * rows + i;
               // The rest positions of this element: c where a[i,c] or b[c,j] is left out of the
               // slices (a_sliced·b_sliced misses exactly the products a[i,c]·b[c,j] there).
               rest.clear();
@@ -438,13 +467,13 @@ Contraction<R> fast_contraction(const MatrixView& a, const MatrixView& b,
               const std::size_t roundings = (diagonals == 0 ? 0 : diagonals - 1) + rest.size();
               if (oa.finite[gi] == 0 || ob.finite[gj] == 0 || (kr > 0 && roundings > kr - 1)) {
                 plain(gi, gj);
-                hp_elements.fetch_add(1);
+                ++tile_plain;
                 continue;
               }
               R p(0), s(0);
               for (std::size_t d = 0; d < diagonals; ++d) {  // fixed order: D − 1 sums in R
-                p += detail::to_r<R>(partial[d * cells + i * cols + j]) * pw[d];
-                s += detail::to_r<R>(abs_sum[d * cells + i * cols + j]) * pw[d];
+                p += detail::to_r<R>(partial[d * cells + cell]) * pw[d];
+                s += detail::to_r<R>(abs_sum[d * cells + cell]) * pw[d];
               }
               const int shift = oa.top[gi] + ob.top[gj] - total;
               p = ldexp(p, shift);
@@ -455,11 +484,14 @@ Contraction<R> fast_contraction(const MatrixView& a, const MatrixView& b,
                 p += prod_q;
                 s += abs(prod_q);
               }
-              rest_products.fetch_add(rest.size());
-              detail::raise_to(max_roundings, roundings);
+              tile_rest += rest.size();
+              tile_roundings = std::max(tile_roundings, roundings);
               out[gi * n + gj] = PartTerms<R>{p, s, kr};
             }
           }
+          hp_elements.fetch_add(tile_plain);
+          rest_products.fetch_add(tile_rest);
+          detail::raise_to(max_roundings, tile_roundings);
         });
     k0 += kr;
   }
