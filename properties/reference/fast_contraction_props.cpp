@@ -12,6 +12,8 @@
 //       ·Σ|ab|: dot.hpp's contract, which bounds.hpp's reference term relies on;
 //   (2) when no term went to the plain path (FastStats::hp_elements == 0), the sharper
 //       gamma_rho(2^-113)·Σ|ab| with rho the largest count of sums in R (max_roundings);
+//   (2') when moreover no rest product was added and rho ≤ 1: |partial − exact| ≤ 2^-113·|exact|
+//       and likewise abs_sum (one rounding of the exact sum: correctly rounded);
 //   (3) non-finite plain terms: the fast term is the same (NaN for NaN, the same infinity);
 //   (4) bit-identical terms and values for 1 thread and tile 256 against 3 threads and tile 3.
 // The mutant (fast_contraction.mutant_is_caught): with the last slice of a dropped, (1)-(2) fail.
@@ -183,6 +185,14 @@ std::string violation(const ProductCase& c, const reference::Contraction<hp>& go
         // The oracle's own error: ≤ k_r·2^-255·Σ|ab| (256-bit sums of exact products).
         const Exact slack = Exact(kr) * reference::pow2<Exact>(-255) * o.abs_sum;
         const Exact allowed = (all_fast ? std::min(claim, sharp) : claim) * o.abs_sum + slack;
+        // With no rest product and at most one rounding, the slices' exact sum was rounded once
+        // to 113 bits: the terms are correctly rounded, relative to the exact values themselves.
+        const bool rounded_once = all_fast && stats.rest_products == 0 && stats.max_roundings <= 1;
+        const Exact u = reference::pow2<Exact>(-113);
+        if (rounded_once && (ep > u * abs(o.partial) + slack || ea > u * o.abs_sum + slack)) {
+          return where + "not correctly rounded: |partial err| " + show_exact(ep) + ", exact " +
+                 show_exact(o.partial);
+        }
         if (ep > allowed || ea > allowed) {
           return where + "|partial err| " + show_exact(ep) + ", |abs_sum err| " + show_exact(ea) +
                  " > " + show_exact(allowed) + " (Σ|ab| " + show_exact(o.abs_sum) + ", rho " +

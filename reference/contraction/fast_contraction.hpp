@@ -71,6 +71,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
+#include <limits>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -310,7 +311,14 @@ Sliced slice_lines(const Operand& o, int beta, std::size_t count, bool lines_are
 // Exact integer sums of exact GEMM results (each an integer below 2^53 in magnitude).
 __extension__ using wide_int = __int128;
 
-// v as R, exactly (|v| < 2^113).
+// Whether v converts to R exactly: |v| < 2^digits (digits = 113 for hp).
+template <class R>
+bool fits_r(wide_int v) {
+  static_assert(std::numeric_limits<R>::digits < 127);
+  return (v < 0 ? -v : v) < (wide_int{1} << std::numeric_limits<R>::digits);
+}
+
+// v as R: exact when fits_r<R>(v), else one rounding (R(hi)·2^64 is exact, the sum rounds once).
 template <class R>
 R to_r(wide_int v) {
   const auto hi = static_cast<std::int64_t>(v >> 64);
@@ -409,6 +417,15 @@ Contraction<R> fast_contraction(const MatrixView& a, const MatrixView& b,
     for (std::size_t d = 0; d < diagonals; ++d) {
       pw[d] = ldexp(R(1), total - static_cast<int>(d + 2) * beta);
     }
+    // The diagonals combine exactly in 128 bits when every P_d < 2^bits_d (min(na, nb) pairs
+    // of chunks·kc products below 2^(2·beta) each: below 2^53 per chunk) and
+    // Σ_d |P_d|·2^((D−1−d)·beta) < 2^(bits_d + (D−1)·beta + 1) ≤ 2^127.
+    const int bits_d = 53 + detail::ceil_log2(std::max<std::size_t>(std::min(na, nb) * chunks, 1));
+    const bool integer_combine =
+        diagonals > 0 && bits_d + static_cast<int>(diagonals - 1) * beta + 1 <= 127;
+    const detail::wide_int radix = detail::wide_int{1} << beta;
+    // value = (Σ_d P_d·2^((D−1−d)·beta))·2^(E_i + F_j − integer_scale)
+    const int integer_scale = static_cast<int>(diagonals + 1) * beta;
     const std::size_t one[] = {kr};
     // contract_parts in R, as the plain reference does, for what the slices do not cover.
     auto plain = [&](std::size_t i, std::size_t j) {
@@ -464,20 +481,33 @@ Contraction<R> fast_contraction(const MatrixView& a, const MatrixView& b,
               rest.clear();
               std::set_union(sa.rest[gi].begin(), sa.rest[gi].end(), sb.rest[gj].begin(),
                              sb.rest[gj].end(), std::back_inserter(rest));
-              const std::size_t roundings = (diagonals == 0 ? 0 : diagonals - 1) + rest.size();
+              // The slices' part, exactly as an integer when it fits (then one rounding to R at
+              // most), else D − 1 sums in R of the diagonals.
+              std::size_t roundings = rest.size();
+              R p(0), s(0);
+              if (integer_combine) {
+                detail::wide_int ip = 0, is = 0;
+                for (std::size_t d = 0; d < diagonals; ++d) {  // Horner: Σ P_d·2^((D−1−d)·beta)
+                  ip = ip * radix + partial[d * cells + cell];
+                  is = is * radix + abs_sum[d * cells + cell];
+                }
+                roundings += detail::fits_r<R>(ip) && detail::fits_r<R>(is) ? 0 : 1;
+                p = ldexp(detail::to_r<R>(ip), oa.top[gi] + ob.top[gj] - integer_scale);
+                s = ldexp(detail::to_r<R>(is), oa.top[gi] + ob.top[gj] - integer_scale);
+              } else {
+                roundings += diagonals == 0 ? 0 : diagonals - 1;
+                for (std::size_t d = 0; d < diagonals; ++d) {  // fixed order: D − 1 sums in R
+                  p += detail::to_r<R>(partial[d * cells + cell]) * pw[d];
+                  s += detail::to_r<R>(abs_sum[d * cells + cell]) * pw[d];
+                }
+                p = ldexp(p, oa.top[gi] + ob.top[gj] - total);
+                s = ldexp(s, oa.top[gi] + ob.top[gj] - total);
+              }
               if (oa.finite[gi] == 0 || ob.finite[gj] == 0 || (kr > 0 && roundings > kr - 1)) {
                 plain(gi, gj);
                 ++tile_plain;
                 continue;
               }
-              R p(0), s(0);
-              for (std::size_t d = 0; d < diagonals; ++d) {  // fixed order: D − 1 sums in R
-                p += detail::to_r<R>(partial[d * cells + cell]) * pw[d];
-                s += detail::to_r<R>(abs_sum[d * cells + cell]) * pw[d];
-              }
-              const int shift = oa.top[gi] + ob.top[gj] - total;
-              p = ldexp(p, shift);
-              s = ldexp(s, shift);
               for (const std::size_t q : rest) {  // increasing q: one more sum in R each
                 using std::abs;
                 const R prod_q = R(a(gi, k0 + q)) * R(b(k0 + q, gj));  // exact (106 bits)
