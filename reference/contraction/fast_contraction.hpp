@@ -23,30 +23,35 @@
 //   |A_t|·|B_u|) is EXACT in double whatever the order of its additions, the blocking, the use
 //   of FMA or the number of threads. The chunks' results, and the pairs (t, u) of one diagonal
 //   d = t + u (one scale), are added EXACTLY as 128-bit integers:
-//   P_d[i,j] = Σ_{t+u=d} Σ_chunks (A_t·B_u)[i,j], and in R
-//     partial_r = 2^(E_i+F_j) · Σ_{d=2..s_a+s_b} P_d[i,j]·2^(−d·beta)      d ascending
-//                 + Σ_{c in rest(i,j)} a[i,c]·b[c,j]                          c ascending
+//   P_d[i,j] = Σ_{t+u=d} Σ_chunks (A_t·B_u)[i,j], and
+//     partial_r = 2^(E_i+F_j) · Σ_{d=2..s_a+s_b} P_d[i,j]·2^(−d·beta)
+//                 + Σ_{c in rest(i,j)} a[i,c]·b[c,j]                          in R, c ascending
 //   where rest(i,j) = the positions c where a[i,c] or b[c,j] is a rest element (exactly the
-//   products the slices miss); each product is exact in R (106 ≤ 113 bits).
+//   products the slices miss); each product is exact in R (106 ≤ 113 bits). The first sum is
+//   formed EXACTLY as one 128-bit integer when it fits (D ≤ 4 for 22-bit slices) and converted
+//   to R with at most one rounding; otherwise its D diagonals are summed in R, d ascending.
 //   abs_sum_r is the same with |A_t|·|B_u| and |a[i,c]·b[c,j]| (|a|'s slices are a's |slices|).
 //
-// Accuracy (R with unit roundoff u_R = 2^-113 for hp): everything is exact but the
-// rho = D − 1 + |rest(i,j)| additions in R (D = s_a + s_b − 1 diagonals; each P_d < 2^113
-// converts exactly; the scalings by powers of two are exact, with no overflow or underflow in
-// R's range), so for every term from the fast path
+// Accuracy (R with unit roundoff u_R = 2^-113 for hp): everything is exact but rho additions or
+// conversions in R: rho = (0 or 1) + |rest(i,j)| with the integer combination, else
+// D − 1 + |rest(i,j)| (D = s_a + s_b − 1 diagonals; each P_d < 2^113 converts exactly; the
+// scalings by powers of two are exact, with no overflow or underflow in R's range), so for every
+// term from the fast path
 //   |partial_r − exact| ≤ gamma_rho(u_R)·Σ|a·b|,   |abs_sum_r − Σ|a·b|| ≤ gamma_rho(u_R)·Σ|a·b|
+// and, with no rest product and rho ≤ 1, the terms are the exact values correctly rounded to R
+// (|err| ≤ u_R·|exact|, under cancellation too);
 // and the fast path is used for a term only when rho ≤ k_r − 1. Its terms therefore satisfy the
 // very bound dot.hpp states for contract_parts (gamma_{k_r−1}(u_R)·abs_sum_r), which is what
 // bounds.hpp's reference term covers, so the bounds stay sound unchanged; and they are within
 // 2^-100·Σ|a·b| whenever rho ≤ 8191 (gamma_8191(2^-113) < 2^-100): FastStats::max_roundings
 // reports the largest rho (D − 1 ≤ 14 with the default max_slices = 8, plus the rest products:
-// none to a few on the benchmarks' data). Terms with rho > k_r − 1 (a very short part), and
+// 0–15 on the benchmarks' data). Terms with rho > k_r − 1 (a very short part), and
 // every element whose row of a or column of b holds ±inf or NaN, are computed by contract_parts
 // itself in R: bit-identical to the plain reference there (NaN, inf and signed-zero conventions
 // included). Subnormal inputs and zeros go through the fast path (the slicing is exact for
 // them; +0 + (−0) is +0 as in R).
-// This is not "relative to the exact value": under cancellation Σ|a·b| ≫ |Σ a·b| and the
-// bound is relative to Σ|a·b|, as the reference's own is.
+// Short of correct rounding, the claim is not relative to the exact value: under cancellation
+// Σ|a·b| ≫ |Σ a·b| and the bound is relative to Σ|a·b|, as the reference's own is.
 //
 // Thread-count independence: the output is tiled (tile × tile elements, tiles shared among
 // OpenMP threads); each element's slice products are exact doubles and their sums exact
