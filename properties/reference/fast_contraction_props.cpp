@@ -21,6 +21,7 @@
 #include "testing/reference_gen.hpp"
 
 #include "reference/contraction/fast_contraction.hpp"
+#include "reference/linear/linear.hpp"
 
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
@@ -293,6 +294,53 @@ TEST(fast_contraction, extreme_rows) {
   EXPECT_GT(stats.hp_elements + stats.rest_products, 0U)
       << "the 2^-1074..2^1023 row cannot be sliced whole";
   EXPECT_GT(stats.fast_elements, 0U);
+}
+
+// The layout a later wiring into reference/linear/linear.hpp uses: y = x·Wᵀ with a = x and
+// b = transposed_view(w), row-parallel parts; the terms match the plain linear reference's within
+// both paths' bounds (gamma_{k_r−1}(2^-113)·Σ|ab| each), and the bias is added by finish_values.
+TEST(fast_contraction, matches_the_linear_forward_layout) {
+  const std::size_t tokens = 3, in = 5, out = 4;
+  std::vector<double> x(tokens * in), w(out * in);
+  for (std::size_t e = 0; e < x.size(); ++e)
+    x[e] = std::ldexp(1.0 + 0.1 * static_cast<double>(e), -static_cast<int>(e % 7));
+  for (std::size_t e = 0; e < w.size(); ++e)
+    w[e] = (e % 3 == 0 ? -1.0 : 1.0) / static_cast<double>(e + 1);
+  const std::vector<double> bias = {0.5, -0.25, 1.0, 3.0};
+  const std::vector<std::size_t> parts = {2, 0, 3};
+  auto c = reference::fast_contraction<hp>(reference::row_major_view(x.data(), tokens, in),
+                                           reference::transposed_view(w.data(), in, out), parts);
+  c.bias = reference::to_hp<hp>(Tensor<double>({out}, bias));
+  reference::finish_values(c);
+  const auto plain =
+      reference::linear<hp>(Tensor<double>({tokens, in}, x), Tensor<double>({out, in}, w),
+                            Tensor<double>({out}, bias), parts);
+  ASSERT_EQ(c.terms.size(), plain.terms.size());
+  for (std::size_t e = 0; e < c.terms.size(); ++e) {
+    const auto& f = c.terms[e];
+    const auto& p = plain.terms[e];
+    const hp g =
+        f.length <= 1 ? hp(0) : reference::gamma<hp>(f.length - 1, reference::pow2<hp>(-113));
+    EXPECT_EQ(f.length, p.length);
+    EXPECT_LE(abs(f.partial - p.partial), 2 * g * p.abs_sum * (1 + g)) << "term " << e;
+    EXPECT_LE(abs(f.abs_sum - p.abs_sum), 2 * g * p.abs_sum * (1 + g)) << "term " << e;
+  }
+  // Values: both sum the parts and the bias with finish_values (p + 1 roundings each, within
+  // gamma_{p+1}·(Σ_r |partial_r| + |b|)), so they differ by at most the parts' differences plus
+  // twice that.
+  const hp u = reference::pow2<hp>(-113);
+  const hp g_sum = reference::gamma<hp>(parts.size() + 1, u);
+  for (std::size_t e = 0; e < c.value.size(); ++e) {
+    hp parts_diff(0), magnitude(abs(hp(bias[e % out])));
+    for (std::size_t r = 0; r < parts.size(); ++r) {
+      const auto& f = c.terms[r * c.value.size() + e];
+      const auto& p = plain.terms[r * c.value.size() + e];
+      parts_diff += abs(f.partial - p.partial);
+      magnitude += p.abs_sum * (1 + reference::gamma<hp>(in, u));
+    }
+    EXPECT_LE(abs(c.value[e] - plain.value[e]), (parts_diff + 2 * g_sum * magnitude) * (1 + g_sum))
+        << "value " << e;
+  }
 }
 
 TEST(fast_contraction, shape_mismatch_names_the_shapes) {
