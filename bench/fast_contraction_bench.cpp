@@ -134,6 +134,8 @@ void register_shape(const char* dtype, std::size_t m, std::size_t k, std::size_t
                     int iterations) {
   const std::string name = std::string("fast_contraction/") + dtype + "/m:" + std::to_string(m) +
                            "/k:" + std::to_string(k) + "/n:" + std::to_string(n);
+  // Google Benchmark's registry owns what RegisterBenchmark allocates (as in barrier_bench.cpp).
+  // NOLINTNEXTLINE(clang-analyzer-cplusplus.NewDeleteLeaks): owned by the benchmark registry
   benchmark::RegisterBenchmark(
       name.c_str(), [=](benchmark::State& s) { fast_contraction_bench<T>(s, m, k, n, with_hp); })
       ->UseManualTime()

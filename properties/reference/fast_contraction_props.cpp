@@ -157,6 +157,8 @@ std::string violation(const ProductCase& c, const reference::Contraction<hp>& go
                       const FastStats& stats) {
   const std::size_t mn = c.m * c.n;
   const bool all_fast = stats.hp_elements == 0;
+  const std::size_t rho = stats.max_roundings;
+  const bool rounded_once = all_fast && stats.rest_products == 0 && rho <= 1;
   std::size_t k0 = 0;
   for (std::size_t r = 0; r < c.parts.size(); ++r) {
     const std::size_t kr = c.parts[r];
@@ -188,7 +190,7 @@ std::string violation(const ProductCase& c, const reference::Contraction<hp>& go
         const Exact allowed = (all_fast ? std::min(claim, sharp) : claim) * o.abs_sum + slack;
         // With no rest product and at most one rounding, the slices' exact sum was rounded once
         // to 113 bits: the terms are correctly rounded, relative to the exact values themselves.
-        const bool rounded_once = all_fast && stats.rest_products == 0 && stats.max_roundings <= 1;
+
         const Exact u = reference::pow2<Exact>(-113);
         if (rounded_once && (ep > u * abs(o.partial) + slack || ea > u * o.abs_sum + slack)) {
           return where + "not correctly rounded: |partial err| " + show_exact(ep) + ", exact " +
