@@ -191,7 +191,7 @@ std::string violation(const ProductCase& c, const reference::Contraction<hp>& go
         // With no rest product and at most one rounding, the slices' exact sum was rounded once
         // to 113 bits: the terms are correctly rounded, relative to the exact values themselves.
 
-        const Exact u = reference::pow2<Exact>(-113);
+        const auto u = reference::pow2<Exact>(-113);
         if (rounded_once && (ep > u * abs(o.partial) + slack || ea > u * o.abs_sum + slack)) {
           return where + "not correctly rounded: |partial err| " + show_exact(ep) + ", exact " +
                  show_exact(o.partial);
@@ -330,8 +330,8 @@ TEST(fast_contraction, matches_the_linear_forward_layout) {
   // Values: both sum the parts and the bias with finish_values (p + 1 roundings each, within
   // gamma_{p+1}·(Σ_r |partial_r| + |b|)), so they differ by at most the parts' differences plus
   // twice that.
-  const hp u = reference::pow2<hp>(-113);
-  const hp g_sum = reference::gamma<hp>(parts.size() + 1, u);
+  const auto u = reference::pow2<hp>(-113);
+  const auto g_sum = reference::gamma<hp>(parts.size() + 1, u);
   for (std::size_t e = 0; e < c.value.size(); ++e) {
     hp parts_diff(0), magnitude(abs(hp(bias[e % out])));
     for (std::size_t r = 0; r < parts.size(); ++r) {
