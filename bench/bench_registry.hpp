@@ -10,4 +10,8 @@ void register_collective_benchmarks();
 // barrier (P = 2, 4, 8, 16), each beside `#pragma omp barrier` in a team of the same size.
 void register_barrier_benchmarks();
 
+// fast_contraction/<dtype>/m/k/n (64³, 256³, 1024³; 2048 × 11008 × 4096 with
+// SHARDCHECK_BENCH_BIG=1): the reference's fast contraction beside Eigen's GEMM and the hp path.
+void register_fast_contraction_benchmarks();
+
 }  // namespace shardcheck::bench

@@ -1,7 +1,8 @@
-// shardcheck_bench: the collectives' bus bandwidth beside memcpy and the barrier's latency beside
-// OpenMP's, in one process (docs/benchmarks.md). Google Benchmark's flags apply; after the
-// benchmarks a Markdown summary with the ratios and the goals follows (on stdout with the
-// console format, on stderr with --benchmark_format=json so stdout stays valid JSON).
+// shardcheck_bench: the collectives' bus bandwidth beside memcpy, the barrier's latency beside
+// OpenMP's and the reference's fast contraction beside Eigen's GEMM, in one process
+// (docs/benchmarks.md). Google Benchmark's flags apply; after the benchmarks a Markdown summary
+// with the ratios and the goals follows (on stdout with the console format, on stderr with
+// --benchmark_format=json so stdout stays valid JSON).
 #include "bench_registry.hpp"
 #include "summary.hpp"
 
@@ -14,6 +15,7 @@
 int main(int argc, char** argv) {
   shardcheck::bench::register_collective_benchmarks();
   shardcheck::bench::register_barrier_benchmarks();
+  shardcheck::bench::register_fast_contraction_benchmarks();
 
   std::string_view format = "console";
   constexpr std::string_view flag = "--benchmark_format=";

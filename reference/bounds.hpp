@@ -126,6 +126,9 @@ ElementBound<R> element_bound(std::span<const PartTerms<R>> parts, const R* bias
   // 2g (≥ the true ones, Lemma 3.3), and the result is raised by gamma_m(u_R) for the m ≤
   // 24·(p+1) roundings of the evaluation itself and of |computed − reference| (sums and products
   // of nonnegative numbers only, so each contributes a factor ≤ 1 + u_R).
+  // Terms from the fast path (contraction/fast_contraction.hpp) are covered by the same g: their
+  // GEMMs and integer sums are exact, and each product then passes through at most
+  // rho ≤ k_r − 1 roundings in R inside its part (partial and abs_sum alike), as here.
   const R u_r = unit_roundoff_of<R>();
   std::size_t k = 0;
   R abs_total(0);

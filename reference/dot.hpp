@@ -11,6 +11,8 @@
 //   part)
 // In R every product of two float64 values is exact (106 ≤ 113 bits), so partial_r is within
 // gamma_{k_r−1}(u_R)·abs_sum_r of the exact value; bounds.hpp adds that term.
+// contraction/fast_contraction.hpp computes the same terms for whole matrix products with double
+// GEMMs and meets the same bound (docs/fast-reference.md).
 #pragma once
 
 #include "reference/precision.hpp"

@@ -1,0 +1,551 @@
+// The fast path of the reference's contractions: the same per-part terms as contract_parts
+// (dot.hpp) for a whole matrix product at once, computed with ordinary double GEMMs (Eigen) by
+// the error-free splitting of Ozaki, Ogita, Oishi and Rump ("Error-free transformations of matrix
+// multiplication by using fast routines of matrix multiplication and its applications", Numer.
+// Algorithms 59(1), 2012), followed by one sum per element in R. docs/fast-reference.md explains
+// the choice and the measurements.
+//
+// Shapes: a [m, k], b [k, n] (any strides), the contracted axis k split into parts of lengths
+// k_0..k_{p-1} (Σ k_r = k, zeros allowed). For every element (i, j) and part r:
+//   partial_r = Σ_{c in part r} a[i,c]·b[c,j]      abs_sum_r = Σ_{c in part r} |a[i,c]·b[c,j]|
+//
+// Method, per part r (length k_r ≥ 1):
+//   The part's inner axis is cut into chunks of kc ≤ 256, and beta = floor((53 − ceil(log2 kc))
+//   / 2) bits per slice; plan_part picks kc and the slice counts s_a, s_b by a cost model.
+//   Row i of a (restricted to the part) has top exponent E_i (every |a[i,c]| < 2^E_i); an
+//   element whose lowest set bit is 2^L needs ceil((E_i − L)/beta) slices. Every element needing
+//   at most s_a is cut, by truncation towards zero, into integers A_t[i,c] (t = 1..s_a) with
+//   |A_t[i,c]| ≤ 2^beta − 1 and the sign of a[i,c], and a[i,c] = Σ_t A_t[i,c]·2^(E_i − t·beta)
+//   EXACTLY (no bit is truncated away); an element needing more (a "rest" element: far below
+//   its row's largest, or with bits far below it) is 0 in every slice. Columns of b likewise
+//   (exponents F_j, s_b slices). Every product of two slice entries is an integer below
+//   2^(2·beta), and kc of them sum to less than 2^53, so each chunk's GEMM A_t·B_u (and
+//   |A_t|·|B_u|) is EXACT in double whatever the order of its additions, the blocking, the use
+//   of FMA or the number of threads. The chunks' results, and the pairs (t, u) of one diagonal
+//   d = t + u (one scale), are added EXACTLY as 128-bit integers:
+//   P_d[i,j] = Σ_{t+u=d} Σ_chunks (A_t·B_u)[i,j], and
+//     partial_r = 2^(E_i+F_j) · Σ_{d=2..s_a+s_b} P_d[i,j]·2^(−d·beta)
+//                 + Σ_{c in rest(i,j)} a[i,c]·b[c,j]                          in R, c ascending
+//   where rest(i,j) = the positions c where a[i,c] or b[c,j] is a rest element (exactly the
+//   products the slices miss); each product is exact in R (106 ≤ 113 bits). The first sum is
+//   formed EXACTLY as one 128-bit integer when it fits (D ≤ 4 for 22-bit slices) and converted
+//   to R with at most one rounding; otherwise its D diagonals are summed in R, d ascending.
+//   abs_sum_r is the same with |A_t|·|B_u| and |a[i,c]·b[c,j]| (|a|'s slices are a's |slices|).
+//
+// Accuracy (R with unit roundoff u_R = 2^-113 for hp): everything is exact but rho additions or
+// conversions in R: rho = (0 or 1) + |rest(i,j)| with the integer combination, else
+// D − 1 + |rest(i,j)| (D = s_a + s_b − 1 diagonals; each P_d < 2^113 converts exactly; the
+// scalings by powers of two are exact, with no overflow or underflow in R's range), so for every
+// term from the fast path
+//   |partial_r − exact| ≤ gamma_rho(u_R)·Σ|a·b|,   |abs_sum_r − Σ|a·b|| ≤ gamma_rho(u_R)·Σ|a·b|
+// and, with no rest product and rho ≤ 1, the terms are the exact values correctly rounded to R
+// (|err| ≤ u_R·|exact|, under cancellation too);
+// and the fast path is used for a term only when rho ≤ k_r − 1. Its terms therefore satisfy the
+// very bound dot.hpp states for contract_parts (gamma_{k_r−1}(u_R)·abs_sum_r), which is what
+// bounds.hpp's reference term covers, so the bounds stay sound unchanged; and they are within
+// 2^-100·Σ|a·b| whenever rho ≤ 8191 (gamma_8191(2^-113) < 2^-100): FastStats::max_roundings
+// reports the largest rho (D − 1 ≤ 14 with the default max_slices = 8, plus the rest products:
+// 0–15 on the benchmarks' data). Terms with rho > k_r − 1 (a very short part), and
+// every element whose row of a or column of b holds ±inf or NaN, are computed by contract_parts
+// itself in R: bit-identical to the plain reference there (NaN, inf and signed-zero conventions
+// included). Subnormal inputs and zeros go through the fast path (the slicing is exact for
+// them; +0 + (−0) is +0 as in R).
+// Short of correct rounding, the claim is not relative to the exact value: under cancellation
+// Σ|a·b| ≫ |Σ a·b| and the bound is relative to Σ|a·b|, as the reference's own is.
+//
+// Thread-count independence: the output is tiled (tile × tile elements, tiles shared among
+// OpenMP threads); each element's slice products are exact doubles and their sums exact
+// integers, whichever thread or blocking produced them, and each element's sums in R are done by
+// one thread in the fixed order above (the plan depends on the data and shapes only). The result is
+// therefore bit-identical for every thread count and tile size (a property checks 1 against 3
+// threads and tile 256 against tile 3).
+//
+// Cost: 2·s_a·s_b double GEMMs of m×k_r×n per part (s_a = s_b = 1 for bfloat16 and float16
+// data, 2 for float, 3 for double on the benchmarks' normal(0, 1) data), plus 2·rho additions
+// in R per element and two products in R per rest product.
+#pragma once
+
+#include "reference/dot.hpp"
+
+#include <Eigen/Core>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <limits>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+namespace shardcheck::reference {
+
+// A read-only strided view of a matrix of doubles: element (i, j) is
+// data[i·row_stride + j·col_stride]. Every float, bfloat16 and float16 value is a double, so
+// storage-typed operands are converted exactly before (to_double_matrix below).
+struct MatrixView {
+  const double* data = nullptr;
+  std::size_t rows = 0;
+  std::size_t cols = 0;
+  std::ptrdiff_t row_stride = 0;
+  std::ptrdiff_t col_stride = 0;
+
+  double operator()(std::size_t i, std::size_t j) const {
+    return data[static_cast<std::ptrdiff_t>(i) * row_stride +
+                static_cast<std::ptrdiff_t>(j) * col_stride];
+  }
+};
+
+// A row-major [rows, cols] block of doubles seen as a MatrixView.
+inline MatrixView row_major_view(const double* data, std::size_t rows, std::size_t cols) {
+  return {data, rows, cols, static_cast<std::ptrdiff_t>(cols), 1};
+}
+
+// The same block read transposed: element (i, j) of the view is data[j·rows_of_data + i], i.e. a
+// row-major [cols, rows] block seen as [rows, cols] (w [out, in] as the [in, out] of x·Wᵀ).
+inline MatrixView transposed_view(const double* data, std::size_t rows, std::size_t cols) {
+  return {data, rows, cols, 1, static_cast<std::ptrdiff_t>(rows)};
+}
+
+// What the fast path did, for tests and benchmarks.
+struct FastStats {
+  std::size_t gemms = 0;          // double GEMMs run (over all parts)
+  std::size_t max_pairs = 0;      // largest number of slice pairs s_a·s_b of a part
+  std::size_t max_diagonals = 0;  // largest D = s_a + s_b − 1 of a part
+  std::size_t rest_products = 0;  // products of rest elements added in R (over all terms)
+  std::size_t max_roundings = 0;  // largest D − 1 + rho of a fast term: its sums in R
+  std::size_t hp_elements = 0;    // (element, part) terms computed by contract_parts instead
+  std::size_t fast_elements = 0;  // (element, part) terms from the slices
+};
+
+struct FastOptions {
+  int threads = 0;             // OpenMP threads; 0: the OpenMP default (omp_get_max_threads)
+  std::size_t tile = 256;      // output tile edge (rows and columns of one GEMM call)
+  std::size_t max_slices = 8;  // per operand and part; elements needing more are rest elements
+  FastStats* stats = nullptr;  // filled when not null
+  // For the properties' self-test only (the mutant that proves they can fail): drops the last
+  // slice of a, which makes the result wrong whenever a needs more than one slice.
+  bool mutant_drop_last_slice = false;
+};
+
+namespace detail {
+
+// ceil(log2 k) for k ≥ 1.
+inline int ceil_log2(std::size_t k) { return k <= 1 ? 0 : static_cast<int>(std::bit_width(k - 1)); }
+
+// Bits per slice for GEMMs of inner length kc: kc·(2^beta − 1)^2 < 2^53.
+inline int slice_bits(std::size_t kc) { return (53 - ceil_log2(kc)) / 2; }
+
+// The lowest set bit of a finite nonzero v: v is an odd multiple of 2^lowest_bit(v).
+inline int lowest_bit(double v) {
+  int e = 0;
+  const double f = std::frexp(std::abs(v), &e);  // |v| = f·2^e, f in [0.5, 1)
+  const auto mantissa = static_cast<std::uint64_t>(std::ldexp(f, 53));  // exact integer
+  return e - 53 + std::countr_zero(mantissa);
+}
+
+// One operand of one part, lines [0, lines) (rows of a or columns of b), element (l, c) =
+// at(l, c), c < k_r: per line the top exponent (every |v| < 2^top) and whether it is finite;
+// per element its depth top − lowest_bit(v) (0 for a zero): it needs ceil(depth / beta) slices.
+struct Operand {
+  std::size_t lines = 0, k_r = 0;
+  std::vector<int> top;
+  std::vector<char> finite;
+  std::vector<int> depth;  // [lines × k_r]
+
+  // rest[s] = the elements needing more than s slices at beta (rest elements), over the
+  // finite lines, for s = 0..max_slices.
+  std::vector<std::size_t> rest(int beta, std::size_t max_slices) const {
+    std::vector<std::size_t> needing(max_slices + 2, 0);  // needing[s]: exactly s (last: more)
+    for (std::size_t l = 0; l < lines; ++l) {
+      if (finite[l] == 0) continue;
+      for (std::size_t c = 0; c < k_r; ++c) {
+        const auto need = static_cast<std::size_t>((depth[l * k_r + c] + beta - 1) / beta);
+        ++needing[std::min(need, max_slices + 1)];
+      }
+    }
+    std::vector<std::size_t> out(max_slices + 1, 0);
+    std::size_t above = needing[max_slices + 1];
+    for (std::size_t s = max_slices + 1; s-- > 0;) {
+      out[s] = above;
+      above += needing[s];
+    }
+    return out;
+  }
+};
+
+int thread_count(int requested);
+
+// Below this many elements a loop over lines runs on the calling thread (a team costs more).
+constexpr std::size_t parallel_work = std::size_t{1} << 16;
+
+template <class At>
+Operand analyse(std::size_t lines, std::size_t k_r, int threads, const At& at) {
+  Operand o;
+  o.lines = lines;
+  o.k_r = k_r;
+  o.top.assign(lines, 0);
+  o.finite.assign(lines, 1);
+  o.depth.assign(lines * k_r, 0);
+  const int nt = thread_count(threads);
+  (void)nt;
+#pragma omp parallel for schedule(static) num_threads(nt) if (lines * k_r >= parallel_work)
+  for (std::size_t l = 0; l < lines; ++l) {
+    bool nonzero = false;
+    for (std::size_t c = 0; c < k_r; ++c) {
+      const double v = at(l, c);
+      if (!std::isfinite(v)) {
+        o.finite[l] = 0;
+      } else if (v != 0) {
+        int e = 0;
+        (void)std::frexp(v, &e);
+        o.top[l] = nonzero ? std::max(o.top[l], e) : e;
+        nonzero = true;
+      }
+    }
+    if (o.finite[l] == 0) continue;
+    for (std::size_t c = 0; c < k_r; ++c) {
+      const double v = at(l, c);
+      if (v != 0) o.depth[l * k_r + c] = o.top[l] - lowest_bit(v);
+    }
+  }
+  return o;
+}
+
+// How a part is cut: GEMMs of inner length `chunk` (the last one shorter), beta bits per slice,
+// s_a and s_b slices; the elements needing more (rest elements) are left out of the slices and
+// their products added in R.
+struct Plan {
+  std::size_t chunk = 1;
+  int beta = 26;
+  std::size_t slices_a = 0, slices_b = 0;
+};
+
+// The plan of least modelled cost, in multiply-adds of double GEMM:
+//   2·s_a·s_b·m·n·k_r·(1 + 32/chunk)        the GEMMs (short chunks run slower)
+//   + 256·(rest_a·n + rest_b·m)              the rest products in R (about 256 times slower)
+// over chunk = min(k_r, 256) and its halves down to 16 (more bits per slice, fewer slices),
+// s_a, s_b = 0..max_slices. Any plan is exact; this only sets the speed.
+inline Plan plan_part(const Operand& a, const Operand& b, std::size_t max_slices) {
+  Plan best;
+  double best_cost = -1;
+  const auto mnk =
+      static_cast<double>(a.lines) * static_cast<double>(b.lines) * static_cast<double>(a.k_r);
+  for (std::size_t chunk = std::min<std::size_t>(std::max<std::size_t>(a.k_r, 1), 256);;
+       chunk /= 2) {
+    const int beta = slice_bits(chunk);
+    const std::vector<std::size_t> ra = a.rest(beta, max_slices), rb = b.rest(beta, max_slices);
+    std::vector<double> rest_a(max_slices + 1), rest_b(max_slices + 1);
+    for (std::size_t s = 0; s <= max_slices; ++s) {
+      rest_a[s] = static_cast<double>(ra[s]) * static_cast<double>(b.lines);
+      rest_b[s] = static_cast<double>(rb[s]) * static_cast<double>(a.lines);
+    }
+    for (std::size_t sa = 0; sa <= max_slices; ++sa) {
+      for (std::size_t sb = 0; sb <= max_slices; ++sb) {
+        const double cost =
+            2 * static_cast<double>(sa * sb) * mnk * (1.0 + 32.0 / static_cast<double>(chunk)) +
+            256 * (rest_a[sa] + rest_b[sb]);
+        if (best_cost < 0 || cost < best_cost) {
+          best = Plan{chunk, beta, sa, sb};
+          best_cost = cost;
+        }
+      }
+    }
+    if (chunk <= 16) break;
+  }
+  return best;
+}
+
+// One operand cut into `count` slices of beta bits: for an element of line l that needs at most
+// `count` slices, value = Σ_t slice_t·2^(top_l − t·beta); the others (rest) are 0 in every
+// slice and listed, in increasing c, in rest[l].
+struct Sliced {
+  // [lines × k_r] each (rows of a), or [k_r × lines] (columns of b: the layout Eigen's GEMM
+  // packs fastest); |slice| beside.
+  std::vector<Eigen::MatrixXd> slice, magnitude;
+  std::vector<std::vector<std::size_t>> rest;  // per line
+};
+
+template <class At>
+Sliced slice_lines(const Operand& o, int beta, std::size_t count, bool lines_are_columns,
+                   int threads, const At& at) {
+  Sliced s;
+  const auto lines = static_cast<Eigen::Index>(o.lines), k_r = static_cast<Eigen::Index>(o.k_r);
+  s.rest.resize(o.lines);
+  s.slice.assign(count, lines_are_columns ? Eigen::MatrixXd::Zero(k_r, lines)
+                                          : Eigen::MatrixXd::Zero(lines, k_r));
+  // Lines are independent: each is cut by one thread, the same way whatever the thread count.
+  const int nt = thread_count(threads);
+  (void)nt;
+#pragma omp parallel for schedule(static) num_threads(nt) if (o.lines * o.k_r >= parallel_work)
+  for (std::size_t l = 0; l < o.lines; ++l) {
+    if (o.finite[l] == 0) continue;
+    for (std::size_t c = 0; c < o.k_r; ++c) {
+      const double v = at(l, c);
+      const auto need = static_cast<std::size_t>((o.depth[l * o.k_r + c] + beta - 1) / beta);
+      if (need > count) {
+        s.rest[l].push_back(c);
+        continue;
+      }
+      double previous = 0;  // trunc(v·2^((t−1)·beta − top)): the bits taken so far, as an integer
+      for (std::size_t t = 1; t <= need; ++t) {
+        // v·2^(t·beta − top) is exact when ≥ 1 in magnitude (a power-of-two scaling of a double
+        // that does not underflow); below 1 it may round but truncates to 0 either way.
+        const double taken = std::trunc(std::ldexp(v, static_cast<int>(t) * beta - o.top[l]));
+        // The difference is an integer below 2^beta in magnitude: exact.
+        const auto el = static_cast<Eigen::Index>(l), ec = static_cast<Eigen::Index>(c);
+        (lines_are_columns ? s.slice[t - 1](ec, el) : s.slice[t - 1](el, ec)) =
+            taken - std::ldexp(previous, beta);
+        previous = taken;
+      }
+    }
+  }
+  s.magnitude.reserve(count);
+  for (const auto& m : s.slice) s.magnitude.emplace_back(m.cwiseAbs());
+  return s;
+}
+
+// Exact integer sums of exact GEMM results (each an integer below 2^53 in magnitude).
+__extension__ using wide_int = __int128;
+
+// Whether v converts to R exactly: |v| < 2^digits (digits = 113 for hp).
+template <class R>
+bool fits_r(wide_int v) {
+  static_assert(std::numeric_limits<R>::digits < 127);
+  return (v < 0 ? -v : v) < (wide_int{1} << std::numeric_limits<R>::digits);
+}
+
+// v as R: exact when fits_r<R>(v), else one rounding (R(hi)·2^64 is exact, the sum rounds once).
+template <class R>
+R to_r(wide_int v) {
+  const auto hi = static_cast<std::int64_t>(v >> 64);
+  const auto lo = static_cast<std::uint64_t>(v);
+  using std::ldexp;
+  return ldexp(R(hi), 64) + R(lo);
+}
+
+inline int thread_count(int requested) {
+#if defined(_OPENMP)
+  return requested > 0 ? requested : omp_get_max_threads();
+#else
+  (void)requested;
+  return 1;
+#endif
+}
+
+inline void raise_to(std::atomic<std::size_t>& x, std::size_t v) {
+  std::size_t cur = x.load();
+  while (cur < v && !x.compare_exchange_weak(cur, v)) {
+  }
+}
+
+}  // namespace detail
+
+// Calls f(row0, rows, col0, cols) for every tile of an [m, n] output cut into tile × tile
+// blocks (the last ones smaller), the tiles shared statically among `threads` OpenMP threads
+// (0: the default). Every tile is visited by exactly one thread. f must not throw.
+template <class F>
+void for_each_tile(std::size_t m, std::size_t n, std::size_t tile, int threads, const F& f) {
+  if (m == 0 || n == 0) return;
+  const std::size_t t = std::max<std::size_t>(tile, 1);
+  const std::size_t tr = (m + t - 1) / t, tc = (n + t - 1) / t;
+  const auto tiles = static_cast<std::ptrdiff_t>(tr * tc);
+  const int nt = detail::thread_count(threads);
+  (void)nt;
+#pragma omp parallel for schedule(static) num_threads(nt) if (tiles > 1)
+  for (std::ptrdiff_t q = 0; q < tiles; ++q) {
+    const auto uq = static_cast<std::size_t>(q);
+    const std::size_t r0 = (uq / tc) * t, c0 = (uq % tc) * t;
+    f(r0, std::min(t, m - r0), c0, std::min(t, n - c0));
+  }
+}
+
+// The parts' terms of a·b, a [m, k], b [k, n], in R: what contract_parts gives element by
+// element (dot.hpp), with the accuracy stated at the top of this file. The result's value is
+// [m, n], Σ_r partial_r (no bias: set c.bias and call finish_values to add one); terms[r·m·n +
+// i·n + j] is part r of element (i, j). Empty `part_lengths`: one part.
+// @throws std::invalid_argument when a's columns differ from b's rows, or the parts do not sum
+// to k (normalize_parts).
+template <class R = hp>
+Contraction<R> fast_contraction(const MatrixView& a, const MatrixView& b,
+                                std::span<const std::size_t> part_lengths = {},
+                                const FastOptions& options = {}) {
+  if (a.cols != b.rows) {
+    throw std::invalid_argument("reference::fast_contraction: a is [" + std::to_string(a.rows) +
+                                ", " + std::to_string(a.cols) + "] and b is [" +
+                                std::to_string(b.rows) + ", " + std::to_string(b.cols) +
+                                "]: a's columns must equal b's rows (the contracted axis)");
+  }
+  const std::size_t m = a.rows, n = b.cols, mn = m * n;
+  Contraction<R> c;
+  c.value = Tensor<R>({m, n});
+  c.part_lengths = normalize_parts(part_lengths, a.cols, "the contracted axis (fast_contraction)");
+  c.terms.resize(c.parts() * mn);
+  FastStats stats;
+  std::atomic<std::size_t> hp_elements{0}, rest_products{0}, max_roundings{0};
+
+  std::size_t k0 = 0;
+  for (std::size_t r = 0; r < c.parts(); ++r) {
+    const std::size_t kr = c.part_lengths[r];
+    PartTerms<R>* out = c.terms.data() + r * mn;
+    auto at_a = [&](std::size_t i, std::size_t q) { return a(i, k0 + q); };
+    auto at_b = [&](std::size_t j, std::size_t q) { return b(k0 + q, j); };
+    const detail::Operand oa = detail::analyse(m, kr, options.threads, at_a),
+                          ob = detail::analyse(n, kr, options.threads, at_b);
+    const detail::Plan plan = detail::plan_part(oa, ob, options.max_slices);
+    const int beta = plan.beta;
+    auto sa = detail::slice_lines(oa, beta, plan.slices_a, false, options.threads, at_a);
+    const auto sb = detail::slice_lines(ob, beta, plan.slices_b, true, options.threads, at_b);
+    if (options.mutant_drop_last_slice && sa.slice.size() > 1) {
+      sa.slice.pop_back();
+      sa.magnitude.pop_back();
+    }
+    const std::size_t na = sa.slice.size(), nb = sb.slice.size();
+    // Slice pair (t, u), t, u ≥ 1, lies on diagonal t + u; diagonals 2..na+nb.
+    const std::size_t diagonals = na == 0 || nb == 0 ? 0 : na + nb - 1;
+    const std::size_t chunks = kr == 0 ? 0 : (kr + plan.chunk - 1) / plan.chunk;
+    stats.gemms += 2 * na * nb * chunks;
+    stats.max_pairs = std::max(stats.max_pairs, na * nb);
+    stats.max_diagonals = std::max(stats.max_diagonals, diagonals);
+    const int total = static_cast<int>(plan.slices_a + plan.slices_b) * beta;
+    // pw[d] = 2^((s_a + s_b − d − 2)·beta): diagonal d + 2's products at one scale (exact).
+    std::vector<R> pw(diagonals, R(0));
+    using std::ldexp;
+    for (std::size_t d = 0; d < diagonals; ++d) {
+      pw[d] = ldexp(R(1), total - static_cast<int>(d + 2) * beta);
+    }
+    // The diagonals combine exactly in 128 bits when every P_d < 2^bits_d (min(na, nb) pairs
+    // of chunks·kc products below 2^(2·beta) each: below 2^53 per chunk) and
+    // Σ_d |P_d|·2^((D−1−d)·beta) < 2^(bits_d + (D−1)·beta + 1) ≤ 2^127.
+    const int bits_d = 53 + detail::ceil_log2(std::max<std::size_t>(std::min(na, nb) * chunks, 1));
+    const bool integer_combine =
+        diagonals > 0 && bits_d + static_cast<int>(diagonals - 1) * beta + 1 <= 127;
+    const detail::wide_int radix = detail::wide_int{1} << beta;
+    // value = (Σ_d P_d·2^((D−1−d)·beta))·2^(E_i + F_j − integer_scale)
+    const int integer_scale = static_cast<int>(diagonals + 1) * beta;
+    const std::size_t one[] = {kr};
+    // contract_parts in R, as the plain reference does, for what the slices do not cover.
+    auto plain = [&](std::size_t i, std::size_t j) {
+      std::vector<R> x(kr), y(kr);
+      for (std::size_t q = 0; q < kr; ++q) {
+        x[q] = R(a(i, k0 + q));
+        y[q] = R(b(k0 + q, j));
+      }
+      contract_parts<R>(x.data(), 1, y.data(), 1, one, &out[i * n + j]);
+    };
+
+    for_each_tile(
+        m, n, options.tile, options.threads,
+        [&](std::size_t r0, std::size_t rows, std::size_t c0, std::size_t cols) {
+          const auto er0 = static_cast<Eigen::Index>(r0), erows = static_cast<Eigen::Index>(rows);
+          const auto ec0 = static_cast<Eigen::Index>(c0), ecols = static_cast<Eigen::Index>(cols);
+          const std::size_t cells = rows * cols;
+          // Per diagonal and element (column-major, as Eigen's product), the exact integer sums
+          // of its slice products.
+          std::vector<detail::wide_int> partial(diagonals * cells, 0),
+              abs_sum(diagonals * cells, 0);
+          Eigen::MatrixXd prod(erows, ecols);
+          auto add = [&](detail::wide_int* acc) {
+            for (Eigen::Index j = 0; j < ecols; ++j) {
+              for (Eigen::Index i = 0; i < erows; ++i) {
+                acc[static_cast<std::size_t>(j) * rows + static_cast<std::size_t>(i)] +=
+                    static_cast<std::int64_t>(prod(i, j));  // an integer below 2^53: exact
+              }
+            }
+          };
+          for (std::size_t q0 = 0; q0 < chunks * plan.chunk; q0 += plan.chunk) {
+            const auto eq0 = static_cast<Eigen::Index>(q0);
+            const auto len = static_cast<Eigen::Index>(std::min(plan.chunk, kr - q0));
+            for (std::size_t t = 0; t < na; ++t) {
+              for (std::size_t u = 0; u < nb; ++u) {
+                const std::size_t off = (t + u) * cells;
+                prod.noalias() = sa.slice[t].block(er0, eq0, erows, len) *
+                                 sb.slice[u].block(eq0, ec0, len, ecols);
+                add(partial.data() + off);
+                prod.noalias() = sa.magnitude[t].block(er0, eq0, erows, len) *
+                                 sb.magnitude[u].block(eq0, ec0, len, ecols);
+                add(abs_sum.data() + off);
+              }
+            }
+          }
+          std::vector<std::size_t> rest;
+          std::size_t tile_plain = 0, tile_rest = 0, tile_roundings = 0;
+          for (std::size_t j = 0; j < cols; ++j) {
+            for (std::size_t i = 0; i < rows; ++i) {
+              const std::size_t gi = r0 + i, gj = c0 + j, cell = j * rows + i;
+              // The rest positions of this element: c where a[i,c] or b[c,j] is left out of the
+              // slices (a_sliced·b_sliced misses exactly the products a[i,c]·b[c,j] there).
+              rest.clear();
+              std::set_union(sa.rest[gi].begin(), sa.rest[gi].end(), sb.rest[gj].begin(),
+                             sb.rest[gj].end(), std::back_inserter(rest));
+              // The slices' part, exactly as an integer when it fits (then one rounding to R at
+              // most), else D − 1 sums in R of the diagonals.
+              std::size_t roundings = rest.size();
+              R p(0), s(0);
+              if (integer_combine) {
+                detail::wide_int ip = 0, is = 0;
+                for (std::size_t d = 0; d < diagonals; ++d) {  // Horner: Σ P_d·2^((D−1−d)·beta)
+                  ip = ip * radix + partial[d * cells + cell];
+                  is = is * radix + abs_sum[d * cells + cell];
+                }
+                roundings += detail::fits_r<R>(ip) && detail::fits_r<R>(is) ? 0 : 1;
+                p = ldexp(detail::to_r<R>(ip), oa.top[gi] + ob.top[gj] - integer_scale);
+                s = ldexp(detail::to_r<R>(is), oa.top[gi] + ob.top[gj] - integer_scale);
+              } else {
+                roundings += diagonals == 0 ? 0 : diagonals - 1;
+                for (std::size_t d = 0; d < diagonals; ++d) {  // fixed order: D − 1 sums in R
+                  p += detail::to_r<R>(partial[d * cells + cell]) * pw[d];
+                  s += detail::to_r<R>(abs_sum[d * cells + cell]) * pw[d];
+                }
+                p = ldexp(p, oa.top[gi] + ob.top[gj] - total);
+                s = ldexp(s, oa.top[gi] + ob.top[gj] - total);
+              }
+              if (oa.finite[gi] == 0 || ob.finite[gj] == 0 || (kr > 0 && roundings > kr - 1)) {
+                plain(gi, gj);
+                ++tile_plain;
+                continue;
+              }
+              for (const std::size_t q : rest) {  // increasing q: one more sum in R each
+                using std::abs;
+                const R prod_q = R(a(gi, k0 + q)) * R(b(k0 + q, gj));  // exact (106 bits)
+                p += prod_q;
+                s += abs(prod_q);
+              }
+              tile_rest += rest.size();
+              tile_roundings = std::max(tile_roundings, roundings);
+              out[gi * n + gj] = PartTerms<R>{p, s, kr};
+            }
+          }
+          hp_elements.fetch_add(tile_plain);
+          rest_products.fetch_add(tile_rest);
+          detail::raise_to(max_roundings, tile_roundings);
+        });
+    k0 += kr;
+  }
+  finish_values(c);
+  stats.hp_elements = hp_elements.load();
+  stats.fast_elements = c.parts() * mn - stats.hp_elements;
+  stats.rest_products = rest_products.load();
+  stats.max_roundings = max_roundings.load();
+  if (options.stats != nullptr) *options.stats = stats;
+  return c;
+}
+
+// A storage-typed row-major [rows, cols] tensor's values as doubles (exact).
+template <StorageFloat T>
+std::vector<double> to_double_matrix(const Tensor<T>& t) {
+  std::vector<double> out;
+  out.reserve(t.size());
+  for (const T& v : t.values()) out.push_back(static_cast<double>(v));
+  return out;
+}
+
+}  // namespace shardcheck::reference
