@@ -28,12 +28,12 @@ std::string to_json(const Report& r) {
   o << "  \"command\": " << str(r.command) << ",\n";
   o << "  \"started\": " << str(r.started) << ",\n";
   o << "  \"seed\": " << r.seed << ",\n  \"cases\": " << r.cases << ",\n";
-  o << "  \"config\": {\"max_world\": " << r.config.max_world << ", \"dtypes\": [";
+  o << R"(  "config": {"max_world": )" << r.config.max_world << ", \"dtypes\": [";
   for (std::size_t i = 0; i < r.config.dtypes.size(); ++i) {
     o << (i ? ", " : "") << str(std::string(name(r.config.dtypes[i])));
   }
   o << "]},\n";
-  o << "  \"summary\": {\"passed\": " << passed << ", \"failed\": " << failed
+  o << R"(  "summary": {"passed": )" << passed << ", \"failed\": " << failed
     << ", \"mutants_killed\": " << killed
     << ", \"mutants_survived\": " << static_cast<int>(r.mutants.size()) - killed << "},\n";
   o << "  \"properties\": [";

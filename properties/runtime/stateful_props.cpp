@@ -72,6 +72,7 @@ struct Program {
 template <class T>
 struct Cmd : rc::state::Command<Model<T>, Program<T>> {
   int g = 0;
+  explicit Cmd(int group) : g(group) {}
   // What each member of group g does; `buf` is that rank's buffer.
   virtual void on_rank(Communicator& c, std::vector<T>& buf) const = 0;
   // The collectives each member records in its ledger, for member r.
@@ -113,12 +114,11 @@ struct AllReduce : Cmd<T> {
   ReduceOp op;
   Algorithm algo;
   std::size_t m;
-  explicit AllReduce(const Model<T>& s) {
-    this->g = pick_group(s);
-    op = *genReduceOp(dtype_of<T>);
-    algo = *genAlgorithm();
-    m = *uniform<std::size_t>(0, s.min_len(this->g));
-  }
+  explicit AllReduce(const Model<T>& s)
+      : Cmd<T>(pick_group(s)),
+        op(*genReduceOp(dtype_of<T>)),
+        algo(*genAlgorithm()),
+        m(*uniform<std::size_t>(0, s.min_len(this->g))) {}
   void checkPreconditions(const Model<T>& s) const override { RC_PRE(m <= s.min_len(this->g)); }
   void apply(Model<T>& s) const override {
     const auto out = model::all_reduce(prefixes(s, this->g, m), to_model(op), to_model(algo));
@@ -138,11 +138,10 @@ template <class T>
 struct Broadcast : Cmd<T> {
   int root;
   std::size_t m;
-  explicit Broadcast(const Model<T>& s) {
-    this->g = pick_group(s);
-    root = *uniform(0, s.size(this->g) - 1);
-    m = *uniform<std::size_t>(0, s.min_len(this->g));
-  }
+  explicit Broadcast(const Model<T>& s)
+      : Cmd<T>(pick_group(s)),
+        root(*uniform(0, s.size(this->g) - 1)),
+        m(*uniform<std::size_t>(0, s.min_len(this->g))) {}
   void checkPreconditions(const Model<T>& s) const override { RC_PRE(m <= s.min_len(this->g)); }
   void apply(Model<T>& s) const override {
     const auto src = prefix(s.of(this->g, root), m);
@@ -163,12 +162,11 @@ struct Reduce : Cmd<T> {
   int root;
   ReduceOp op;
   std::size_t m;
-  explicit Reduce(const Model<T>& s) {
-    this->g = pick_group(s);
-    root = *uniform(0, s.size(this->g) - 1);
-    op = *genReduceOp(dtype_of<T>);
-    m = *uniform<std::size_t>(0, s.min_len(this->g));
-  }
+  explicit Reduce(const Model<T>& s)
+      : Cmd<T>(pick_group(s)),
+        root(*uniform(0, s.size(this->g) - 1)),
+        op(*genReduceOp(dtype_of<T>)),
+        m(*uniform<std::size_t>(0, s.min_len(this->g))) {}
   void checkPreconditions(const Model<T>& s) const override { RC_PRE(m <= s.min_len(this->g)); }
   void apply(Model<T>& s) const override {
     const auto out = model::reduce(prefixes(s, this->g, m), to_model(op), root);
@@ -189,6 +187,7 @@ struct Reduce : Cmd<T> {
 template <class T>
 std::vector<std::size_t> gen_counts_within(const Model<T>& s, int g, std::size_t cap) {
   std::vector<std::size_t> c;
+  c.reserve(static_cast<std::size_t>(s.size(g)));
   for (int r = 0; r < s.size(g); ++r)
     c.push_back(*uniform<std::size_t>(0, std::min(cap, s.len(g, r))));
   return c;
@@ -205,10 +204,10 @@ bool counts_fit(const Model<T>& s, int g, const std::vector<std::size_t>& c) {
 template <class T>
 struct AllGather : Cmd<T> {
   std::vector<std::size_t> counts;
-  explicit AllGather(const Model<T>& s) {
-    this->g = pick_group(s);
-    counts = gen_counts_within(s, this->g, kMaxLen / static_cast<std::size_t>(2 * s.size(this->g)));
-  }
+  explicit AllGather(const Model<T>& s)
+      : Cmd<T>(pick_group(s)),
+        counts(gen_counts_within(s, this->g,
+                                 kMaxLen / static_cast<std::size_t>(2 * s.size(this->g)))) {}
   void checkPreconditions(const Model<T>& s) const override {
     RC_PRE(counts_fit(s, this->g, counts));
     for (int r = 0; r < s.size(this->g); ++r)
@@ -240,8 +239,7 @@ struct ReduceScatter : Cmd<T> {
   std::vector<std::size_t> counts;
   ReduceOp op;
   Algorithm algo;
-  explicit ReduceScatter(const Model<T>& s) {
-    this->g = pick_group(s);
+  explicit ReduceScatter(const Model<T>& s) : Cmd<T>(pick_group(s)) {
     const std::size_t each = s.min_len(this->g) / static_cast<std::size_t>(s.size(this->g));
     for (int r = 0; r < s.size(this->g); ++r) counts.push_back(*uniform<std::size_t>(0, each));
     op = *genReduceOp(dtype_of<T>);
@@ -274,8 +272,7 @@ struct ReduceScatter : Cmd<T> {
 template <class T>
 struct AllToAll : Cmd<T> {
   std::vector<std::vector<std::size_t>> sc;  // sc[s][d]
-  explicit AllToAll(const Model<T>& s) {
-    this->g = pick_group(s);
+  explicit AllToAll(const Model<T>& s) : Cmd<T>(pick_group(s)) {
     const auto p = static_cast<std::size_t>(s.size(this->g));
     for (int r = 0; r < s.size(this->g); ++r) {
       std::vector<std::size_t> row;
@@ -325,11 +322,11 @@ template <class T>
 struct Gather : Cmd<T> {
   int root;
   std::vector<std::size_t> counts;
-  explicit Gather(const Model<T>& s) {
-    this->g = pick_group(s);
-    root = *uniform(0, s.size(this->g) - 1);
-    counts = gen_counts_within(s, this->g, kMaxLen / static_cast<std::size_t>(2 * s.size(this->g)));
-  }
+  explicit Gather(const Model<T>& s)
+      : Cmd<T>(pick_group(s)),
+        root(*uniform(0, s.size(this->g) - 1)),
+        counts(gen_counts_within(s, this->g,
+                                 kMaxLen / static_cast<std::size_t>(2 * s.size(this->g)))) {}
   void checkPreconditions(const Model<T>& s) const override {
     RC_PRE(root < s.size(this->g) && counts_fit(s, this->g, counts));
     RC_PRE(model::total(counts) + s.len(this->g, root) <= kMaxLen);
@@ -357,9 +354,8 @@ template <class T>
 struct Scatter : Cmd<T> {
   int root;
   std::vector<std::size_t> counts;
-  explicit Scatter(const Model<T>& s) {
-    this->g = pick_group(s);
-    root = *uniform(0, s.size(this->g) - 1);
+  explicit Scatter(const Model<T>& s)
+      : Cmd<T>(pick_group(s)), root(*uniform(0, s.size(this->g) - 1)) {
     const std::size_t each = s.len(this->g, root) / static_cast<std::size_t>(s.size(this->g));
     for (int r = 0; r < s.size(this->g); ++r)
       counts.push_back(*uniform<std::size_t>(0, std::min(each, s.len(this->g, r))));
@@ -393,9 +389,8 @@ template <class T>
 struct RingShift : Cmd<T> {
   int shift;
   std::vector<std::size_t> lens;  // the members' buffer lengths it was made for
-  explicit RingShift(const Model<T>& s) {
-    this->g = pick_group(s);
-    shift = *uniform(-s.size(this->g), 2 * s.size(this->g));
+  explicit RingShift(const Model<T>& s)
+      : Cmd<T>(pick_group(s)), shift(*uniform(-s.size(this->g), 2 * s.size(this->g))) {
     for (int r = 0; r < s.size(this->g); ++r) lens.push_back(s.len(this->g, r));
   }
   void checkPreconditions(const Model<T>& s) const override {
@@ -420,19 +415,24 @@ struct RingShift : Cmd<T> {
   }
 };
 
+// The size of group g; a command needing two members is discarded (RC_PRE) when it has fewer.
+template <class T>
+int pair_group_size(const Model<T>& s, int g) {
+  const int p = s.size(g);
+  RC_PRE(p >= 2);
+  return p;
+}
+
 template <class T>
 struct SendRecv : Cmd<T> {
   int src, dst, tag;
   std::size_t m;
-  explicit SendRecv(const Model<T>& s) {
-    this->g = pick_group(s);
-    const int p = s.size(this->g);
-    RC_PRE(p >= 2);
-    src = *uniform(0, p - 1);
-    dst = (src + *uniform(1, p - 1)) % p;
-    tag = *uniform(0, 2);
-    m = *uniform<std::size_t>(0, std::min(s.len(this->g, src), s.len(this->g, dst)));
-  }
+  explicit SendRecv(const Model<T>& s)
+      : Cmd<T>(pick_group(s)),
+        src(*uniform(0, pair_group_size(s, this->g) - 1)),
+        dst((src + *uniform(1, s.size(this->g) - 1)) % s.size(this->g)),
+        tag(*uniform(0, 2)),
+        m(*uniform<std::size_t>(0, std::min(s.len(this->g, src), s.len(this->g, dst)))) {}
   void checkPreconditions(const Model<T>& s) const override {
     RC_PRE(std::max(src, dst) < s.size(this->g));
     RC_PRE(m <= std::min(s.len(this->g, src), s.len(this->g, dst)));
@@ -457,7 +457,7 @@ struct SendRecv : Cmd<T> {
 
 template <class T>
 struct Barrier : Cmd<T> {
-  explicit Barrier(const Model<T>& s) { this->g = pick_group(s); }
+  explicit Barrier(const Model<T>& s) : Cmd<T>(pick_group(s)) {}
   void checkPreconditions(const Model<T>&) const override {}
   void on_rank(Communicator& c, std::vector<T>&) const override { c.barrier(); }
   std::vector<Collective> calls(int) const override { return {Collective::barrier}; }
@@ -469,11 +469,10 @@ template <class T>
 struct Refill : Cmd<T> {
   int w;
   std::vector<T> values;
-  explicit Refill(const Model<T>& s) {
-    this->g = 0;
-    w = *uniform(0, s.world - 1);
-    values = *genBuffer<T>(*uniform<std::size_t>(0, 12), *genValues(), true);
-  }
+  explicit Refill(const Model<T>& s)
+      : Cmd<T>(0),
+        w(*uniform(0, s.world - 1)),
+        values(*genBuffer<T>(*uniform<std::size_t>(0, 12), *genValues(), true)) {}
   void checkPreconditions(const Model<T>& s) const override { RC_PRE(w < s.world); }
   void apply(Model<T>& s) const override { s.buf[static_cast<std::size_t>(w)] = values; }
   void on_rank(Communicator& c, std::vector<T>& buf) const override {
