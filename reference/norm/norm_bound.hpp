@@ -269,8 +269,7 @@ Tracked<R> normalize_row(NormKind kind, const TrackedTensor<R>& x, std::size_t t
   }
   for (std::size_t i = 0; i < n; ++i) terms[i] = P.mul(d[i], d[i]);
   const auto var = P.div(P.sum(terms), count);  // ms for rms_norm
-  const auto rstd =
-      P.div(Propagator<R>::exact(R(1)), P.sqrt(P.add(var, Propagator<R>::exact(eps))));
+  auto rstd = P.div(Propagator<R>::exact(R(1)), P.sqrt(P.add(var, Propagator<R>::exact(eps))));
   for (std::size_t i = 0; i < n; ++i) out.xhat(t, i) = P.mul(d[i], rstd);
   return rstd;
 }

@@ -30,14 +30,12 @@
 #include <string>
 #include <vector>
 
-namespace shardcheck::reference {
-
 // The options are the library's own data type, shardcheck::CrossEntropyOptions
 // (lib/ops/vocab/vocab_config.hpp: fields only, declared once for the library, the reference and
 // the suite; the library's VocabCrossEntropyConfig adds the vocabulary's split). Its doubles
 // (ε and the weights) convert exactly to R.
 
-namespace detail {
+namespace shardcheck::reference::detail {
 
 // logits [tokens, V], one target per token in [0, V) or ignore_index, dloss [tokens] (none) or
 // [1], class_weight empty or [V], token_weight empty or [tokens].
@@ -232,5 +230,4 @@ R reduced_loss(const R& sum, const CeSpec<R>& spec, const LossDenominator<R>& d)
   return d.zero() ? R(0) : R(sum / d.value);
 }
 
-}  // namespace detail
-}  // namespace shardcheck::reference
+}  // namespace shardcheck::reference::detail

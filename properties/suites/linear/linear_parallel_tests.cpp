@@ -96,7 +96,7 @@ template <class T>
 struct SplitPoint {
   const Dims& d;
   const Layer<T>& L;
-  int p;
+  int p = 1;
   const SplitPolicy& policy;
   const SplitPolicy& token_policy;
   std::vector<Piece> pieces, token_pieces;

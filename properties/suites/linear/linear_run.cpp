@@ -32,6 +32,7 @@ template <class T>
 LinearRun<T> run_ranks(const LinearImplementation& impl, const LinearCase& c,
                        const LinearData<T>& d) {
   std::vector<LinearRankInputs<T>> inputs;
+  inputs.reserve(static_cast<std::size_t>(c.world));
   for (int r = 0; r < c.world; ++r) inputs.push_back(linear_rank_inputs(c, d, r));
   return run_on_ranks<LinearRankOutputs<T>>(c.world, [&](Communicator& comm) {
     const auto& in = inputs[static_cast<std::size_t>(comm.rank())];

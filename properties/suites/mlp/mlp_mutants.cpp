@@ -68,7 +68,7 @@ struct MutantMlp {
       if (act == Activation::gelu) {  // gelu'(x) taken as Φ(x): the x·φ(x) term dropped
         Tensor<T> dh(h.shape());
         for (std::size_t i = 0; i < h.size(); ++i) {
-          const float v = static_cast<float>(h[i]);
+          const auto v = static_cast<float>(h[i]);
           dh[i] =
               static_cast<T>(0.5F * (1.0F + std::erf(v * 0.70710678F)) * static_cast<float>(da[i]));
         }

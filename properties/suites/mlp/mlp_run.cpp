@@ -29,6 +29,7 @@ MlpRankInputs<T> mlp_rank_inputs(const MlpCase& c, const MlpData<T>& d, int r) {
 template <class T>
 MlpRun<T> run_ranks(const MlpImplementation& impl, const MlpCase& c, const MlpData<T>& d) {
   std::vector<MlpRankInputs<T>> inputs;
+  inputs.reserve(static_cast<std::size_t>(c.world));
   for (int r = 0; r < c.world; ++r) inputs.push_back(mlp_rank_inputs(c, d, r));
   return run_on_ranks<MlpRankOutputs<T>>(c.world, [&](Communicator& comm) {
     return impl.parallel_mlp(comm, c.cfg, inputs[static_cast<std::size_t>(comm.rank())]);

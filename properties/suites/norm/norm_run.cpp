@@ -16,6 +16,7 @@ NormRun<T> run_ranks(const NormImplementation& impl, const NormCase& c, const No
   const int p = c.world;
   const auto s = op_spec(c);
   std::vector<BlockRankInputs<T>> inputs;
+  inputs.reserve(static_cast<std::size_t>(p));
   for (int r = 0; r < p; ++r) {
     auto cut = [&](const Tensor<T>& t, const char* name) {
       return place(t, s.tensor(name).placement(), p, r);

@@ -29,6 +29,8 @@ namespace shardcheck::check {
 class SoftmaxMergeImplementation {
  public:
   virtual ~SoftmaxMergeImplementation() = default;
+// A is a type here (the macros declare one method per accumulator type): no parentheses.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define SHARDCHECK_MERGE_IMPL_METHODS(A)                                                      \
   virtual SoftmaxPartial<A> merge(std::span<const SoftmaxPartial<A>> parts, std::size_t rows, \
                                   std::size_t width) const = 0;                               \
@@ -36,12 +38,14 @@ class SoftmaxMergeImplementation {
   SHARDCHECK_MERGE_IMPL_METHODS(double)
   SHARDCHECK_MERGE_IMPL_METHODS(float)
 #undef SHARDCHECK_MERGE_IMPL_METHODS
+  // NOLINTEND(bugprone-macro-parentheses)
 };
 
 template <class Impl>
 class SoftmaxMergeAdapter final : public SoftmaxMergeImplementation {
  public:
   explicit SoftmaxMergeAdapter(Impl impl = {}) : impl_(std::move(impl)) {}
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define SHARDCHECK_MERGE_ADAPT(A)                                                         \
   SoftmaxPartial<A> merge(std::span<const SoftmaxPartial<A>> parts, std::size_t rows,     \
                           std::size_t width) const override {                             \
@@ -53,6 +57,7 @@ class SoftmaxMergeAdapter final : public SoftmaxMergeImplementation {
   SHARDCHECK_MERGE_ADAPT(double)
   SHARDCHECK_MERGE_ADAPT(float)
 #undef SHARDCHECK_MERGE_ADAPT
+  // NOLINTEND(bugprone-macro-parentheses)
 
  private:
   Impl impl_;

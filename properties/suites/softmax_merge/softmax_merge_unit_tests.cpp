@@ -72,7 +72,7 @@ TYPED_TEST(SoftmaxMerge, partials_of_a_split_equal_the_full_softmax) {
   using A = TypeParam;
   // Scores s = [0.5, -1, 2, 0.25, 3], values v_k = [k, 1 - k]; parts {0, 1}, {2}, {3, 4}.
   const std::vector<double> s{0.5, -1, 2, 0.25, 3};
-  auto softmax = [&](std::vector<std::size_t> keys, double* out, double& lse) {
+  auto softmax = [&](const std::vector<std::size_t>& keys, double* out, double& lse) {
     double l = 0;
     for (auto k : keys) l += std::exp(s[k]);
     lse = std::log(l);
@@ -164,7 +164,7 @@ TYPED_TEST(SoftmaxMerge, nan_in_a_non_empty_out_propagates_to_that_element_only)
 
 TYPED_TEST(SoftmaxMerge, huge_gaps_never_overflow) {
   using A = TypeParam;
-  const double big = static_cast<double>(std::numeric_limits<A>::max());
+  const auto big = static_cast<double>(std::numeric_limits<A>::max());
   const auto small = partial<A>(1, 2, {7, 8}, {0});
   for (const double top : {1e30, 1e4, big}) {
     const auto large = partial<A>(1, 2, {-1, 0.5}, {top});

@@ -34,6 +34,7 @@ VocabRankInputs<T> vocab_rank_inputs(const VocabCase& c, const VocabData<T>& d, 
 template <class T>
 VocabRun<T> run_ranks(const VocabImplementation& impl, const VocabCase& c, const VocabData<T>& d) {
   std::vector<VocabRankInputs<T>> inputs;
+  inputs.reserve(static_cast<std::size_t>(c.world));
   for (int r = 0; r < c.world; ++r) inputs.push_back(vocab_rank_inputs(c, d, r));
   return run_on_ranks<VocabRankOutputs<T>>(c.world, [&](Communicator& comm) {
     const auto& in = inputs[static_cast<std::size_t>(comm.rank())];
