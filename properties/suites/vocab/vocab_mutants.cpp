@@ -64,6 +64,7 @@ struct MutantVocab {
     if (cfg.sequence_parallel_output) {
       const auto tsz = split_sizes(cfg.token_split, tokens, p);
       std::vector<std::size_t> counts;
+      counts.reserve(tsz.size());
       for (auto s : tsz) counts.push_back(s * h);
       out.y = Tensor<T>(Shape{tsz[static_cast<std::size_t>(r)], h});
       tp.reduce_scatter(std::span<const T>(partial.span()), out.y.span(), counts, ReduceOp::sum,
@@ -105,6 +106,7 @@ struct MutantVocab {
       // All columns on every rank, treated as the local shard (the owner of each column is
       // still found from the real split, so the target is taken once).
       std::vector<std::size_t> counts;
+      counts.reserve(ps.size());
       for (const auto& q : ps) counts.push_back(q.size);
       Tensor<T> full(Shape{tokens, cfg.vocab});
       std::vector<T> col_major(tokens * cfg.vocab);
@@ -114,6 +116,7 @@ struct MutantVocab {
         for (std::size_t v = 0; v < mine.size; ++v) mine_t[v * tokens + t] = z(t, v);
       }
       std::vector<std::size_t> counts_t;
+      counts_t.reserve(counts.size());
       for (auto c : counts) counts_t.push_back(c * tokens);
       tp.all_gather(std::span<const T>(mine_t), std::span<T>(col_major), counts_t);
       for (std::size_t v = 0; v < cfg.vocab; ++v) {
