@@ -17,6 +17,7 @@ namespace {
 
 std::vector<std::size_t> sizes_along(const AttentionCase& c) {
   std::vector<std::size_t> s;
+  s.reserve(static_cast<std::size_t>(c.cp));
   for (int j = 0; j < c.cp; ++j) s.push_back(positions_of(c, j).size());
   return s;
 }
@@ -70,6 +71,7 @@ void layer_checks(CaseVerdict& v, const AttentionCase& c, const AttentionRun<T>&
   }
   auto grads = [&](auto member, const std::vector<int>& ranks) {
     std::vector<Tensor<T>> pieces;
+    pieces.reserve(ranks.size());
     for (int r : ranks) pieces.push_back(at(0, r).grads.*member);
     return pieces;
   };
