@@ -98,7 +98,7 @@ RC_GTEST_PROP(mlp_reference, gradients_equal_central_finite_differences, ()) {
     }
   }
   const hp f3 = third_derivative_bound(act), s2 = reference::second_derivative_bound<hp>(act);
-  const hp m3 =
+  hp m3 =  // not const: the bound lambda below returns its copy (performance-no-automatic-move)
       weight * (act == Activation::swiglu ? f3 * s * s * s * (u_max + s + 1) + 3 * s2 * s * s * s
                                           : f3 * s * s * s);
   reference::FdOptions<hp> opt;
