@@ -6,7 +6,8 @@
 # Two export sets, so a user who only links the library and the reference needs neither
 # RapidCheck nor Google Test:
 #   shardcheckTargets       lib (all its layers), reference          needs OpenMP, Eigen, Boost
-#   shardcheckCheckTargets  check, reports, cli, main (component "check")   needs RapidCheck too
+#   shardcheckCheckTargets  cases, check, reports, cli, main (component "check")
+#                                                          needs RapidCheck and nlohmann-json too
 # Nothing installed needs Google Test; the test helpers (properties/testing/, runtime/, layout/,
 # budget/, reference/) are not installed.
 include(GNUInstallDirs)
@@ -44,15 +45,18 @@ install(DIRECTORY reference DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/shardcheck
         FILES_MATCHING PATTERN "*.hpp")
 
 if(SHARDCHECK_BUILD_CHECK)
-  shardcheck_install_export_set(shardcheckCheckTargets check reports cli main)
+  shardcheck_install_export_set(shardcheckCheckTargets cases check reports cli main)
   install(TARGETS shardcheck RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
   install(DIRECTORY reports DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/shardcheck
           FILES_MATCHING PATTERN "*.hpp")
   install(FILES tools/shardcheck/cli.hpp
           DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/shardcheck/tools/shardcheck)
   # The engine, the suites (not their unit tests: only headers are installed, and the suites'
-  # headers are what a user's implementation includes) and the generators the cases use.
-  foreach(dir engine suites generators)
+  # headers are what a user's implementation includes), the generators the cases use and
+  # compare's engine; the case files' readers (cases/) beside lib's headers.
+  install(DIRECTORY cases DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/shardcheck
+          FILES_MATCHING PATTERN "*.hpp")
+  foreach(dir engine suites generators compare)
     install(DIRECTORY properties/${dir}
             DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/shardcheck/properties
             FILES_MATCHING PATTERN "*.hpp")

@@ -3,6 +3,7 @@
 // tolerance would have said, and the worst case; then the properties and the mutants.
 #include "reports/report.hpp"
 
+#include "reports/atomic_file.hpp"
 #include "runtime/errors.hpp"
 
 #include <cmath>
@@ -126,19 +127,8 @@ std::string to_markdown(const Report& r) {
 }
 
 void write_report(const Report& r, const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    throw UsageError("report: cannot create directory '" + dir + "': " + ec.message() +
-                     "; pass a writable --report directory");
-  }
-  for (const auto& [file, text] : {std::pair{std::string("report.json"), to_json(r)},
-                                   std::pair{std::string("report.md"), to_markdown(r)}}) {
-    const auto path = std::filesystem::path(dir) / file;
-    std::ofstream out(path);
-    out << text;
-    if (!out) throw UsageError("report: cannot write '" + path.string() + "'");
-  }
+  // Both texts first: a failure to render leaves nothing half-written.
+  write_report_files(dir, to_json(r), to_markdown(r));
 }
 
 }  // namespace shardcheck::report

@@ -7,6 +7,8 @@
 //                                                                      in <family>_run.cpp
 //   SHARDCHECK_INSTANTIATE_EXPECTED(LinearCase, LinearData, LinearExpected)
 //                                                                      in <family>_expected.cpp
+//   SHARDCHECK_INSTANTIATE_CHECK_OUTPUTS(LinearCase, LinearRun, LinearExpected)
+//                                   where check_outputs is defined (shardcheck compare calls it)
 //
 // Data and Run are the family's templates over the element type (Data<T>, Run<T>).
 #pragma once
@@ -34,4 +36,9 @@
   template Expected expected<T>(const Case&, const Data<T>&);
 #define SHARDCHECK_INSTANTIATE_EXPECTED(Case, Data, Expected) \
   SHARDCHECK_FOR_EACH_FLOAT_TYPE_WITH(SHARDCHECK_DETAIL_EXPECTED, Case, Data, Expected)
+// template void check_outputs<T>(CaseVerdict&, const Case&, const Run<T>&, const Expected&);
+#define SHARDCHECK_DETAIL_CHECK_OUTPUTS(T, Case, Run, Expected) \
+  template void check_outputs<T>(CaseVerdict&, const Case&, const Run<T>&, const Expected&);
+#define SHARDCHECK_INSTANTIATE_CHECK_OUTPUTS(Case, Run, Expected) \
+  SHARDCHECK_FOR_EACH_FLOAT_TYPE_WITH(SHARDCHECK_DETAIL_CHECK_OUTPUTS, Case, Run, Expected)
 // NOLINTEND(bugprone-macro-parentheses)

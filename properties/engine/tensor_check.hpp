@@ -54,6 +54,14 @@ struct TensorCheck {
   std::size_t over_bound = 0;          // elements with ratio > 1
   std::size_t special_mismatches = 0;  // NaN/Inf where the reference has none, or the reverse
   std::size_t fixed_tolerance_failures = 0;
+  // What a fixed tolerance would have needed, at assert_close's default atol for the dtype:
+  //   tightest_rtol  the smallest rtol that passes every finite element: max (err - atol)/|e|
+  //   bound_rtol     the largest rtol the bound justifies: max (bound - atol)/|e|, so
+  //                  assert_close(rtol = bound_rtol) accepts every element the bound accepts
+  //                  wherever |e| > 0 (elements with e = 0 need atol >= their bound)
+  // (both over elements with |e| > 0, 0 when there are none; for tolerance reports).
+  double tightest_rtol = 0;
+  double bound_rtol = 0;
 
   // The worst element (largest ratio; special mismatches first).
   Shape worst_index;
@@ -158,6 +166,10 @@ TensorCheck check_tensor(std::string name, const Tensor<T>& actual, const Tensor
       c.max_abs_err = std::max(c.max_abs_err, err);
       c.max_ulp = std::max(c.max_ulp, err / detail::ulp_of<T>(e_d));
       if (err > tol.atol + tol.rtol * std::fabs(e_d)) ++c.fixed_tolerance_failures;
+      if (e_d != 0) {
+        c.tightest_rtol = std::max(c.tightest_rtol, (err - tol.atol) / std::fabs(e_d));
+        c.bound_rtol = std::max(c.bound_rtol, (b_d - tol.atol) / std::fabs(e_d));
+      }
     }
     if (special) ++c.special_mismatches;
     if (ratio > 1) ++c.over_bound;

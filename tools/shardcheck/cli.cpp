@@ -3,6 +3,7 @@
 #include "runtime/errors.hpp"
 #include "tools/shardcheck/budget_command.hpp"
 #include "tools/shardcheck/command_line.hpp"
+#include "tools/shardcheck/compare_command.hpp"
 #include "tools/shardcheck/suite_commands.hpp"
 
 #include <algorithm>
@@ -121,6 +122,7 @@ std::vector<Command> commands() {
   all.push_back(list_command());
   all.push_back(check_command());
   all.push_back(mutants_command());
+  all.push_back(compare_command());
   all.push_back(budget_command());
   all.push_back(help_command());
   all.push_back(version_command());

@@ -7,6 +7,7 @@
 //                    [--max-world P] [--dtype LIST] [--report DIR] [--no-shrink]
 //   shardcheck mutants [SUITE...] [--cases N] [--seed S] [--max-world P] [--dtype LIST]
 //                      [--report DIR]
+//   shardcheck compare CASE... [--report DIR]
 //   shardcheck budget [--seq S] [--batch B] [--hidden H] [--heads A] [--kv-heads G]
 //                     [--layers L] [--vocab V] [--mesh LIST] [--bytes N] [--sp]
 //                     [--recompute MODE] [--json]
@@ -17,10 +18,11 @@
 // every option with what it takes and its default, examples) on `out` and runs nothing. The
 // version printed, "shardcheck X.Y.Z", is the CMake project's (SHARDCHECK_VERSION).
 //
-// Exit status: 0 when everything passed (check), every mutant was killed (mutants), or for
-// list, budget, help and version; 1 when a property failed or a mutant survived; 2 for a usage
-// error (unknown command, option or suite, a missing or bad option value, an impossible
-// configuration), reported on `err` on one line that ends with where the help is, e.g.
+// Exit status: 0 when everything passed (check, compare), every mutant was killed (mutants), or
+// for list, budget, help and version; 1 when a property failed, a mutant survived or a compared
+// tensor failed; 2 for a usage error (unknown command, option or suite, a missing or bad option
+// value, an impossible configuration, a malformed or mismatched case file for compare),
+// reported on `err` on one line that ends with where the help is, e.g.
 // "shardcheck: error: --cases needs a value (N) (see shardcheck check --help)"; 3 for an
 // internal error (a bug in shardcheck or in a registered implementation, not in the arguments).
 #pragma once

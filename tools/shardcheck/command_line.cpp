@@ -1,6 +1,8 @@
 #include "tools/shardcheck/command_line.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <ctime>
 #include <ostream>
 #include <sstream>
 
@@ -92,6 +94,15 @@ void put_wrapped(std::ostream& out, const std::string& text, std::size_t indent,
     at += w.size();
   }
   out << '\n';
+}
+
+std::string now_utc() {
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
 }
 
 }  // namespace shardcheck::cli

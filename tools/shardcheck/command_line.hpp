@@ -68,4 +68,7 @@ I parse_whole(const std::string& opt, const std::string& text, I lo, I hi) {
   return v;
 }
 
+// The time now, ISO 8601 in UTC ("2026-12-01T21:30:00Z"), for a report's "started".
+std::string now_utc();
+
 }  // namespace shardcheck::cli

@@ -161,15 +161,6 @@ void prepare_report_dir(const SuiteRun& o) {
   }
 }
 
-std::string now_utc() {
-  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 report::Report new_report(const SuiteRun& o, const std::string& command_line) {
   report::Report rep;
   rep.command = command_line;

@@ -4,8 +4,10 @@
 #pragma once
 
 #include "engine/rank_family.hpp"
+#include "engine/verdict.hpp"
 #include "ops/linear/linear_spec.hpp"
 #include "suites/linear/linear_case.hpp"
+#include "suites/linear/linear_expected.hpp"
 #include "suites/linear/linear_impl.hpp"
 
 #include <vector>
@@ -23,5 +25,11 @@ LinearRun<T> run_ranks(const LinearImplementation& impl, const LinearCase& c,
 // The op's spec for this case: its tensors' placements (by which the inputs are cut and the
 // outputs materialized) and its collectives (ops/linear/linear_spec.hpp).
 spec::OpSpec op_spec(const LinearCase& c);
+
+// Every output of `run` materialized by its spec's placement and checked against `e`, appended
+// to v (linear_suite.cpp; `shardcheck compare` calls it too, compare/compare.hpp).
+template <class T>
+void check_outputs(CaseVerdict& v, const LinearCase& c, const LinearRun<T>& run,
+                   const LinearExpected& e);
 
 }  // namespace shardcheck::check

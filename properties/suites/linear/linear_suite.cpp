@@ -4,6 +4,7 @@
 #include "suites/linear/linear_suite.hpp"
 
 #include "engine/bit_identity.hpp"
+#include "engine/instantiate.hpp"
 #include "engine/rank_family.hpp"
 #include "engine/verdict.hpp"
 #include "layout/materialize.hpp"
@@ -30,6 +31,8 @@ void check_outputs(CaseVerdict& v, const LinearCase& c, const LinearRun<T>& run,
   one("dw", &O::dw, e.dw);
   if (c.has_bias) one("db", &O::db, e.db);
 }
+
+SHARDCHECK_INSTANTIATE_CHECK_OUTPUTS(LinearCase, LinearRun, LinearExpected)
 
 namespace {
 

@@ -1,0 +1,81 @@
+#include "compare/compare.hpp"
+
+#include "cases/npy.hpp"
+
+namespace shardcheck::check {
+
+CompareRegistry& CompareRegistry::instance() {
+  static CompareRegistry registry;
+  return registry;
+}
+
+void CompareRegistry::add(const std::string& op, CompareFn fn) { ops_[op] = std::move(fn); }
+
+const CompareFn* CompareRegistry::find(const std::string& op) const {
+  auto it = ops_.find(op);
+  return it == ops_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> CompareRegistry::ops() const {
+  std::vector<std::string> v;
+  v.reserve(ops_.size());
+  for (const auto& [op, fn] : ops_) v.push_back(op);
+  return v;
+}
+
+void CaseReader::done() const {
+  std::string unknown;
+  for (const auto* list : {&m_.inputs, &m_.outputs}) {
+    for (const auto& t : *list) {
+      if (asked_.count(t.name) == 0) unknown += (unknown.empty() ? "" : ", ") + t.name;
+    }
+  }
+  if (unknown.empty()) return;
+  std::string known;
+  for (const auto& t : s_.tensors) known += (known.empty() ? "" : ", ") + t.name;
+  throw cases::CaseError(m_.file + ": tensors: " + s_.op + " has no tensor " + unknown +
+                         " at this config; its tensors are " + known);
+}
+
+void require_mesh(const cases::CaseManifest& m, const spec::OpSpec& s) {
+  if (m.mesh == s.mesh) return;
+  const auto text = [](const std::vector<std::pair<std::string, std::size_t>>& mesh) {
+    std::string t;
+    for (const auto& [k, n] : mesh) t += (t.empty() ? "" : ", ") + k + "=" + std::to_string(n);
+    return "{" + t + "}";
+  };
+  throw cases::CaseError(
+      m.file + ": mesh: is " + text(m.mesh) + " but " + s.op + " at this config runs on " +
+      text(s.mesh) + "; name the mesh dimensions as the op's spec does (shardcheck list --json)");
+}
+
+std::string without_profile(std::string case_text) {
+  const auto at = case_text.find(" profile=");
+  if (at == std::string::npos) return case_text;
+  const auto end = case_text.find(' ', at + 1);
+  case_text.erase(at, end == std::string::npos ? std::string::npos : end - at);
+  return case_text;
+}
+
+std::string default_contract(DType t) {
+  const std::string acc(name(acc_dtype(t)));
+  return "default: inputs and outputs in " + std::string(name(t)) +
+         ", every dot product and "
+         "sum accumulated in " +
+         acc + " in any order and rounded once to " + std::string(name(t)) +
+         " (docs/tolerances.md)";
+}
+
+CompareResult compare_case(const cases::CaseManifest& m) {
+  register_builtin_compares();
+  const CompareFn* fn = CompareRegistry::instance().find(m.op);
+  if (fn == nullptr) {
+    std::string ops;
+    for (const auto& o : CompareRegistry::instance().ops()) ops += (ops.empty() ? "" : ", ") + o;
+    throw cases::CaseError(m.file + ": op: \"" + m.op +
+                           "\" is not an op compare knows; give one of " + ops);
+  }
+  return (*fn)(m);
+}
+
+}  // namespace shardcheck::check

@@ -1,0 +1,132 @@
+// `shardcheck compare`'s engine: one case an outside implementation ran (a case directory,
+// docs/case-format.md) judged by the op's own family exactly as its suite judges a run: the
+// reference computed from the case's inputs, every output the case gives materialized by the
+// op's spec and compared under the derived bound (engine/tensor_check.hpp says what a tensor's
+// verdict holds: bound ratio, ulps, NaN/Inf placement, the worst element with its owning rank
+// and distance to the shard boundary, and what assert_close's defaults would say).
+//
+// A family makes its ops comparable with two free functions beside its case type, found by
+// argument-dependent lookup like the engine's other steps (engine/rank_family.hpp), and one
+// registration (register_<family>_compare(), called by register_builtin_compares()):
+//
+//   Case case_of(const cases::CaseManifest&, Case*)    the case at the manifest's op, config,
+//       sizes, mesh and dtype; every config field read through manifest.config (a field it does
+//       not read is refused); the pointer is a tag and always null
+//   template <class T> void read_tensors(CaseReader&, const Case&, Data<T>&, Outputs<T>&)
+//       each input by name into the family's Data<T>, each output into every rank's Outputs
+//
+// and its check_outputs (engine/rank_family.hpp) declared in its headers, as compare_as below
+// calls it.
+#pragma once
+
+#include "cases/case_manifest.hpp"
+#include "compare/case_reader.hpp"
+#include "engine/rank_family.hpp"
+#include "engine/verdict.hpp"
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace shardcheck::check {
+
+// What the comparison of one case concluded.
+struct CompareResult {
+  std::string dir;             // the case's directory
+  std::string implementation;  // from the manifest
+  std::string contract;        // the arithmetic the bounds assumed, in words
+  CaseVerdict verdict;         // op, dtype, world, case in words, one TensorCheck per output
+};
+
+using CompareFn = std::function<CompareResult(const cases::CaseManifest&)>;
+
+// The ops `compare` knows, by op name.
+class CompareRegistry {
+ public:
+  static CompareRegistry& instance();
+  void add(const std::string& op, CompareFn fn);
+  const CompareFn* find(const std::string& op) const;
+  std::vector<std::string> ops() const;
+
+ private:
+  std::map<std::string, CompareFn> ops_;
+};
+
+// Registers every builtin family's ops (idempotent).
+void register_builtin_compares();
+
+// Judges the case `m`. @throws cases::CaseError (bad input: an unknown op, a config field the
+// op does not take, a tensor of the wrong shape or type, a missing file) and UsageError from the
+// op's spec (a config the op refuses: sizes that do not split).
+CompareResult compare_case(const cases::CaseManifest& m);
+
+// The contract every builtin bound assumes, in words (docs/compare.md).
+std::string default_contract(DType t);
+
+// @throws cases::CaseError when the manifest's mesh is not the op's (names and sizes, in order).
+void require_mesh(const cases::CaseManifest& m, const spec::OpSpec& s);
+
+// The op's spec at the case; a config the op refuses (a split that does not tile its dimension,
+// a mesh other than the op's) becomes a CaseError naming the manifest.
+template <class Case>
+spec::OpSpec spec_of(const cases::CaseManifest& m, const Case& c) {
+  spec::OpSpec s;
+  try {
+    s = op_spec(c);
+    // Every rank's piece of every tensor: a split policy is checked against its dimension only
+    // when it is applied.
+    for (const auto& t : s.tensors) {
+      for (int r = 0; r < s.world(); ++r) (void)t.local_shape(s.mesh, r);
+    }
+  } catch (const cases::CaseError&) {
+    throw;
+  } catch (const UsageError& e) {
+    throw cases::CaseError(m.file + ": config: " + e.what());
+  }
+  require_mesh(m, s);
+  return s;
+}
+
+// A case's words without " profile=...": how a suite draws values, not part of a case on disk.
+std::string without_profile(std::string case_text);
+
+// The typed comparison of one family's case: read, compute the reference, check the outputs the
+// case gives, report the layout problems found while reading.
+template <class Case, template <class> class Data, template <class> class Outputs>
+CompareResult compare_as(const cases::CaseManifest& m) {
+  const Case c = case_of(m, static_cast<Case*>(nullptr));
+  const spec::OpSpec s = spec_of(m, c);
+  if (m.accumulate && *m.accumulate != acc_dtype(m.dtype)) {
+    throw cases::CaseError(m.file + ": accumulate: is " + std::string(name(*m.accumulate)) +
+                           " but the bounds of " + s.op + " in " + std::string(name(m.dtype)) +
+                           " assume " + std::string(name(acc_dtype(m.dtype))) +
+                           " accumulation; omit the field or give that type (docs/compare.md)");
+  }
+  CompareResult out;
+  out.dir = m.dir;
+  out.implementation = m.implementation;
+  out.contract = default_contract(m.dtype);
+  visit_dtype(m.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, bfloat16> ||
+                  std::is_same_v<T, float16>) {
+      Data<T> d{};
+      RankRun<Outputs<T>> run;
+      run.outputs.resize(static_cast<std::size_t>(s.world()));
+      CaseReader r(m, s);
+      read_tensors(r, c, d, run.outputs);
+      r.done();
+      CaseVerdict& v = out.verdict;
+      begin_verdict(v, s.op, m.dtype, s.world(), without_profile(c.describe()));
+      check_outputs(v, c, run, expected(c, d));
+      std::erase_if(v.tensors, [&](const TensorCheck& t) { return !r.supplied(t.name); });
+      for (auto& t : v.tensors) {
+        if (auto p = r.problems().find(t.name); p != r.problems().end()) t.problem = p->second;
+      }
+    }
+  });
+  return out;
+}
+
+}  // namespace shardcheck::check

@@ -1,0 +1,292 @@
+// shardcheck compare on cases written to disk here: a correct implementation passes (global and
+// per-rank outputs, every dtype), a planted bug fails on the tensor it breaks, a piece of the
+// wrong local shape is a layout failure naming the rank, and every bad input is a CaseError whose
+// message names the file and the field (the command turns it into exit status 2).
+#include "cases/case_manifest.hpp"
+#include "cases/npy.hpp"
+#include "compare/compare.hpp"
+#include "ops/linear/linear.hpp"
+#include "suites/linear/linear_impl.hpp"
+#include "suites/linear/linear_run.hpp"
+#include "testing/ops_test_util.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace shardcheck::check {
+namespace {
+
+namespace fs = std::filesystem;
+using test::expect_parts;
+
+// A fresh directory under the test's temporary folder.
+fs::path fresh_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("shardcheck_compare_tests_" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+void write_text(const fs::path& p, const std::string& text) {
+  std::ofstream(p, std::ios::binary) << text;
+}
+
+template <class T>
+void write_tensor(const fs::path& p, const Tensor<T>& t) {
+  cases::write_npy(p.string(), cases::from_tensor(t));
+}
+
+// Small integers: exact in every element type, so the case's inputs are the values written.
+template <class T>
+Tensor<T> ints(Shape s, int seed) {
+  Tensor<T> t(std::move(s));
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    t[i] = T(static_cast<float>(
+        static_cast<int>((i * 7 + static_cast<std::size_t>(seed) * 13) % 9) - 4));
+  }
+  return t;
+}
+
+// A linear case: the layer, P = 3, tokens 5, in 4, out 7 (uneven over 3 ranks).
+struct LinearFiles {
+  LinearLayer layer = LinearLayer::row_parallel;
+  int world = 3;
+  std::size_t tokens = 5, in = 4, out = 7;
+};
+
+template <class T>
+LinearData<T> linear_data(const LinearFiles& f) {
+  LinearData<T> d;
+  d.x = ints<T>({f.tokens, f.in}, 1);
+  d.w = ints<T>({f.out, f.in}, 2);
+  d.b = ints<T>({f.out}, 3);
+  d.dy = ints<T>({f.tokens, f.out}, 4);
+  return d;
+}
+
+std::string manifest(
+    const LinearFiles& f, const std::string& dtype, const std::string& outputs,
+    const std::string& extra = "",
+    const std::string& inputs = R"({"x": "x.npy", "w": "w.npy", "b": "b.npy", "dy": "dy.npy"})") {
+  const bool column = f.layer == LinearLayer::column_parallel;
+  return std::string("{\"shardcheck_case\": 1, \"op\": \"") +
+         (column ? "column_parallel_linear" : "row_parallel_linear") + "\", \"config\": {" +
+         (column ? "\"gather_output\": true" : "\"input_is_parallel\": false") +
+         "}, \"sizes\": {\"tokens\": " + std::to_string(f.tokens) +
+         ", \"in\": " + std::to_string(f.in) + ", \"out\": " + std::to_string(f.out) +
+         "}, \"mesh\": {\"tp\": " + std::to_string(f.world) + "}, \"dtype\": \"" + dtype +
+         "\", \"inputs\": " + inputs + ", \"outputs\": " + outputs + extra + "}";
+}
+
+// Writes the inputs and the dense layer's outputs in T (a correct implementation: the dense
+// evaluation is one of the orders the parallel bound covers), global.
+template <class T>
+fs::path write_dense_case(const std::string& name, const LinearFiles& f, const std::string& dtype,
+                          T bias_scale = T(1)) {
+  const fs::path d = fresh_dir(name);
+  const auto data = linear_data<T>(f);
+  write_tensor(d / "x.npy", data.x);
+  write_tensor(d / "w.npy", data.w);
+  write_tensor(d / "b.npy", data.b);
+  write_tensor(d / "dy.npy", data.dy);
+  Tensor<T> b = data.b;
+  for (std::size_t i = 0; i < b.size(); ++i)
+    b[i] = T(static_cast<float>(b[i]) * static_cast<float>(bias_scale));
+  write_tensor(d / "y.npy", linear(data.x, data.w, b));
+  const auto g = linear_backward(data.x, data.w, true, data.dy);
+  write_tensor(d / "dx.npy", g.dx);
+  write_tensor(d / "dw.npy", g.dw);
+  write_tensor(d / "db.npy", g.db);
+  write_text(
+      d / "case.json",
+      manifest(f, dtype, R"({"y": "y.npy", "dx": "dx.npy", "dw": "dw.npy", "db": "db.npy"})"));
+  return d;
+}
+
+CompareResult compare_dir(const fs::path& d) {
+  return compare_case(cases::read_case_manifest(d.string()));
+}
+
+std::string case_error_of(const fs::path& d) {
+  try {
+    compare_dir(d);
+  } catch (const cases::CaseError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("not a CaseError: ") + e.what();
+  }
+  return "no error";
+}
+
+TEST(Compare, a_correct_dense_implementation_passes_in_every_dtype) {
+  for (auto layer : {LinearLayer::row_parallel, LinearLayer::column_parallel}) {
+    LinearFiles f;
+    f.layer = layer;
+    const auto check = [&](const fs::path& d) {
+      const auto r = compare_dir(d);
+      EXPECT_TRUE(r.verdict.pass()) << r.verdict.explain();
+      EXPECT_EQ(r.verdict.tensors.size(), 4U);
+      EXPECT_EQ(r.verdict.world, 3);
+    };
+    check(write_dense_case<double>("f64", f, "float64"));
+    check(write_dense_case<float>("f32", f, "float32"));
+    check(write_dense_case<bfloat16>("bf16", f, "bfloat16"));
+    check(write_dense_case<float16>("f16", f, "float16"));
+  }
+}
+
+TEST(Compare, the_bias_added_on_every_rank_fails_on_y_only) {
+  LinearFiles f;  // row-parallel, P = 3: the bias added before the all_reduce counts 3 times
+  const auto r = compare_dir(write_dense_case<float>("bias_every_rank", f, "float32", 3.0F));
+  ASSERT_FALSE(r.verdict.pass());
+  for (const auto& t : r.verdict.tensors) EXPECT_EQ(t.pass(), t.name != "y") << t.summary();
+  expect_parts(r.verdict.explain(), {"y: worst element", "of the bound"});
+}
+
+// The library's own ranks, each rank's pieces written as its own file.
+TEST(Compare, per_rank_pieces_of_the_library_pass_and_a_wrong_piece_is_a_layout_failure) {
+  for (auto layer : {LinearLayer::column_parallel, LinearLayer::row_parallel}) {
+    LinearCase c;
+    c.layer = layer;
+    c.world = 3;
+    c.tokens = 5;
+    c.in = 4;
+    c.out = 7;
+    c.row.input_is_parallel = true;
+    const auto data = linear_data<float>({layer, 3, 5, 4, 7});
+    const auto run = run_ranks(LinearAdapter<LibraryLinear>{}, c, data);
+    ASSERT_TRUE(run.error.empty()) << run.error;
+    const fs::path d = fresh_dir(layer == LinearLayer::column_parallel ? "ranks_col" : "ranks_row");
+    write_tensor(d / "x.npy", data.x);
+    write_tensor(d / "w.npy", data.w);
+    write_tensor(d / "b.npy", data.b);
+    write_tensor(d / "dy.npy", data.dy);
+    std::string outputs = "{";
+    for (const auto& [name, member] : {std::pair{"y", &LinearRankOutputs<float>::y},
+                                       std::pair{"dw", &LinearRankOutputs<float>::dw}}) {
+      outputs += std::string(outputs.size() > 1 ? ", " : "") + "\"" + name + "\": {\"ranks\": [";
+      for (int r = 0; r < 3; ++r) {
+        const std::string file = std::string(name) + "." + std::to_string(r) + ".npy";
+        write_tensor(d / file, run.outputs[static_cast<std::size_t>(r)].*member);
+        outputs += std::string(r ? ", " : "") + "\"" + file + "\"";
+      }
+      outputs += "]}";
+    }
+    outputs += "}";
+    const std::string config =
+        layer == LinearLayer::column_parallel ? "{}" : R"({"input_is_parallel": true})";
+    const std::string op =
+        layer == LinearLayer::column_parallel ? "column_parallel_linear" : "row_parallel_linear";
+    write_text(
+        d / "case.json",
+        "{\"shardcheck_case\": 1, \"op\": \"" + op + "\", \"config\": " + config +
+            R"(, "sizes": {"tokens": 5, "in": 4, "out": 7}, "mesh": {"tp": 3}, "dtype": "float32", "inputs": {"x": "x.npy", "w": "w.npy", "b": "b.npy", "dy": "dy.npy"}, "outputs": )" +
+            outputs + "}");
+    const auto ok = compare_dir(d);
+    EXPECT_TRUE(ok.verdict.pass()) << ok.verdict.explain();
+    EXPECT_EQ(ok.verdict.tensors.size(), 2U);  // only what the case gives is judged
+
+    // Rank 1's dw with a row too few: a layout failure naming rank 1 and both shapes.
+    auto dw1 = run.outputs[1].dw;
+    Shape s = dw1.shape();
+    s[0] -= 1;
+    write_tensor(d / "dw.1.npy", Tensor<float>(s));
+    const auto bad = compare_dir(d);
+    ASSERT_FALSE(bad.verdict.pass());
+    expect_parts(bad.verdict.explain(),
+                 {"layout: rank 1's piece of dw", format_shape(s), format_shape(dw1.shape())});
+  }
+}
+
+// ---------------------------------------------------------------- bad input, by message
+
+struct BadCase {
+  std::string what;
+  std::string json;                // the manifest, or "" for the good one
+  std::vector<std::string> parts;  // pinned parts of the message
+};
+
+TEST(CompareBadInput, every_error_names_the_file_and_the_field) {
+  LinearFiles f;
+  const fs::path good = write_dense_case<float>("bad_input", f, "float32");
+  const std::string outs = R"({"y": "y.npy"})";
+  const std::vector<BadCase> cases = {
+      {"malformed JSON", "{\"shardcheck_case\": 1,", {"case.json: JSON: malformed at byte"}},
+      {"not an object", "[1, 2]", {"case.json", "is an array, not an object"}},
+      {"version",
+       R"({"shardcheck_case": 2})",
+       {"shardcheck_case: is 2 but this shardcheck reads version 1"}},
+      {"missing op", R"({"shardcheck_case": 1})", {"op: missing; give a string"}},
+      {"unknown op",
+       manifest(f, "float32", outs)
+           .replace(manifest(f, "float32", outs).find("row_parallel_linear"), 19,
+                    "row_parallel_linaer"),
+       {"op: \"row_parallel_linaer\" is not an op compare knows", "row_parallel_linear"}},
+      {"unknown dtype",
+       manifest(f, "float8", outs),
+       {"dtype: is \"float8\"", "float64, float32, bfloat16, float16"}},
+      {"unknown config field",
+       manifest(f, "float32", outs)
+           .replace(manifest(f, "float32", outs).find("\"input_is_parallel\": false"), 26,
+                    "\"input_is_paralel\": false"),
+       {"config: unknown field input_is_paralel", "input_is_parallel"}},
+      {"config field of the wrong type",
+       manifest(f, "float32", outs)
+           .replace(manifest(f, "float32", outs).find("false"), 5, "\"no\""),
+       {"config.input_is_parallel: is a string; give true or false"}},
+      {"missing size",
+       manifest(f, "float32", outs)
+           .replace(manifest(f, "float32", outs).find("\"in\": 4, "), 9, ""),
+       {"sizes.in: missing; row_parallel_linear needs it"}},
+      {"unknown top-level field",
+       manifest(f, "float32", outs, R"(, "seed": 3)"),
+       {"the manifest: unknown field seed"}},
+      {"accumulate other than the bound's",
+       manifest(f, "float32", outs, R"(, "accumulate": "float16")"),
+       {"accumulate: is float16 but the bounds of row_parallel_linear in float32 assume float32"}},
+      {"missing file",
+       manifest(f, "float32", R"({"y": "nope.npy"})"),
+       {"nope.npy: file: cannot be opened"}},
+      {"per-rank count",
+       manifest(f, "float32", R"({"y": {"ranks": ["y.npy", "y.npy"]}})"),
+       {"outputs.y.ranks: has 2 files but the mesh has 3 ranks"}},
+      {"input given per rank",
+       manifest(f, "float32", outs)
+           .replace(manifest(f, "float32", outs).find("\"x.npy\""), 7, R"({"ranks": []})"),
+       {"inputs.x: must be one .npy file"}},
+      {"no outputs", manifest(f, "float32", "{}"), {"outputs: is empty"}},
+      {"tensor the op lacks",
+       manifest(f, "float32", R"({"y": "y.npy", "dz": "y.npy"})"),
+       {"row_parallel_linear has no tensor dz", "its tensors are x, w, b, y, dy, dx, dw, db"}},
+      {"wrong shape",
+       manifest(f, "float32", R"({"y": "dx.npy"})"),
+       {"dx.npy: shape: is [5, 4] but row_parallel_linear's y is [5, 7]"}},
+      {"dtype of a file", manifest(f, "float64", outs), {"x.npy", "float64"}},
+      {"gradient without dy",
+       manifest(f, "float32", R"({"dx": "dx.npy"})", "",
+                R"({"x": "x.npy", "w": "w.npy", "b": "b.npy"})"),
+       {"inputs.dy: missing; the case gives dx"}},
+      {"split that does not tile",
+       manifest(f, "float32", outs)
+           .replace(manifest(f, "float32", outs).find("\"input_is_parallel\": false"), 26,
+                    R"("in_split": {"kind": "explicit", "sizes": [1, 1]})"),
+       {"case.json: config: split: explicit sizes [1,1] (2 sizes, sum 2) do not tile"}},
+      {"mesh of another name",
+       manifest(f, "float32", outs)
+           .replace(manifest(f, "float32", outs).find("\"tp\""), 4, "\"cp\""),
+       {"mesh: is {cp=3} but row_parallel_linear at this config runs on {tp=3}"}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    write_text(good / "case.json", c.json);
+    const std::string msg = case_error_of(good);
+    expect_parts(msg, c.parts);
+    expect_parts(msg, {"shardcheck_compare_tests_bad_input/"});  // the file, with its folder
+  }
+}
+
+}  // namespace
+}  // namespace shardcheck::check

@@ -1,0 +1,72 @@
+// column_parallel_linear and row_parallel_linear as cases on disk (docs/case-format.md,
+// compare/compare.hpp): the config's fields as ops/linear/linear_spec.cpp writes them, the sizes
+// tokens, in, out, the mesh {"tp": P}; inputs x [tokens, in], w [out, in], b [out] (optional:
+// without it the layer has no bias), dy [tokens, out] (needed for the gradients); outputs y, dx,
+// dw, db, each optional.
+#include "compare/compare.hpp"
+#include "compare/config_fields.hpp"
+#include "suites/linear/linear_expected.hpp"
+#include "suites/linear/linear_run.hpp"
+
+namespace shardcheck::check {
+
+LinearCase case_of(const cases::CaseManifest& m, LinearCase* /*tag*/) {
+  LinearCase c;
+  c.layer =
+      m.op == "row_parallel_linear" ? LinearLayer::row_parallel : LinearLayer::column_parallel;
+  c.dtype = m.dtype;
+  c.world = m.world();
+  c.tokens = m.size("tokens");
+  c.in = m.size("in");
+  c.out = m.size("out");
+  c.has_bias = m.input("b") != nullptr;
+  cases::Fields f = m.config;
+  if (c.layer == LinearLayer::column_parallel) {
+    ColumnParallelConfig& k = c.column;
+    k.out_features = f.size_or("out_features", c.out);
+    k.tokens = f.size_or("tokens", c.tokens);
+    k.out_split = split_or(f, "out_split", k.out_split);
+    k.gather_output = f.boolean_or("gather_output", k.gather_output);
+    k.sequence_parallel_input = f.boolean_or("sequence_parallel_input", k.sequence_parallel_input);
+    k.token_split = split_or(f, "token_split", k.token_split);
+    k.all_reduce_algorithm = algorithm_or(f, "all_reduce_algorithm", k.all_reduce_algorithm);
+    k.kernel = kernel_or(f, "kernel", k.kernel);
+  } else {
+    RowParallelConfig& k = c.row;
+    k.in_split = split_or(f, "in_split", k.in_split);
+    k.input_is_parallel = f.boolean_or("input_is_parallel", k.input_is_parallel);
+    k.sequence_parallel_output =
+        f.boolean_or("sequence_parallel_output", k.sequence_parallel_output);
+    k.token_split = split_or(f, "token_split", k.token_split);
+    k.reduce_algorithm = algorithm_or(f, "reduce_algorithm", k.reduce_algorithm);
+    k.kernel = kernel_or(f, "kernel", k.kernel);
+  }
+  f.done();
+  return c;
+}
+
+template <class T>
+void read_tensors(CaseReader& r, const LinearCase& c, LinearData<T>& d,
+                  std::vector<LinearRankOutputs<T>>& out) {
+  using O = LinearRankOutputs<T>;
+  r.input("x", d.x);
+  r.input("w", d.w);
+  if (c.has_bias) r.input("b", d.b);
+  const bool has_dy = r.input("dy", d.dy, false);
+  if (!has_dy) d.dy = Tensor<T>({c.tokens, c.out});  // no gradient is judged without it
+  r.output("y", out, &O::y);
+  for (const char* g : {"dx", "dw", "db"}) {
+    if (!has_dy && r.has_output(g)) r.require_input_for("dy", g);
+  }
+  r.output("dx", out, &O::dx);
+  r.output("dw", out, &O::dw);
+  if (c.has_bias) r.output("db", out, &O::db);
+}
+
+void register_linear_compare() {
+  for (const char* op : {"column_parallel_linear", "row_parallel_linear"}) {
+    CompareRegistry::instance().add(op, compare_as<LinearCase, LinearData, LinearRankOutputs>);
+  }
+}
+
+}  // namespace shardcheck::check

@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""End to end: cases written with python/shardcheck_case.py from a NumPy implementation of
+column- and row-parallel linear (ranks simulated in one process), judged by `shardcheck compare`.
+
+    python3 python/tests/test_compare_linear.py SHARDCHECK_BINARY WORK_DIR
+
+The correct implementation passes (exit 0) in float64, float32 and bfloat16, with global and
+per-rank outputs; three planted bugs fail (exit 1) on the tensor they break, with the failure
+named: the bias added on every rank, the partial sums never reduced, and an uneven split cut one
+column short on rank 1 (a layout failure naming the rank); a misspelt config field is bad input
+(exit 2) and writes no report. ctest runs it (label "compare").
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+
+try:
+    import numpy as np
+except ImportError:
+    sys.exit("numpy is missing: scripts/setup installs python3-numpy (Debian)")
+
+import shardcheck_case as sc  # noqa: E402
+
+BIN, WORK = sys.argv[1], sys.argv[2]
+P, TOKENS, IN, OUT = 3, 6, 5, 7
+failures = []
+
+
+def chunks(n, p):
+    """torch.chunk / DTensor Shard sizes: ceil(n/p) each, the trailing ones smaller."""
+    c = -(-n // p)
+    sizes, left = [], n
+    for _ in range(p):
+        sizes.append(min(c, left))
+        left -= sizes[-1]
+    return sizes
+
+
+def offsets(sizes):
+    out, o = [], 0
+    for s in sizes:
+        out.append((o, o + s))
+        o += s
+    return out
+
+
+def data(dtype, seed):
+    """Normal draws in the case's dtype (bfloat16: rounded to it, held as float32), so the
+    products and sums round and the bound is exercised, not just exact arithmetic."""
+    rng = np.random.default_rng(seed)
+    t = np.float64 if dtype == "float64" else np.float32
+    out = []
+    for shape in ((TOKENS, IN), (OUT, IN), (OUT,), (TOKENS, OUT)):
+        a = rng.standard_normal(shape).astype(t)
+        if dtype == "bfloat16":
+            a = sc.from_bfloat16_bits(sc.round_to_bfloat16_bits(a))
+        out.append(a)
+    return out
+
+
+def finish(dtype, a):
+    """The implementation's output in its dtype: bfloat16 rounds float32 results once."""
+    return sc.round_to_bfloat16_bits(a) if dtype == "bfloat16" else a
+
+
+def row_parallel(dtype, bug=None):
+    """Row-parallel linear, ranks simulated: each rank its columns of x and w, partial products
+    in the accumulator, rounded to the dtype, summed; the bias once, after the sum."""
+    x, w, b, dy = data(dtype, 1)
+    cuts = offsets(chunks(IN, P))
+    partials = []
+    for r, (lo, hi) in enumerate(cuts):
+        part = x[:, lo:hi] @ w[:, lo:hi].T
+        if dtype == "bfloat16":
+            part = sc.from_bfloat16_bits(sc.round_to_bfloat16_bits(part))
+        if bug == "bias_on_every_rank":
+            part = part + b
+        partials.append(part)
+    y = partials[0] if bug == "partial_not_reduced" else sum(partials)
+    if bug != "bias_on_every_rank":
+        y = y + b
+    case = sc.Case("row_parallel_linear", dtype, {"tokens": TOKENS, "in": IN, "out": OUT},
+                   {"tp": P}, {"input_is_parallel": False}, "numpy " + np.__version__)
+    for name, a in zip(("x", "w", "b", "dy"), (x, w, b, dy)):
+        case.input(name, finish(dtype, a) if dtype == "bfloat16" else a)
+    case.output("y", finish(dtype, y))
+    dx = dy @ w
+    dw = dy.T @ x
+    cut = [(lo, hi) for lo, hi in cuts]
+    if bug == "uneven_cut":
+        cut[1] = (cut[1][0], cut[1][1] - 1)  # rank 1 loses its last column
+    case.output("dx", finish(dtype, dx))
+    case.output_ranks("dw", [finish(dtype, dw[:, lo:hi]) for lo, hi in cut], "S(1)")
+    case.output("db", finish(dtype, dy.sum(axis=0)))
+    return case
+
+
+def column_parallel(dtype):
+    """Column-parallel linear with gather_output: each rank its rows of w and b."""
+    x, w, b, dy = data(dtype, 2)
+    cuts = offsets(chunks(OUT, P))
+    ys = [x @ w[lo:hi].T + b[lo:hi] for lo, hi in cuts]
+    if dtype == "bfloat16":  # the matmul rounded to bfloat16, then the bias added in bfloat16
+        ys = [sc.from_bfloat16_bits(sc.round_to_bfloat16_bits(x @ w[lo:hi].T)) + b[lo:hi]
+              for lo, hi in cuts]
+    y = np.concatenate(ys, axis=1)
+    case = sc.Case("column_parallel_linear", dtype, {"tokens": TOKENS, "in": IN, "out": OUT},
+                   {"tp": P}, {"gather_output": True}, "numpy " + np.__version__)
+    for name, a in zip(("x", "w", "b", "dy"), (x, w, b, dy)):
+        case.input(name, finish(dtype, a) if dtype == "bfloat16" else a)
+    case.output("y", finish(dtype, y))
+    dx = sum(dy[:, lo:hi] @ w[lo:hi] for lo, hi in cuts)  # the all_reduce of the partial dx
+    case.output("dx", finish(dtype, dx))
+    case.output_ranks("dw", [finish(dtype, (dy.T @ x)[lo:hi]) for lo, hi in cuts], "S(0)")
+    case.output_ranks("db", [finish(dtype, dy.sum(axis=0)[lo:hi]) for lo, hi in cuts])
+    return case
+
+
+def compare(*args):
+    r = subprocess.run([BIN, "compare", *args], capture_output=True, text=True)
+    return r.returncode, r.stdout + r.stderr
+
+
+def expect(what, cond, output):
+    if not cond:
+        failures.append(what)
+        print("FAILED: " + what + "\n" + output)
+    else:
+        print("ok: " + what)
+
+
+shutil.rmtree(WORK, ignore_errors=True)
+good = os.path.join(WORK, "good")
+for dtype in ("float64", "float32", "bfloat16"):
+    row_parallel(dtype).write(os.path.join(good, "row_" + dtype))
+    column_parallel(dtype).write(os.path.join(good, "column_" + dtype))
+report = os.path.join(WORK, "report")
+code, out = compare(good, "--report", report)
+expect("the correct implementation passes in every dtype (exit 0)", code == 0 and
+       "6 cases, 6 passed, 0 failed" in out, out)
+expect("the correct implementation's float32 and bfloat16 results do round (a nonzero error)",
+       out.count("max err 0,") < 20, out)
+expect("--report writes report.json and report.md",
+       os.path.exists(os.path.join(report, "report.json")) and
+       os.path.exists(os.path.join(report, "report.md")), out)
+
+for bug, tensor, words in (("bias_on_every_rank", "y", "of the bound"),
+                           ("partial_not_reduced", "y", "of the bound"),
+                           ("uneven_cut", "dw", "layout: rank 1's piece of dw")):
+    d = os.path.join(WORK, bug)
+    row_parallel("float32", bug).write(d)
+    code, out = compare(d)
+    expect("planted bug %s fails on %s (exit 1)" % (bug, tensor),
+           code == 1 and ("FAIL " + tensor) in out and words in out, out)
+    # The tensor lines: "  ok   dx [6, 5] R: ..." or "  FAIL y [6, 7] R: ...".
+    lines = [l for l in out.splitlines() if l.startswith(("  ok   ", "  FAIL "))]
+    others_ok = len(lines) == 4 and all(l.startswith("  ok   ") for l in lines
+                                        if not l.startswith("  FAIL " + tensor + " "))
+    expect("planted bug %s leaves the other tensors passing" % bug, others_ok, out)
+
+bad = os.path.join(WORK, "bad")
+case = row_parallel("float32")
+case.config = {"input_is_paralel": False}
+case.write(bad)
+bad_report = os.path.join(WORK, "bad_report")
+code, out = compare(bad, "--report", bad_report)
+expect("a misspelt config field is bad input (exit 2), naming the file and the field",
+       code == 2 and "case.json: config: unknown field input_is_paralel" in out, out)
+expect("bad input writes no report", not os.path.exists(bad_report), out)
+
+# The reader reads back what the writer wrote.
+back = sc.read(os.path.join(good, "row_bfloat16"))
+expect("shardcheck_case.read returns the case", back.op == "row_parallel_linear" and
+       back.outputs["dw"][1] == "S(1)" and back.inputs["x"].dtype == np.uint16, "")
+
+if failures:
+    sys.exit("%d checks failed: %s" % (len(failures), "; ".join(failures)))
+print("all checks passed")

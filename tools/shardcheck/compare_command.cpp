@@ -1,0 +1,127 @@
+#include "tools/shardcheck/compare_command.hpp"
+
+#include "cases/case_manifest.hpp"
+#include "compare/compare.hpp"
+#include "reports/compare_report.hpp"
+#include "runtime/errors.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <system_error>
+#include <vector>
+
+namespace shardcheck::cli {
+namespace {
+
+struct CompareArgs {
+  std::vector<std::string> operands;
+  std::optional<std::string> report_dir;
+};
+
+// The case manifests an operand names: itself (a manifest, or a directory holding case.json),
+// or each subdirectory holding case.json, in name order.
+std::vector<std::string> cases_of(const std::string& operand) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path p(operand);
+  if (!fs::exists(p, ec)) {
+    throw UsageError("compare: " + operand +
+                     ": no such file or directory; give a case "
+                     "directory, its case.json, or a directory of case directories");
+  }
+  if (!fs::is_directory(p, ec) || fs::exists(p / "case.json", ec)) return {operand};
+  std::vector<std::string> found;
+  for (const auto& e : fs::directory_iterator(p, ec)) {
+    if (e.is_directory() && fs::exists(e.path() / "case.json")) found.push_back(e.path().string());
+  }
+  if (found.empty()) {
+    throw UsageError("compare: " + operand +
+                     ": holds no case.json, and no subdirectory does; "
+                     "write cases with python/shardcheck_case.py (docs/case-format.md)");
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+void print_case(std::ostream& out, const check::CompareResult& r) {
+  const auto& v = r.verdict;
+  out << (v.pass() ? "PASS " : "FAIL ") << r.dir << ": " << v.op << " " << name(v.dtype)
+      << " P=" << v.world;
+  if (!r.implementation.empty()) out << " [" << r.implementation << "]";
+  out << "\n  case: " << v.case_text << "\n  contract: " << r.contract << "\n";
+  for (const auto& t : v.tensors)
+    out << "  " << (t.pass() ? "ok   " : "FAIL ") << t.summary() << "\n";
+  for (const auto& f : v.failures) out << "  FAIL " << f << "\n";
+  if (!v.pass()) {
+    for (const auto& t : v.tensors) {
+      if (t.pass()) continue;
+      std::string e = t.explain();
+      if (!e.empty() && e.back() != '\n') e += '\n';
+      out << "  " << e;
+    }
+  }
+}
+
+}  // namespace
+
+Command compare_command() {
+  const auto a = std::make_shared<CompareArgs>();
+  Command c;
+  c.name = "compare";
+  c.summary =
+      "judge cases an outside implementation wrote (.npy + case.json) against the reference";
+  c.description =
+      "Reads each case (a directory with case.json and .npy files, docs/case-format.md), computes "
+      "the op's high-precision reference from the case's inputs, and judges every output and "
+      "gradient the case gives under the derived bound, as the op's suite judges its own runs: "
+      "per tensor the bound ratio, ulps, NaN/Inf placement, the worst element with the rank that "
+      "owns it and its distance to the nearest shard boundary, and what assert_close's default "
+      "tolerance would say. Per-rank outputs are also checked for layout (each rank's piece must "
+      "have the local shape the op's spec gives it). Every case is read before anything is "
+      "printed or written.";
+  c.operands = "CASE...";
+  c.operands_help =
+      "case directories, case.json files, or directories of case directories (required)";
+  c.options = {{"--report", "DIR",
+                "write DIR/report.md and DIR/report.json (every case, every tensor, and the "
+                "tolerance table per op x dtype x P x tensor), each atomically",
+                "none", [a](const std::string& v) { a->report_dir = v; }}};
+  c.exit_status =
+      "0 every tensor of every case passed; 1 a tensor failed; 2 bad input (a malformed or "
+      "missing file, an unknown op or config field, a wrong shape or element type), on one line "
+      "naming the file and the field, with nothing written.";
+  c.examples = {"shardcheck compare cases/linear_ok",
+                "shardcheck compare cases/ --report reports/out/compare"};
+  c.operand = [a](const std::string& v) { a->operands.push_back(v); };
+  c.run = [a](std::ostream& out, const std::string& command_line) {
+    if (a->operands.empty()) throw UsageError("compare needs at least one CASE");
+    report::CompareReport rep;
+    rep.command = command_line;
+    rep.started = now_utc();
+    for (const auto& operand : a->operands) {
+      for (const auto& dir : cases_of(operand)) {
+        rep.cases.push_back(check::compare_case(cases::read_case_manifest(dir)));
+        rep.cases.back().dir = dir;
+      }
+    }
+    int failed = 0;
+    for (const auto& r : rep.cases) {
+      print_case(out, r);
+      failed += r.verdict.pass() ? 0 : 1;
+    }
+    out << "compare: " << rep.cases.size() << " cases, " << rep.cases.size() - failed << " passed, "
+        << failed << " failed\n";
+    if (a->report_dir) {
+      report::write_compare_report(rep, *a->report_dir);
+      out << "report: " << *a->report_dir << "/report.md, " << *a->report_dir << "/report.json\n";
+    }
+    return failed == 0 ? 0 : 1;
+  };
+  return c;
+}
+
+}  // namespace shardcheck::cli
