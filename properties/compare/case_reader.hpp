@@ -59,11 +59,26 @@ class CaseReader {
     return true;
   }
 
-  // Reads output `name` into outputs[r].*member for each rank r (outputs has the world's size).
-  // Returns whether the manifest gives it.
+  // Reads output `name` into outputs[r].*member for each rank r (outputs is grown to the world
+  // size). A global file is cut into rank r's piece by cut(global, r): by default the spec's
+  // placement over its first mesh dimension (a family whose pieces follow positions, as
+  // attention's zigzag layout, or a mesh of several dimensions passes its own). Returns whether
+  // the manifest gives it.
   template <Element T, class Outputs>
   bool output(const std::string& name, std::vector<Outputs>& outputs, Tensor<T> Outputs::*member) {
+    const spec::TensorSpec& ts = s_.tensor(name);
+    const int world = s_.world();
+    return output(name, outputs, member, [&ts, world](const Tensor<T>& g, int r) {
+      return piece_of(g, ts.placement(), world, r);
+    });
+  }
+  template <Element T, class Outputs, class Cut>
+  bool output(const std::string& name, std::vector<Outputs>& outputs, Tensor<T> Outputs::*member,
+              Cut&& cut) {
     asked_.insert(name);
+    if (outputs.size() < static_cast<std::size_t>(s_.world())) {
+      outputs.resize(static_cast<std::size_t>(s_.world()));
+    }
     const cases::TensorFiles* f = m_.output(name);
     if (f == nullptr) return false;
     supplied_.insert(name);
@@ -78,11 +93,11 @@ class CaseReader {
                                " at the manifest's sizes; fix the file or the sizes");
       }
       for (int r = 0; r < world; ++r) {
-        outputs[static_cast<std::size_t>(r)].*member = piece_of(g, ts.placement(), world, r);
+        outputs[static_cast<std::size_t>(r)].*member = cut(g, r);
       }
       return true;
     }
-    if (!f->placement.empty() && f->placement != ts.placement().to_string()) {
+    if (!f->placement.empty() && f->placement != placement_text(ts)) {
       problems_[name] = "the case declares " + name + " placed " + f->placement + " but " + s_.op +
                         " places it " + ts.placement().to_string() +
                         " at this config (shardcheck list --json); the pieces were not compared";
@@ -91,7 +106,7 @@ class CaseReader {
       const std::string path = m_.path(f->files.at(static_cast<std::size_t>(r)));
       Tensor<T> p = cases::to_tensor<T>(cases::read_npy(path), dtype_of<T>, path);
       const auto want = ts.local_shape(s_.mesh, r);
-      if (p.shape() != want && problems_.count(name) == 0) {
+      if (p.shape() != want && !problems_.contains(name)) {
         problems_[name] = "layout: rank " + std::to_string(r) + "'s piece of " + name + " (" +
                           path + ") is " + format_shape(p.shape()) + " but " + s_.op + " places " +
                           name + " " + ts.placement().to_string() + ", so rank " +
@@ -120,6 +135,14 @@ class CaseReader {
   void done() const;
 
  private:
+  // The placements over the mesh as the spec prints them: "S(0)", or "[S(1), R]" over two
+  // dimensions.
+  static std::string placement_text(const spec::TensorSpec& ts) {
+    if (ts.placements.size() == 1) return ts.placements[0].to_string();
+    std::string t;
+    for (const auto& p : ts.placements) t += (t.empty() ? "" : ", ") + p.to_string();
+    return "[" + t + "]";
+  }
   template <class T>
   static Tensor<T> piece_of(const Tensor<T>& g, const Placement& p, int world, int r) {
     if (!p.is_partial()) return place(g, p, world, r);

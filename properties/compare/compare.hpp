@@ -12,8 +12,9 @@
 //   Case case_of(const cases::CaseManifest&, Case*)    the case at the manifest's op, config,
 //       sizes, mesh and dtype; every config field read through manifest.config (a field it does
 //       not read is refused); the pointer is a tag and always null
-//   template <class T> void read_tensors(CaseReader&, const Case&, Data<T>&, Outputs<T>&)
-//       each input by name into the family's Data<T>, each output into every rank's Outputs
+//   template <class T> void read_tensors(CaseReader&, const Case&, Data<T>&, Run<T>&)
+//       each input by name into the family's Data<T>, each output into the run's per-rank
+//       outputs (CaseReader::output), as if the ranks had returned them
 //
 // and its check_outputs (engine/rank_family.hpp) declared in its headers, as compare_as below
 // calls it.
@@ -93,7 +94,7 @@ std::string without_profile(std::string case_text);
 
 // The typed comparison of one family's case: read, compute the reference, check the outputs the
 // case gives, report the layout problems found while reading.
-template <class Case, template <class> class Data, template <class> class Outputs>
+template <class Case, template <class> class Data, template <class> class Run>
 CompareResult compare_as(const cases::CaseManifest& m) {
   const Case c = case_of(m, static_cast<Case*>(nullptr));
   const spec::OpSpec s = spec_of(m, c);
@@ -112,10 +113,9 @@ CompareResult compare_as(const cases::CaseManifest& m) {
     if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, bfloat16> ||
                   std::is_same_v<T, float16>) {
       Data<T> d{};
-      RankRun<Outputs<T>> run;
-      run.outputs.resize(static_cast<std::size_t>(s.world()));
+      Run<T> run{};
       CaseReader r(m, s);
-      read_tensors(r, c, d, run.outputs);
+      read_tensors(r, c, d, run);
       r.done();
       CaseVerdict& v = out.verdict;
       begin_verdict(v, s.op, m.dtype, s.world(), without_profile(c.describe()));

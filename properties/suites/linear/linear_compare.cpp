@@ -46,9 +46,9 @@ LinearCase case_of(const cases::CaseManifest& m, LinearCase* /*tag*/) {
 }
 
 template <class T>
-void read_tensors(CaseReader& r, const LinearCase& c, LinearData<T>& d,
-                  std::vector<LinearRankOutputs<T>>& out) {
+void read_tensors(CaseReader& r, const LinearCase& c, LinearData<T>& d, LinearRun<T>& run) {
   using O = LinearRankOutputs<T>;
+  auto& out = run.outputs;
   r.input("x", d.x);
   r.input("w", d.w);
   if (c.has_bias) r.input("b", d.b);
@@ -65,7 +65,7 @@ void read_tensors(CaseReader& r, const LinearCase& c, LinearData<T>& d,
 
 void register_linear_compare() {
   for (const char* op : {"column_parallel_linear", "row_parallel_linear"}) {
-    CompareRegistry::instance().add(op, compare_as<LinearCase, LinearData, LinearRankOutputs>);
+    CompareRegistry::instance().add(op, compare_as<LinearCase, LinearData, LinearRun>);
   }
 }
 
