@@ -149,6 +149,17 @@ CaseManifest parse_case_manifest(const std::string& json, const std::string& fil
   m.inputs = tensor_list(top.object("inputs"), false, m.world());
   m.outputs = tensor_list(top.object("outputs"), true, m.world());
   if (m.outputs.empty()) top.fail("outputs", "is empty; give at least one output to compare");
+  if (top.has("baseline")) {
+    m.baseline = tensor_list(top.object("baseline"), true, m.world());
+    for (const auto& b : m.baseline) {
+      if (m.output(b.name) == nullptr) {
+        top.fail("baseline." + b.name,
+                 "is not among the outputs; a baseline tensor is compared "
+                 "with the implementation's tensor of the same name");
+      }
+    }
+    m.baseline_implementation = top.string_or("baseline_implementation", "");
+  }
   m.implementation = top.string_or("implementation", "");
   top.done();
   return m;

@@ -16,7 +16,9 @@
 //     "outputs": {"y": "y.npy",                                  a global tensor
 //                 "dx": {"ranks": ["dx.0.npy", "dx.1.npy", "dx.2.npy"],   a piece per rank
 //                        "placement": "S(0)"}},                  optional: as the spec says
-//     "implementation": "torch 2.1 cpu"     optional, free text for the report
+//     "implementation": "torch 2.1 cpu",    optional, free text for the report
+//     "baseline": {"y": "y_ref.npy"},       optional: a trusted implementation's outputs
+//     "baseline_implementation": "torch eager"
 //   }
 //
 // This file reads the manifest's JSON and its structure only: which fields an op's config has,
@@ -58,6 +60,10 @@ struct CaseManifest {
   std::optional<DType> accumulate;
   std::vector<TensorFiles> inputs, outputs;
   std::string implementation;
+  // Optional: the same outputs from a trusted implementation in the same dtype (FlashAttention's
+  // tests judge a kernel by its error relative to such a baseline's); each name is an output's.
+  std::vector<TensorFiles> baseline;
+  std::string baseline_implementation;
 
   // The size called `name`. @throws CaseError naming the file and "sizes.<name>" when absent.
   std::size_t size(const std::string& name) const;

@@ -94,7 +94,7 @@ class Case:
     """One case: the op, its config, sizes, mesh and element type, and its tensors."""
 
     def __init__(self, op, dtype, sizes, mesh=None, config=None, implementation="",
-                 accumulate=None):
+                 accumulate=None, baseline_implementation=""):
         if dtype not in ("float64", "float32", "bfloat16", "float16"):
             raise ValueError("dtype must be float64, float32, bfloat16 or float16, not %r"
                              % (dtype,))
@@ -107,6 +107,8 @@ class Case:
         self.accumulate = accumulate
         self.inputs = {}   # name -> array
         self.outputs = {}  # name -> array, or (list of arrays, placement or None)
+        self.baseline = {}  # name -> array: a trusted implementation's outputs, same dtype
+        self.baseline_implementation = baseline_implementation
 
     def world(self):
         w = 1
@@ -132,6 +134,11 @@ class Case:
                              % (name, len(pieces), self.world()))
         self.outputs[name] = (pieces, placement)
 
+    def baseline_output(self, name, array):
+        """A trusted implementation's global `name` in the same dtype (say, PyTorch eager for a
+        fused kernel): the verdict then also gives the implementation's error over its error."""
+        self.baseline[name] = _as_stored(name + " (baseline)", array, self.dtype)
+
     def manifest(self):
         m = {"shardcheck_case": FORMAT_VERSION, "op": self.op, "config": self.config,
              "sizes": self.sizes, "mesh": self.mesh, "dtype": self.dtype,
@@ -140,6 +147,10 @@ class Case:
             m["accumulate"] = self.accumulate
         if self.implementation:
             m["implementation"] = self.implementation
+        if self.baseline:
+            m["baseline"] = {n: n + ".baseline.npy" for n in self.baseline}
+            if self.baseline_implementation:
+                m["baseline_implementation"] = self.baseline_implementation
         for n, v in self.outputs.items():
             if isinstance(v, tuple):
                 entry = {"ranks": ["%s.rank%d.npy" % (n, r) for r in range(len(v[0]))]}
@@ -162,6 +173,8 @@ class Case:
                     _save(os.path.join(directory, "%s.rank%d.npy" % (n, r)), p)
             else:
                 _save(os.path.join(directory, n + ".npy"), v)
+        for n, a in self.baseline.items():
+            _save(os.path.join(directory, n + ".baseline.npy"), a)
         _atomic_write(os.path.join(directory, "case.json"),
                       json.dumps(self.manifest(), indent=2).encode() + b"\n")
         return directory
@@ -189,7 +202,10 @@ def read(directory):
         raise ValueError("%s: shardcheck_case is %r; this module reads version %d"
                          % (directory, m.get("shardcheck_case"), FORMAT_VERSION))
     c = Case(m["op"], m["dtype"], m["sizes"], m.get("mesh"), m.get("config"),
-             m.get("implementation", ""), m.get("accumulate"))
+             m.get("implementation", ""), m.get("accumulate"),
+             m.get("baseline_implementation", ""))
+    for n, fn in m.get("baseline", {}).items():
+        c.baseline[n] = np.load(os.path.join(directory, fn), allow_pickle=False)
     for n, fn in m["inputs"].items():
         c.inputs[n] = np.load(os.path.join(directory, fn), allow_pickle=False)
     for n, v in m["outputs"].items():

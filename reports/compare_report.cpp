@@ -109,7 +109,15 @@ std::string to_json(const CompareReport& r) {
     cj["passed"] = pass;
     cj["failures"] = c.verdict.failures;
     ordered_json ts = ordered_json::array();
-    for (const auto& t : c.verdict.tensors) ts.push_back(tensor_json(t));
+    for (const auto& t : c.verdict.tensors) {
+      ordered_json tj = tensor_json(t);
+      if (const auto* b = c.baseline_of(t.name)) {
+        tj["baseline"] = tensor_json(*b);
+        tj["baseline"]["implementation"] = c.baseline_implementation;
+        tj["error_ratio_to_baseline"] = number(check::baseline_error_ratio(t, *b));
+      }
+      ts.push_back(tj);
+    }
     cj["tensors"] = ts;
     cases.push_back(cj);
   }
@@ -143,7 +151,7 @@ std::string to_markdown(const CompareReport& r) {
     << r.cases.size() << " cases: " << r.cases.size() - static_cast<std::size_t>(failed)
     << " passed, " << failed << " failed.\n\n";
   o << "## Cases\n\n| case | op | dtype | P | verdict | worst tensor | bound ratio | assert_close "
-       "default |\n|---|---|---|---|---|---|---|---|\n";
+       "default | error / baseline's |\n|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& c : r.cases) {
     const check::TensorCheck* worst = nullptr;
     for (const auto& t : c.verdict.tensors) {
@@ -155,7 +163,14 @@ std::string to_markdown(const CompareReport& r) {
       << c.verdict.world << " | " << (c.verdict.pass() ? "pass" : "**FAIL**") << " | "
       << (worst ? worst->name : "") << " | "
       << (worst ? (worst->problem.empty() ? fmt(worst->max_ratio) : "layout") : "") << " | "
-      << (fixed ? "pass" : "fail") << " |\n";
+      << (fixed ? "pass" : "fail") << " | ";
+    double to_baseline = -1;
+    for (const auto& t : c.verdict.tensors) {
+      if (const auto* b = c.baseline_of(t.name)) {
+        to_baseline = std::max(to_baseline, check::baseline_error_ratio(t, *b));
+      }
+    }
+    o << (to_baseline < 0 ? std::string("-") : fmt(to_baseline)) << " |\n";
   }
   o << "\n## Tolerances\n\nPer op, dtype, world size and tensor over these cases: the largest and "
        "the median bound ratio (pass <= 1), the rtol the cases needed with assert_close's "

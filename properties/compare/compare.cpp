@@ -2,6 +2,8 @@
 
 #include "cases/npy.hpp"
 
+#include <limits>
+
 namespace shardcheck::check {
 
 CompareRegistry& CompareRegistry::instance() {
@@ -55,6 +57,20 @@ std::string without_profile(std::string case_text) {
   const auto end = case_text.find(' ', at + 1);
   case_text.erase(at, end == std::string::npos ? std::string::npos : end - at);
   return case_text;
+}
+
+const TensorCheck* CompareResult::baseline_of(const std::string& name) const {
+  for (const auto& t : baseline) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+double baseline_error_ratio(const TensorCheck& impl, const TensorCheck& baseline) {
+  if (baseline.max_abs_err == 0) {
+    return impl.max_abs_err == 0 ? 1.0 : std::numeric_limits<double>::infinity();
+  }
+  return impl.max_abs_err / baseline.max_abs_err;
 }
 
 std::string default_contract(DType t) {

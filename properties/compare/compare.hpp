@@ -38,7 +38,16 @@ struct CompareResult {
   std::string implementation;  // from the manifest
   std::string contract;        // the arithmetic the bounds assumed, in words
   CaseVerdict verdict;         // op, dtype, world, case in words, one TensorCheck per output
+  // The baseline's tensors (cases::CaseManifest::baseline), judged the same way, by name.
+  std::string baseline_implementation;
+  std::vector<TensorCheck> baseline;
+  // The baseline's check of tensor `name`, or nullptr.
+  const TensorCheck* baseline_of(const std::string& name) const;
 };
+
+// The implementation's largest error over the baseline's (FlashAttention's tests pass a kernel
+// at most 2x a same-dtype baseline's error): 1 when both are 0, inf when only the baseline's is.
+double baseline_error_ratio(const TensorCheck& impl, const TensorCheck& baseline);
 
 using CompareFn = std::function<CompareResult(const cases::CaseManifest&)>;
 
@@ -92,8 +101,29 @@ spec::OpSpec spec_of(const cases::CaseManifest& m, const Case& c) {
 // A case's words without " profile=...": how a suite draws values, not part of a case on disk.
 std::string without_profile(std::string case_text);
 
+// Reads `m`'s outputs into a run and checks the ones it gives against `e`, with the layout
+// problems found while reading; appended to v.tensors.
+template <class T, class Case, template <class> class Data, template <class> class Run,
+          class Expected>
+void check_given(CaseVerdict& v, const cases::CaseManifest& m, const spec::OpSpec& s, const Case& c,
+                 const Expected& e) {
+  Data<T> d{};
+  Run<T> run{};
+  CaseReader r(m, s);
+  read_tensors(r, c, d, run);
+  r.done();
+  CaseVerdict all;
+  check_outputs(all, c, run, e);
+  for (auto& t : all.tensors) {
+    if (!r.supplied(t.name)) continue;
+    if (auto p = r.problems().find(t.name); p != r.problems().end()) t.problem = p->second;
+    v.tensors.push_back(std::move(t));
+  }
+  v.failures.insert(v.failures.end(), all.failures.begin(), all.failures.end());
+}
+
 // The typed comparison of one family's case: read, compute the reference, check the outputs the
-// case gives, report the layout problems found while reading.
+// case gives (and the baseline's), report the layout problems found while reading.
 template <class Case, template <class> class Data, template <class> class Run>
 CompareResult compare_as(const cases::CaseManifest& m) {
   const Case c = case_of(m, static_cast<Case*>(nullptr));
@@ -112,17 +142,26 @@ CompareResult compare_as(const cases::CaseManifest& m) {
     using T = decltype(tag);
     if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, bfloat16> ||
                   std::is_same_v<T, float16>) {
+      // The inputs once, for the reference (an output-free reader: read_tensors also reads
+      // the outputs, which check_given reads again with its own reader).
       Data<T> d{};
-      Run<T> run{};
-      CaseReader r(m, s);
-      read_tensors(r, c, d, run);
-      r.done();
+      {
+        Run<T> ignored{};
+        CaseReader r(m, s);
+        read_tensors(r, c, d, ignored);
+        r.done();
+      }
+      const auto e = expected(c, d);
       CaseVerdict& v = out.verdict;
       begin_verdict(v, s.op, m.dtype, s.world(), without_profile(c.describe()));
-      check_outputs(v, c, run, expected(c, d));
-      std::erase_if(v.tensors, [&](const TensorCheck& t) { return !r.supplied(t.name); });
-      for (auto& t : v.tensors) {
-        if (auto p = r.problems().find(t.name); p != r.problems().end()) t.problem = p->second;
+      check_given<T, Case, Data, Run>(v, m, s, c, e);
+      if (!m.baseline.empty()) {
+        cases::CaseManifest b = m;
+        b.outputs = m.baseline;
+        CaseVerdict bv;
+        check_given<T, Case, Data, Run>(bv, b, s, c, e);
+        out.baseline = std::move(bv.tensors);
+        out.baseline_implementation = m.baseline_implementation;
       }
     }
   });

@@ -201,6 +201,35 @@ TEST(Compare, per_rank_pieces_of_the_library_pass_and_a_wrong_piece_is_a_layout_
   }
 }
 
+// Baseline mode: the same outputs again as a trusted implementation's give an error ratio of 1;
+// a baseline with a planted error is judged on its own (it fails) while the implementation
+// passes, and the ratio is below 1.
+TEST(Compare, a_baseline_is_judged_the_same_way_and_gives_the_error_ratio) {
+  LinearFiles f;
+  const fs::path d = write_dense_case<float>("baseline", f, "float32");
+  fs::copy_file(d / "y.npy", d / "y_ref.npy");
+  const std::string outs = R"({"y": "y.npy", "dx": "dx.npy"})";
+  write_text(d / "case.json",
+             manifest(f, "float32", outs,
+                      R"(, "baseline": {"y": "y_ref.npy"}, "baseline_implementation": "same")"));
+  const auto same = compare_dir(d);
+  ASSERT_TRUE(same.verdict.pass()) << same.verdict.explain();
+  ASSERT_EQ(same.baseline.size(), 1U);
+  EXPECT_EQ(same.baseline_implementation, "same");
+  ASSERT_NE(same.baseline_of("y"), nullptr);
+  EXPECT_EQ(same.baseline_of("dx"), nullptr);
+  EXPECT_EQ(baseline_error_ratio(same.verdict.tensors[0], *same.baseline_of("y")), 1.0);
+
+  auto y = cases::to_tensor<float>(cases::read_npy((d / "y.npy").string()), DType::float32, "y");
+  y[0] += 1.0F;
+  write_tensor(d / "y_ref.npy", y);
+  const auto worse = compare_dir(d);
+  EXPECT_TRUE(worse.verdict.pass());
+  ASSERT_NE(worse.baseline_of("y"), nullptr);
+  EXPECT_FALSE(worse.baseline_of("y")->pass());
+  EXPECT_LT(baseline_error_ratio(worse.verdict.tensors[0], *worse.baseline_of("y")), 1.0);
+}
+
 // ---------------------------------------------------------------- bad input, by message
 
 struct BadCase {
@@ -258,6 +287,9 @@ TEST(CompareBadInput, every_error_names_the_file_and_the_field) {
            .replace(manifest(f, "float32", outs).find("\"x.npy\""), 7, R"({"ranks": []})"),
        {"inputs.x: must be one .npy file"}},
       {"no outputs", manifest(f, "float32", "{}"), {"outputs: is empty"}},
+      {"baseline of a tensor not given",
+       manifest(f, "float32", outs, R"(, "baseline": {"dx": "dx.npy"})"),
+       {"baseline.dx: is not among the outputs"}},
       {"tensor the op lacks",
        manifest(f, "float32", R"({"y": "y.npy", "dz": "y.npy"})"),
        {"row_parallel_linear has no tensor dz", "its tensors are x, w, b, y, dy, dx, dw, db"}},

@@ -163,6 +163,25 @@ for bug, tensor, words in (("bias_on_every_rank", "y", "of the bound"),
                                         if not l.startswith("  FAIL " + tensor + " "))
     expect("planted bug %s leaves the other tensors passing" % bug, others_ok, out)
 
+# Baseline mode: float32 results judged also against a float32 baseline computed in float64
+# and rounded once (more accurate than the implementation, so its error is the smaller one).
+case = row_parallel("float32")
+x, w, b, dy = data("float32", 1)
+exact = (x.astype(np.float64) @ w.astype(np.float64).T + b).astype(np.float32)
+case.baseline_output("y", exact)
+case.baseline_implementation = "float64, rounded once"
+d = os.path.join(WORK, "baseline")
+case.write(d)
+code, out = compare(d)
+ratio_line = [l for l in out.splitlines() if "baseline [float64, rounded once]" in l]
+expect("baseline mode reports the implementation's error over the baseline's (exit 0)",
+       code == 0 and len(ratio_line) == 1 and "x the baseline's" in ratio_line[0], out)
+case.baseline_output("dz", exact)
+case.write(os.path.join(WORK, "baseline_bad"))
+code, out = compare(os.path.join(WORK, "baseline_bad"))
+expect("a baseline tensor that is not an output is bad input (exit 2)",
+       code == 2 and "baseline.dz: is not among the outputs" in out, out)
+
 bad = os.path.join(WORK, "bad")
 case = row_parallel("float32")
 case.config = {"input_is_paralel": False}

@@ -53,8 +53,15 @@ void print_case(std::ostream& out, const check::CompareResult& r) {
       << " P=" << v.world;
   if (!r.implementation.empty()) out << " [" << r.implementation << "]";
   out << "\n  case: " << v.case_text << "\n  contract: " << r.contract << "\n";
-  for (const auto& t : v.tensors)
+  for (const auto& t : v.tensors) {
     out << "  " << (t.pass() ? "ok   " : "FAIL ") << t.summary() << "\n";
+    if (const auto* b = r.baseline_of(t.name)) {
+      out << "       baseline"
+          << (r.baseline_implementation.empty() ? "" : " [" + r.baseline_implementation + "]")
+          << ": " << b->summary() << "; the implementation's error is "
+          << check::baseline_error_ratio(t, *b) << "x the baseline's\n";
+    }
+  }
   for (const auto& f : v.failures) out << "  FAIL " << f << "\n";
   if (!v.pass()) {
     for (const auto& t : v.tensors) {
