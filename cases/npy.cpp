@@ -98,7 +98,7 @@ class HeaderParser {
 
   Header parse() {
     ws();
-    expect('{', "the header's dict");
+    expect('{', "opening the header's dict");
     bool have_descr = false, have_fortran = false, have_shape = false;
     Header h;
     ws();

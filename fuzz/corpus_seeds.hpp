@@ -6,8 +6,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -41,6 +43,26 @@ inline void write_seed(const std::filesystem::path& f, const std::vector<std::ui
   std::ofstream(f, std::ios::binary)
       .write(reinterpret_cast<const char*>(bytes.data()),
              static_cast<std::streamsize>(bytes.size()));
+}
+
+// A --check loop: reads the seed dir/names[i] for every i and asks miss(i, bytes) how it fails
+// its target ("" when it meets it); prints each failure and the count. 0 when every seed is
+// present and meets its target, else 1.
+inline int check_seeds(
+    const std::filesystem::path& dir, const std::vector<std::string>& names,
+    const std::function<std::string(std::size_t, const std::vector<std::uint8_t>&)>& miss) {
+  int bad = 0;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const auto bytes = read_seed(dir / names[i]);
+    const std::string m = bytes ? miss(i, *bytes) : "is missing";
+    if (!m.empty()) {
+      std::fprintf(stderr, "seed %s no longer meets its target: it %s\n", names[i].c_str(),
+                   m.c_str());
+      ++bad;
+    }
+  }
+  std::printf("%zu seeds checked, %d bad\n", names.size(), bad);
+  return bad == 0 ? 0 : 1;
 }
 
 // A corpus program's main: `<program> <dir>` returns write(dir) (write the seeds into dir),
