@@ -115,6 +115,10 @@ CaseManifest parse_case_manifest(const std::string& json, const std::string& fil
   } catch (const nlohmann::json::parse_error& e) {
     throw CaseError(file + ": JSON: malformed at byte " + std::to_string(e.byte) + " (" + e.what() +
                     "); fix the file (python -m json.tool " + file + " shows where)");
+  } catch (const nlohmann::json::exception& e) {
+    // A number beyond double's range (1e400) is nlohmann-json's out_of_range, not a parse_error
+    // (found by case_manifest_fuzz).
+    throw CaseError(file + ": JSON: " + e.what() + "; write numbers within float64's range");
   }
   Fields top(std::move(j), file, "");
   CaseManifest m;

@@ -244,6 +244,9 @@ TEST(CompareBadInput, every_error_names_the_file_and_the_field) {
   const std::string outs = R"({"y": "y.npy"})";
   const std::vector<BadCase> cases = {
       {"malformed JSON", "{\"shardcheck_case\": 1,", {"case.json: JSON: malformed at byte"}},
+      {"number beyond float64",
+       R"({"shardcheck_case": 1e400})",
+       {"case.json: JSON:", "number overflow", "within float64's range"}},
       {"not an object", "[1, 2]", {"case.json", "is an array, not an object"}},
       {"version",
        R"({"shardcheck_case": 2})",
