@@ -241,7 +241,8 @@ TEST(NpyRead, FortranOrderRank3KnownPermutation) {
   for (int i = 0; i < 2; ++i) {
     for (int j = 0; j < 3; ++j) {
       for (int k = 0; k < 2; ++k)
-        f[static_cast<std::size_t>(i + 2 * j + 6 * k)] = 6 * i + 2 * j + k;
+        f.at(static_cast<std::size_t>(i) + 2 * static_cast<std::size_t>(j) +
+             6 * static_cast<std::size_t>(k)) = 6 * i + 2 * j + k;
     }
   }
   const NpyArray a = parse_npy(dict_file(header("<i4", "(2, 3, 2)", true), le_bytes(f)), "x");
@@ -285,7 +286,7 @@ TEST(NpyRead, HeaderSpellings) {
   const Bytes d = le_bytes(std::vector<float>{1, 2, 3, 4, 5, 6});
   // Double quotes, whitespace anywhere, keys in any order, no trailing commas, padding.
   for (const std::string& h : {
-           std::string("{\"descr\":\"<f4\",\"fortran_order\":False,\"shape\":(2,3)}"),
+           std::string(R"({"descr":"<f4","fortran_order":False,"shape":(2,3)})"),
            std::string(" {  'shape' : ( 2 , 3 , ) ,\t'fortran_order':False,\n'descr':'<f4' }   "),
            std::string("{'fortran_order': False, 'descr': \"<f4\", 'shape': (2, 3)}"),
        }) {
