@@ -98,20 +98,18 @@ class CaseReader {
       return true;
     }
     if (!f->placement.empty() && f->placement != placement_text(ts)) {
-      problems_[name] = "the case declares " + name + " placed " + f->placement + " but " + s_.op +
-                        " places it " + ts.placement().to_string() +
-                        " at this config (shardcheck list --json); the pieces were not compared";
+      std::string why = "the case declares ";
+      why += name + " placed " + f->placement;
+      why += " but " + s_.op + " places it " + placement_text(ts);
+      why += " at this config (shardcheck list --json); the pieces were not compared";
+      problems_[name] = std::move(why);
     }
     for (int r = 0; r < world; ++r) {
       const std::string path = m_.path(f->files.at(static_cast<std::size_t>(r)));
       Tensor<T> p = cases::to_tensor<T>(cases::read_npy(path), dtype_of<T>, path);
       const auto want = ts.local_shape(s_.mesh, r);
       if (p.shape() != want && !problems_.contains(name)) {
-        problems_[name] = "layout: rank " + std::to_string(r) + "'s piece of " + name + " (" +
-                          path + ") is " + format_shape(p.shape()) + " but " + s_.op + " places " +
-                          name + " " + ts.placement().to_string() + ", so rank " +
-                          std::to_string(r) + " holds " + format_shape(want) +
-                          "; check the shard offsets and sizes of the split";
+        problems_[name] = layout_problem(name, r, path, p.shape(), want, placement_text(ts));
       }
       outputs[static_cast<std::size_t>(r)].*member = std::move(p);
     }
@@ -135,6 +133,16 @@ class CaseReader {
   void done() const;
 
  private:
+  // "layout: rank 1's piece of dw (dw.1.npy) is [7, 1] but ... holds [7, 2]; check ...".
+  std::string layout_problem(const std::string& name, int r, const std::string& path,
+                             const Shape& got, const Shape& want,
+                             const std::string& placement) const {
+    const std::string rank = std::to_string(r);
+    return "layout: rank " + rank + "'s piece of " + name + " (" + path + ") is " +
+           format_shape(got) + " but " + s_.op + " places " + name + " " + placement +
+           ", so rank " + rank + " holds " + format_shape(want) +
+           "; check the shard offsets and sizes of the split";
+  }
   // The placements over the mesh as the spec prints them: "S(0)", or "[S(1), R]" over two
   // dimensions.
   static std::string placement_text(const spec::TensorSpec& ts) {

@@ -24,7 +24,7 @@ using test::expect_parts;
 
 // A fresh directory under the test's temporary folder.
 fs::path fresh_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("shardcheck_compare_tests_" + name);
+  fs::path d = fs::temp_directory_path() / ("shardcheck_compare_tests_" + name);
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
@@ -67,18 +67,29 @@ LinearData<T> linear_data(const LinearFiles& f) {
   return d;
 }
 
+// The manifest of a linear case: `config` (default: gather_output for the column-parallel layer,
+// input_is_parallel false for the row-parallel one), the inputs, the outputs and `extra` fields.
 std::string manifest(
     const LinearFiles& f, const std::string& dtype, const std::string& outputs,
     const std::string& extra = "",
-    const std::string& inputs = R"({"x": "x.npy", "w": "w.npy", "b": "b.npy", "dy": "dy.npy"})") {
+    const std::string& inputs = R"({"x": "x.npy", "w": "w.npy", "b": "b.npy", "dy": "dy.npy"})",
+    std::string config = "") {
   const bool column = f.layer == LinearLayer::column_parallel;
-  return std::string("{\"shardcheck_case\": 1, \"op\": \"") +
-         (column ? "column_parallel_linear" : "row_parallel_linear") + "\", \"config\": {" +
-         (column ? "\"gather_output\": true" : "\"input_is_parallel\": false") +
-         "}, \"sizes\": {\"tokens\": " + std::to_string(f.tokens) +
-         ", \"in\": " + std::to_string(f.in) + ", \"out\": " + std::to_string(f.out) +
-         "}, \"mesh\": {\"tp\": " + std::to_string(f.world) + "}, \"dtype\": \"" + dtype +
-         "\", \"inputs\": " + inputs + ", \"outputs\": " + outputs + extra + "}";
+  if (config.empty()) {
+    config = column ? R"({"gather_output": true})" : R"({"input_is_parallel": false})";
+  }
+  std::string m = R"({"shardcheck_case": 1, "op": ")";
+  m += column ? "column_parallel_linear" : "row_parallel_linear";
+  m += R"(", "config": )" + config;
+  m += R"(, "sizes": {"tokens": )" + std::to_string(f.tokens);
+  m += R"(, "in": )" + std::to_string(f.in);
+  m += R"(, "out": )" + std::to_string(f.out);
+  m += R"(}, "mesh": {"tp": )" + std::to_string(f.world);
+  m += R"(}, "dtype": ")" + dtype;
+  m += R"(", "inputs": )" + inputs;
+  m += R"(, "outputs": )" + outputs;
+  m += extra + "}";
+  return m;
 }
 
 // Writes the inputs and the dense layer's outputs in T (a correct implementation: the dense
@@ -86,7 +97,7 @@ std::string manifest(
 template <class T>
 fs::path write_dense_case(const std::string& name, const LinearFiles& f, const std::string& dtype,
                           T bias_scale = T(1)) {
-  const fs::path d = fresh_dir(name);
+  fs::path d = fresh_dir(name);
   const auto data = linear_data<T>(f);
   write_tensor(d / "x.npy", data.x);
   write_tensor(d / "w.npy", data.w);
@@ -167,24 +178,25 @@ TEST(Compare, per_rank_pieces_of_the_library_pass_and_a_wrong_piece_is_a_layout_
     std::string outputs = "{";
     for (const auto& [name, member] : {std::pair{"y", &LinearRankOutputs<float>::y},
                                        std::pair{"dw", &LinearRankOutputs<float>::dw}}) {
-      outputs += std::string(outputs.size() > 1 ? ", " : "") + "\"" + name + "\": {\"ranks\": [";
+      if (outputs.size() > 1) outputs += ", ";
+      outputs += R"(")";
+      outputs += name;
+      outputs += R"(": {"ranks": [)";
       for (int r = 0; r < 3; ++r) {
-        const std::string file = std::string(name) + "." + std::to_string(r) + ".npy";
+        std::string file = name;
+        file += "." + std::to_string(r) + ".npy";
         write_tensor(d / file, run.outputs[static_cast<std::size_t>(r)].*member);
-        outputs += std::string(r ? ", " : "") + "\"" + file + "\"";
+        if (r > 0) outputs += ", ";
+        outputs += R"(")" + file + R"(")";
       }
       outputs += "]}";
     }
     outputs += "}";
-    const std::string config =
-        layer == LinearLayer::column_parallel ? "{}" : R"({"input_is_parallel": true})";
-    const std::string op =
-        layer == LinearLayer::column_parallel ? "column_parallel_linear" : "row_parallel_linear";
-    write_text(
-        d / "case.json",
-        "{\"shardcheck_case\": 1, \"op\": \"" + op + "\", \"config\": " + config +
-            R"(, "sizes": {"tokens": 5, "in": 4, "out": 7}, "mesh": {"tp": 3}, "dtype": "float32", "inputs": {"x": "x.npy", "w": "w.npy", "b": "b.npy", "dy": "dy.npy"}, "outputs": )" +
-            outputs + "}");
+    const bool column = layer == LinearLayer::column_parallel;
+    write_text(d / "case.json",
+               manifest({layer, 3, 5, 4, 7}, "float32", outputs, "",
+                        R"({"x": "x.npy", "w": "w.npy", "b": "b.npy", "dy": "dy.npy"})",
+                        column ? "{}" : R"({"input_is_parallel": true})"));
     const auto ok = compare_dir(d);
     EXPECT_TRUE(ok.verdict.pass()) << ok.verdict.explain();
     EXPECT_EQ(ok.verdict.tensors.size(), 2U);  // only what the case gives is judged
