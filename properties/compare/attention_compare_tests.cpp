@@ -96,7 +96,7 @@ class CaseDir {
   static std::string_view name_of(DType t) { return name(t); }
   template <class T>
   std::string save(const std::string& name, const Tensor<T>& t) const {
-    const std::string file = name + ".npy";
+    std::string file = name + ".npy";
     cases::write_npy((dir_ / file).string(), cases::from_tensor(t));
     return file;
   }
@@ -323,7 +323,7 @@ CaseDir library_layer_case(const std::string& name, const AttentionCase& c, bool
     Tensor<T> y({c.batch, c.len(), n}), dx({c.batch, c.len(), n});
     for (int j = 0; j < c.cp; ++j) {
       const auto pos = positions_of(c, j);
-      const auto& o = run.layer[static_cast<std::size_t>(j * c.tp)];
+      const auto& o = run.layer[static_cast<std::size_t>(j) * static_cast<std::size_t>(c.tp)];
       for (std::size_t t = 0; t < pos.size(); ++t) {
         for (std::size_t e = 0; e < n; ++e) {
           y[pos[t] * n + e] = o.y[t * n + e];
