@@ -4,6 +4,7 @@
 #pragma once
 
 #include "engine/traffic.hpp"
+#include "engine/verdict.hpp"
 #include "ops/attention/attention_spec.hpp"
 #include "runtime/ledger.hpp"
 #include "suites/attention/attention_case.hpp"
@@ -38,5 +39,36 @@ AttentionRun<T> run_ranks(const AttentionImplementation& impl, const AttentionCa
 // (ops/attention/attention_spec.hpp). The inputs are cut by cp positions (positions_of), which
 // the spec's shapes agree with (a zigzag piece is not one contiguous split).
 spec::OpSpec op_spec(const AttentionCase& c);
+
+// The layer's parameters by name ("wq"; its gradient is "dwq"), with their members in the
+// weights and in the gradients, in the order wq, bq, wk, bk, wv, bv, wo, bo.
+template <class T>
+struct LayerParameter {
+  const char* name;
+  Tensor<T> AttentionLayerWeights<T>::*weight;
+  Tensor<T> AttentionLayerGrads<T>::*grad;
+};
+template <class T>
+std::vector<LayerParameter<T>> layer_parameters() {
+  using W = AttentionLayerWeights<T>;
+  using G = AttentionLayerGrads<T>;
+  return {{"wq", &W::wq, &G::dwq}, {"bq", &W::bq, &G::dbq}, {"wk", &W::wk, &G::dwk},
+          {"bk", &W::bk, &G::dbk}, {"wv", &W::wv, &G::dwv}, {"bv", &W::bv, &G::dbv},
+          {"wo", &W::wo, &G::dwo}, {"bo", &W::bo, &G::dbo}};
+}
+
+struct AttentionExpected;  // attention_expected.hpp
+
+// Every output of the case's op in `run` materialized and judged against `e`, one TensorCheck
+// appended to v per tensor: the core's out, lse, dq, dk, dv (run.core by world rank, each piece
+// the rank's positions, positions_of); the layer's y, dx (run.layer of tp coordinate 0 of each
+// cp coordinate), dwq, dwo, dwk, dwv and, with biases, dbq, dbk, dbv (cp coordinate 0's
+// shards: the rows, or wo's columns, of the tp rank's heads; one shard per kv group when g < tp)
+// and dbo (every world rank, replicated). A piece of the wrong shape, or a missing one, is the
+// tensor's problem (nothing compared), never an exception. Defined in attention_suite.cpp;
+// shardcheck compare calls it too (attention_compare.cpp).
+template <class T>
+void check_outputs(CaseVerdict& v, const AttentionCase& c, const AttentionRun<T>& run,
+                   const AttentionExpected& e);
 
 }  // namespace shardcheck::check

@@ -4,6 +4,7 @@
 // replicated results.
 #include "suites/attention/attention_suite.hpp"
 
+#include "engine/instantiate.hpp"
 #include "engine/rank_family.hpp"
 #include "engine/verdict.hpp"
 #include "suites/attention/attention_expected.hpp"
@@ -156,6 +157,8 @@ void check_outputs(CaseVerdict& v, const AttentionCase& c, const AttentionRun<T>
     layer_checks(v, c, run, e);
   }
 }
+
+SHARDCHECK_INSTANTIATE_CHECK_OUTPUTS(AttentionCase, AttentionRun, AttentionExpected)
 
 namespace {
 

@@ -1,0 +1,482 @@
+// shardcheck compare on attention cases written to disk here
+// (suites/attention/attention_compare.cpp): the library's own context_parallel_attention
+// (contiguous and zigzag, causal, padding and explicit masks) and attention_layer on a (cp, tp)
+// mesh pass with one piece per rank in float32 and bfloat16; the dense op's global outputs pass
+// once cut by the cp positions; a planted bug (lse written in base 2) fails on lse only; a piece of
+// the wrong shape is a layout failure naming the rank; every bad input is a CaseError whose message
+// is pinned.
+#include "cases/case_manifest.hpp"
+#include "cases/npy.hpp"
+#include "compare/compare.hpp"
+#include "ops/attention/attention.hpp"
+#include "suites/attention/attention_impl.hpp"
+#include "suites/attention/attention_run.hpp"
+#include "testing/ops_test_util.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+
+namespace shardcheck::check {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using test::expect_parts;
+
+// Values k/4 for k in [−4, 4]: exact in every element type, so the files hold what was drawn.
+template <class T>
+Tensor<T> quarters(Shape s, int seed) {
+  Tensor<T> t(std::move(s));
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    const auto k = static_cast<int>((i * 5 + static_cast<std::size_t>(seed) * 11) % 9) - 4;
+    t[i] = T(static_cast<float>(k) / 4.0F);
+  }
+  return t;
+}
+
+// One case directory being written: its tensors as .npy files, then case.json.
+class CaseDir {
+ public:
+  CaseDir(const std::string& name, const AttentionCase& c) : dir_(fs::temp_directory_path()) {
+    dir_ /= "shardcheck_attention_compare_tests_" + name;
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    const spec::OpSpec s = op_spec(c);
+    manifest_ = {{"shardcheck_case", 1},
+                 {"op", s.op},
+                 {"config", json::parse(s.config_json)},
+                 {"dtype", std::string(name_of(c.dtype))},
+                 {"inputs", json::object()},
+                 {"outputs", json::object()}};
+    for (const auto& [k, n] : s.sizes) manifest_["sizes"][k] = n;
+    for (const auto& [k, n] : s.mesh) manifest_["mesh"][k] = n;
+  }
+  template <class T>
+  void input(const std::string& name, const Tensor<T>& t) {
+    manifest_["inputs"][name] = save(name, t);
+  }
+  template <class T>
+  void output(const std::string& name, const Tensor<T>& t) {
+    manifest_["outputs"][name] = save(name, t);
+  }
+  template <class T>
+  void output_ranks(const std::string& name, const std::vector<Tensor<T>>& pieces) {
+    json files = json::array();
+    for (std::size_t r = 0; r < pieces.size(); ++r) {
+      files.push_back(save(name + ".rank" + std::to_string(r), pieces[r]));
+    }
+    manifest_["outputs"][name] = {{"ranks", files}};
+  }
+  json& manifest() { return manifest_; }
+  const fs::path& dir() const { return dir_; }
+  // Writes case.json and judges the case.
+  CompareResult compare() const {
+    write();
+    return compare_case(cases::read_case_manifest(dir_.string()));
+  }
+  // Writes case.json and returns the CaseError's message ("no error" when there is none).
+  std::string error() const {
+    write();
+    try {
+      compare_case(cases::read_case_manifest(dir_.string()));
+    } catch (const cases::CaseError& e) {
+      return e.what();
+    } catch (const std::exception& e) {
+      return std::string("not a CaseError: ") + e.what();
+    }
+    return "no error";
+  }
+
+ private:
+  static std::string_view name_of(DType t) { return name(t); }
+  template <class T>
+  std::string save(const std::string& name, const Tensor<T>& t) const {
+    std::string file = name + ".npy";
+    cases::write_npy((dir_ / file).string(), cases::from_tensor(t));
+    return file;
+  }
+  void write() const { std::ofstream(dir_ / "case.json", std::ios::binary) << manifest_.dump(); }
+  fs::path dir_;
+  json manifest_;
+};
+
+// context_parallel_attention: batch 2, L = 9, h = 4, g = 2 (GQA), d = 2 over cp = 3 (zigzag:
+// positions [0, 1], [2, 3, 8], [4, 5, 6, 7], not the contiguous cut [0, 3), [3, 6), [6, 9)).
+AttentionCase core_case(DType dtype, CpLayout layout, MaskKind kind) {
+  AttentionCase c;
+  c.op = AttentionOp::context_parallel;
+  c.dtype = dtype;
+  c.cp = 3;
+  c.batch = 2;
+  auto& a = c.layer.attention;
+  a.q_heads = 4;
+  a.kv_heads = 2;
+  a.head_dim = 2;
+  a.mask.kind = kind;
+  a.mask.q_len = a.mask.k_len = 9;
+  a.mask.key_lengths = {9, 4};
+  if (kind == MaskKind::explicit_mask) {
+    a.mask.allowed = Tensor<std::uint8_t>(Shape{2, 9, 9});
+    for (std::size_t i = 0; i < a.mask.allowed.size(); ++i) a.mask.allowed[i] = (i % 3) != 0;
+  }
+  ContextParallelConfig cc;
+  cc.seq_len = 9;
+  cc.layout = layout;
+  c.layer.context_parallel = cc;
+  return c;
+}
+
+template <class T>
+AttentionData<T> core_data(const AttentionCase& c) {
+  const auto& a = c.attention();
+  AttentionData<T> d;
+  d.q = quarters<T>({c.batch, c.len(), a.q_heads, a.head_dim}, 1);
+  d.k = quarters<T>({c.batch, c.len(), a.kv_heads, a.head_dim}, 2);
+  d.v = quarters<T>({c.batch, c.len(), a.kv_heads, a.head_dim}, 3);
+  d.dout = quarters<T>({c.batch, c.len(), a.q_heads, a.head_dim}, 4);
+  return d;
+}
+
+// The explicit mask's values in the config (to_json writes only its shape).
+void put_allowed(CaseDir& dir, const AttentionCase& c) {
+  const auto& m = c.attention().mask;
+  if (m.kind != MaskKind::explicit_mask) return;
+  json rows = json::array();
+  for (std::size_t b = 0; b < c.batch; ++b) {
+    json plane = json::array();
+    for (std::size_t t = 0; t < m.q_len; ++t) {
+      json row = json::array();
+      for (std::size_t s = 0; s < m.k_len; ++s)
+        row.push_back(m.allowed[(b * m.q_len + t) * m.k_len + s]);
+      plane.push_back(row);
+    }
+    rows.push_back(plane);
+  }
+  dir.manifest()["config"]["attention"]["mask"]["allowed"] = rows;
+}
+
+// A core case's directory with its inputs q, k, v, dout (and the explicit mask's values).
+template <class T>
+CaseDir core_inputs(const std::string& name, const AttentionCase& c, const AttentionData<T>& d) {
+  CaseDir dir(name, c);
+  put_allowed(dir, c);
+  dir.input("q", d.q);
+  dir.input("k", d.k);
+  dir.input("v", d.v);
+  dir.input("dout", d.dout);
+  return dir;
+}
+
+// The library's ranks, each rank's out, lse, dq, dk, dv written as its own file.
+template <class T>
+CaseDir library_core_case(const std::string& name, const AttentionCase& c) {
+  const auto d = core_data<T>(c);
+  const auto run = run_ranks(AttentionAdapter<LibraryAttention>{}, c, d);
+  EXPECT_TRUE(run.error.empty()) << run.error;
+  CaseDir dir = core_inputs(name, c, d);
+  using O = CoreRankOutputs<T>;
+  dir.output_ranks("out", pieces_of(run.core, &O::out));
+  dir.output_ranks("lse", pieces_of(run.core, &O::lse));
+  dir.output_ranks("dq", pieces_of(run.core, &O::dq));
+  dir.output_ranks("dk", pieces_of(run.core, &O::dk));
+  dir.output_ranks("dv", pieces_of(run.core, &O::dv));
+  return dir;
+}
+
+// The dense op's global outputs (a correct implementation: one partition of the keys), with
+// lse transformed by `lse_bug`.
+CaseDir dense_core_case(const std::string& name, const AttentionCase& c,
+                        const std::function<float(float)>& lse_bug = {}) {
+  const auto d = core_data<float>(c);
+  auto fwd = attention_forward(c.attention(), d.q, d.k, d.v);
+  const auto g = attention_backward(c.attention(), d.q, d.k, d.v, fwd, d.dout);
+  CaseDir dir = core_inputs(name, c, d);
+  dir.output("out", fwd.out);
+  if (lse_bug) {
+    for (auto& x : fwd.lse.values()) x = lse_bug(x);
+  }
+  dir.output("lse", fwd.lse);
+  dir.output("dq", g.dq);
+  dir.output("dk", g.dk);
+  dir.output("dv", g.dv);
+  return dir;
+}
+
+TEST(AttentionCompare, the_library_ranks_pass_in_float32_and_bfloat16) {
+  for (auto layout : {CpLayout::contiguous, CpLayout::zigzag}) {
+    for (auto kind : {MaskKind::causal, MaskKind::explicit_mask, MaskKind::none}) {
+      SCOPED_TRACE(to_string(layout) + " " + to_string(kind));
+      const auto f32 =
+          library_core_case<float>("f32", core_case(DType::float32, layout, kind)).compare();
+      EXPECT_TRUE(f32.verdict.pass()) << f32.verdict.explain();
+      EXPECT_EQ(f32.verdict.tensors.size(), 5U);
+      EXPECT_EQ(f32.verdict.world, 3);
+      const auto bf16 =
+          library_core_case<bfloat16>("bf16", core_case(DType::bfloat16, layout, kind)).compare();
+      EXPECT_TRUE(bf16.verdict.pass()) << bf16.verdict.explain();
+      EXPECT_EQ(bf16.verdict.tensors.size(), 5U);
+    }
+  }
+}
+
+TEST(AttentionCompare, global_outputs_are_cut_by_the_cp_positions) {
+  for (auto layout : {CpLayout::contiguous, CpLayout::zigzag}) {
+    SCOPED_TRACE(to_string(layout));
+    const auto r =
+        dense_core_case("dense", core_case(DType::float32, layout, MaskKind::causal)).compare();
+    EXPECT_TRUE(r.verdict.pass()) << r.verdict.explain();
+    EXPECT_EQ(r.verdict.tensors.size(), 5U);
+  }
+}
+
+TEST(AttentionCompare, an_lse_in_base_two_fails_on_lse_only) {
+  // A kernel that works in exp2 and returns its log2-sum-exp unconverted (FlashAttention's
+  // kernels scale by log2(e) internally).
+  const auto c = core_case(DType::float32, CpLayout::zigzag, MaskKind::causal);
+  const auto r = dense_core_case("lse_base2", c, [](float x) {
+                   return static_cast<float>(x / std::log(2.0));
+                 }).compare();
+  ASSERT_FALSE(r.verdict.pass());
+  for (const auto& t : r.verdict.tensors) EXPECT_EQ(t.pass(), t.name != "lse") << t.summary();
+  expect_parts(r.verdict.explain(), {"lse: worst element", "of the bound"});
+}
+
+TEST(AttentionCompare, a_forward_only_case_is_judged_on_what_it_gives) {
+  auto dir = dense_core_case("forward_only",
+                             core_case(DType::float32, CpLayout::zigzag, MaskKind::causal));
+  auto& m = dir.manifest();
+  m["inputs"].erase("dout");
+  for (const char* g : {"dq", "dk", "dv"}) m["outputs"].erase(g);
+  const auto r = dir.compare();
+  EXPECT_TRUE(r.verdict.pass()) << r.verdict.explain();
+  EXPECT_EQ(r.verdict.tensors.size(), 2U);
+}
+
+TEST(AttentionCompare, a_piece_a_position_short_is_a_layout_failure_naming_the_rank) {
+  const auto c = core_case(DType::float32, CpLayout::zigzag, MaskKind::causal);
+  auto dir = library_core_case<float>("short_piece", c);
+  const Shape want{2, positions_of(c, 1).size(), 4, 2};
+  const Shape got{2, want[1] - 1, 4, 2};
+  cases::write_npy((dir.dir() / "dq.rank1.npy").string(), cases::from_tensor(Tensor<float>(got)));
+  const auto r = dir.compare();
+  ASSERT_FALSE(r.verdict.pass());
+  for (const auto& t : r.verdict.tensors) EXPECT_EQ(t.pass(), t.name != "dq") << t.summary();
+  expect_parts(r.verdict.explain(),
+               {"layout: rank 1's piece of dq", format_shape(got), format_shape(want)});
+}
+
+// ---------------------------------------------------------------- the layer on (cp, tp)
+
+// attention_layer: batch 1, L = 6, h = 4, d = 2, hidden 3, causal, on (cp, tp) = (2, 2) with
+// the sequence zigzag over cp, or on (1, 2) without context parallelism.
+AttentionCase layer_case(DType dtype, std::size_t kv_heads, bool with_cp = true) {
+  AttentionCase c;
+  c.op = AttentionOp::layer;
+  c.dtype = dtype;
+  c.cp = 2;
+  c.tp = 2;
+  c.batch = 1;
+  auto& a = c.layer.attention;
+  a.q_heads = 4;
+  a.kv_heads = kv_heads;  // 2: one kv head per tp rank; 1: shared by both (g < tp)
+  a.head_dim = 2;
+  a.mask.kind = MaskKind::causal;
+  a.mask.q_len = a.mask.k_len = 6;
+  c.layer.hidden = 3;
+  ContextParallelConfig cc;
+  cc.seq_len = 6;
+  cc.layout = CpLayout::zigzag;
+  if (with_cp) {
+    c.layer.context_parallel = cc;
+  } else {
+    c.cp = 1;
+  }
+  return c;
+}
+
+template <class T>
+CaseDir library_layer_case(const std::string& name, const AttentionCase& c, bool global_y) {
+  const auto& a = c.attention();
+  const std::size_t hd = a.q_heads * a.head_dim, kd = a.kv_heads * a.head_dim, n = c.layer.hidden;
+  AttentionData<T> d;
+  d.x = quarters<T>({c.batch, c.len(), n}, 1);
+  d.dy = quarters<T>({c.batch, c.len(), n}, 2);
+  d.w = {quarters<T>({hd, n}, 3), quarters<T>({hd}, 4),    quarters<T>({kd, n}, 5),
+         quarters<T>({kd}, 6),    quarters<T>({kd, n}, 7), quarters<T>({kd}, 8),
+         quarters<T>({n, hd}, 9), quarters<T>({n}, 10)};
+  const auto run = run_ranks(AttentionAdapter<LibraryAttention>{}, c, d);
+  EXPECT_TRUE(run.error.empty()) << run.error;
+  CaseDir dir(name, c);
+  dir.input("x", d.x);
+  dir.input("dy", d.dy);
+  using G = AttentionLayerGrads<T>;
+  for (const auto& p : layer_parameters<T>()) dir.input(p.name, d.w.*p.weight);
+  std::vector<G> grads;
+  for (const auto& o : run.layer) grads.push_back(o.grads);
+  if (global_y) {
+    // y and dx back in the sequence's order from tp coordinate 0's pieces.
+    Tensor<T> y({c.batch, c.len(), n}), dx({c.batch, c.len(), n});
+    for (int j = 0; j < c.cp; ++j) {
+      const auto pos = positions_of(c, j);
+      const auto& o = run.layer[static_cast<std::size_t>(j) * static_cast<std::size_t>(c.tp)];
+      for (std::size_t t = 0; t < pos.size(); ++t) {
+        for (std::size_t e = 0; e < n; ++e) {
+          y[pos[t] * n + e] = o.y[t * n + e];
+          dx[pos[t] * n + e] = o.grads.dx[t * n + e];
+        }
+      }
+    }
+    dir.output("y", y);
+    dir.output("dx", dx);
+  } else {
+    dir.output_ranks("y", pieces_of(run.layer, &LayerRankOutputs<T>::y));
+    dir.output_ranks("dx", pieces_of(grads, &G::dx));
+  }
+  for (const auto& p : layer_parameters<T>()) {
+    dir.output_ranks(std::string("d") + p.name, pieces_of(grads, p.grad));
+  }
+  return dir;
+}
+
+TEST(AttentionCompare, the_library_layer_passes_on_a_cp_tp_mesh) {
+  for (std::size_t g : {2U, 1U}) {
+    SCOPED_TRACE("kv_heads " + std::to_string(g));
+    for (bool global_y : {false, true}) {
+      const auto f32 =
+          library_layer_case<float>("layer_f32", layer_case(DType::float32, g), global_y).compare();
+      EXPECT_TRUE(f32.verdict.pass()) << f32.verdict.explain();
+      EXPECT_EQ(f32.verdict.tensors.size(), 10U);
+      EXPECT_EQ(f32.verdict.world, 4);
+    }
+    const auto bf16 =
+        library_layer_case<bfloat16>("layer_bf16", layer_case(DType::bfloat16, g), false).compare();
+    EXPECT_TRUE(bf16.verdict.pass()) << bf16.verdict.explain();
+  }
+  const auto no_cp =
+      library_layer_case<float>("layer_no_cp", layer_case(DType::float32, 2, false), true)
+          .compare();
+  EXPECT_TRUE(no_cp.verdict.pass()) << no_cp.verdict.explain();
+  EXPECT_EQ(no_cp.verdict.world, 2);
+}
+
+TEST(AttentionCompare, a_layer_gradient_on_the_wrong_rows_is_a_layout_failure) {
+  const auto c = layer_case(DType::float32, 2);
+  auto dir = library_layer_case<float>("layer_rows", c, false);
+  // Rank 3 (cp 1, tp 1) returns every query head's rows of dwq.
+  cases::write_npy((dir.dir() / "dwq.rank3.npy").string(),
+                   cases::from_tensor(Tensor<float>(Shape{8, 3})));
+  const auto r = dir.compare();
+  ASSERT_FALSE(r.verdict.pass());
+  expect_parts(r.verdict.explain(), {"layout: rank 3's piece of dwq", "[8, 3]", "[4, 3]"});
+}
+
+// ---------------------------------------------------------------- bad input, by message
+
+struct BadCase {
+  std::string what;
+  std::function<void(json&)> edit;
+  std::vector<std::string> parts;
+};
+
+TEST(AttentionCompareBadInput, every_error_names_the_file_and_the_field) {
+  auto dir =
+      dense_core_case("bad_input", core_case(DType::float32, CpLayout::zigzag, MaskKind::causal));
+  const json good = dir.manifest();
+  cases::write_npy((dir.dir() / "k_as_q.npy").string(),
+                   cases::from_tensor(Tensor<float>(Shape{2, 9, 4, 2})));
+  const std::vector<BadCase> cases = {
+      {"misspelt mask field",
+       [](json& m) { m["config"]["attention"]["mask"]["kidn"] = "causal"; },
+       {"config.attention.mask: unknown field kidn", "kind"}},
+      {"misspelt cp field",
+       [](json& m) { m["config"]["cp"]["layuot"] = "zigzag"; },
+       {"config.cp: unknown field layuot", "layout"}},
+      {"layout of the wrong type",
+       [](json& m) { m["config"]["cp"]["layout"] = 2; },
+       {"config.cp.layout: is an integer; give a string"}},
+      {"unknown layout",
+       [](json& m) { m["config"]["cp"]["layout"] = "striped"; },
+       {"config.cp.layout", "contiguous", "zigzag"}},
+      {"unknown mask kind",
+       [](json& m) { m["config"]["attention"]["mask"]["kind"] = "sliding"; },
+       {"config.attention.mask.kind", "none", "causal", "explicit_mask"}},
+      {"missing size",
+       [](json& m) { m["sizes"].erase("head_dim"); },
+       {"sizes.head_dim: missing; context_parallel_attention needs it"}},
+      {"config disagreeing with the sizes",
+       [](json& m) { m["config"]["attention"]["q_heads"] = 2; },
+       {"config.attention.q_heads: is 2 but sizes.q_heads is 4"}},
+      {"kv heads not dividing the query heads",
+       [](json& m) {
+         m["config"]["attention"]["kv_heads"] = 3;
+         m["sizes"]["kv_heads"] = 3;
+       },
+       {"config.attention.kv_heads: is 3 but q_heads is 4; the kv heads must divide"}},
+      {"key_lengths of another batch",
+       [](json& m) { m["config"]["attention"]["mask"]["key_lengths"] = {9}; },
+       {"config.attention.mask.key_lengths: has 1 entries but batch is 2"}},
+      {"explicit mask without its values",
+       [](json& m) {
+         m["config"]["attention"]["mask"]["kind"] = "explicit_mask";
+         m["config"]["attention"]["mask"]["allowed_shape"] = {2, 9, 9};
+       },
+       {"config.attention.mask.allowed: missing"}},
+      {"explicit mask of the wrong shape",
+       [](json& m) {
+         m["config"]["attention"]["mask"]["kind"] = "explicit_mask";
+         m["config"]["attention"]["mask"]["allowed_shape"] = {2, 9, 9};
+         m["config"]["attention"]["mask"]["allowed"] = {{{1, 0}}, {{1, 0}}};
+       },
+       {"config.attention.mask.allowed: is not nested arrays of shape [2, 9, 9] (at depth 1: 1 "
+        "entries)"}},
+      {"a split that does not tile",
+       [](json& m) {
+         m["config"]["cp"]["split"] = {{"kind", "explicit"}, {"sizes", {3, 3}}};
+       },
+       {"case.json: config:", "explicit sizes [3,3]"}},
+      {"input of the wrong shape",
+       [](json& m) { m["inputs"]["k"] = "k_as_q.npy"; },
+       {"k_as_q.npy: shape: is [2, 9, 4, 2] but context_parallel_attention's k is [2, 9, 2, 2]"}},
+      {"gradient without dout",
+       [](json& m) { m["inputs"].erase("dout"); },
+       {"inputs.dout: missing; the case gives dq"}},
+      {"mesh of another name",
+       [](json& m) {
+         m["mesh"] = {{"sp", 3}};
+       },
+       {"mesh: is {sp=3} but context_parallel_attention at this config runs on {cp=3}"}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    dir.manifest() = good;
+    c.edit(dir.manifest());
+    const std::string msg = dir.error();
+    expect_parts(msg, c.parts);
+    expect_parts(msg, {"shardcheck_attention_compare_tests_bad_input/"});
+  }
+}
+
+TEST(AttentionCompareBadInput, the_layer_names_its_mesh_and_its_bias) {
+  auto dir = library_layer_case<float>("bad_layer", layer_case(DType::float32, 2), false);
+  const json good = dir.manifest();
+  dir.manifest()["mesh"] = {{"tp", 4}};
+  expect_parts(dir.error(), {"mesh: is {tp=4} but attention_layer at this config runs on "
+                             "{cp=1, tp=4}"});
+  dir.manifest() = good;
+  dir.manifest()["config"]["has_bias"] = false;
+  expect_parts(dir.error(), {"attention_layer has no tensor bk, bo, bq, bv, dbk, dbo, dbq, dbv"});
+  dir.manifest() = good;
+  dir.manifest()["config"]["kv_head_split"] = {{"kind", "explicit"}, {"sizes", {2, 1}}};
+  expect_parts(dir.error(), {"case.json: config:"});
+  dir.manifest() = good;
+  dir.manifest()["inputs"].erase("dy");
+  expect_parts(dir.error(), {"inputs.dy: missing; the case gives dwq"});
+}
+
+}  // namespace
+}  // namespace shardcheck::check

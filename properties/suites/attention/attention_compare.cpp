@@ -1,0 +1,272 @@
+// context_parallel_attention and attention_layer as cases on disk (docs/case-format.md,
+// compare/compare.hpp, docs/attention.md "As a case on disk"): the config's fields as
+// ops/attention/attention_spec.cpp writes them (to_json), the spec's sizes and mesh.
+//
+//   context_parallel_attention  sizes batch, seq_len, q_heads, kv_heads, head_dim; mesh {"cp": P}
+//     config {"attention": {...}, "cp": {...}}; inputs q, k, v, dout (needed for the gradients);
+//     outputs out, lse (acc_t<T>: a float32 file in a bfloat16 case), dq, dk, dv
+//   attention_layer  sizes batch, seq_len, hidden; mesh {"cp": C, "tp": P} (C = 1 without
+//     context_parallel); config {"attention", "hidden", "has_bias", "kv_head_split",
+//     "reduce_algorithm", "context_parallel": {...} | null}; inputs x, wq, wk, wv, wo and with
+//     biases bq, bk, bv, bo, dy (needed for the gradients); outputs y, dx, dwq, dwk, dwv, dwo
+//     and with biases dbq, dbk, dbv, dbo
+//
+// A global sequence-sharded output is in the sequence's order and is cut into each cp rank's
+// positions (positions_of: contiguous or zigzag), a global weight gradient into the rows (wo:
+// columns) of each tp rank's heads (head_assignment). The mask is the config's:
+// attention.mask {"kind": "none" | "causal" | "explicit_mask", "q_len", "k_len" (absent: seq_len,
+// the only value a self-attention takes), "key_lengths" (padding, one per sequence),
+// "allowed_shape" and, with explicit_mask, "allowed": the [batch, seq_len, seq_len] mask as
+// nested arrays of 0/1 (or false/true)}.
+#include "compare/compare.hpp"
+#include "compare/config_fields.hpp"
+#include "engine/slicing.hpp"
+#include "suites/attention/attention_expected.hpp"
+#include "suites/attention/attention_run.hpp"
+
+#include <cmath>
+
+namespace shardcheck::check {
+namespace {
+
+std::string text(std::size_t n) { return std::to_string(n); }
+
+// The object `key` of `f`, or an empty one (every field at its default) when absent.
+cases::Fields object_or_empty(cases::Fields& f, const std::string& key) {
+  if (f.has(key)) return f.object(key);
+  return {nlohmann::json::object(), f.file(), f.where(key)};
+}
+
+// A config field that repeats a size: absent, the size; given, it must be the size.
+std::size_t size_as(cases::Fields& f, const std::string& key, std::size_t size,
+                    const std::string& size_name) {
+  const std::size_t n = f.size_or(key, size);
+  if (n != size) {
+    f.fail(key, "is " + text(n) + " but " + size_name + " is " + text(size) +
+                    "; give the same value or leave the field out");
+  }
+  return n;
+}
+
+// The nested arrays of an explicit mask, [batch, len, len] of 0/1 or booleans, row-major.
+void flatten_mask(const cases::Fields& f, const nlohmann::json& j, const Shape& shape,
+                  std::size_t depth, std::vector<std::uint8_t>& out) {
+  if (depth == shape.size()) {
+    if (j.is_boolean()) return out.push_back(j.get<bool>() ? 1 : 0);
+    if (j.is_number_integer() && (j.get<long long>() == 0 || j.get<long long>() == 1)) {
+      return out.push_back(static_cast<std::uint8_t>(j.get<long long>()));
+    }
+    f.fail("allowed", "has the element " + j.dump() + "; give 0 or 1 (or false or true)");
+  }
+  if (!j.is_array() || j.size() != shape[depth]) {
+    f.fail("allowed", "is not nested arrays of shape " + format_shape(shape) + " (at depth " +
+                          text(depth) + ": " +
+                          (j.is_array() ? text(j.size()) + " entries" : j.dump()) +
+                          "); give the [batch, seq_len, seq_len] mask, 1 = visible");
+  }
+  for (const auto& e : j) flatten_mask(f, e, shape, depth + 1, out);
+}
+
+AttentionMask mask_of(cases::Fields& attention, std::size_t batch, std::size_t len) {
+  cases::Fields f = object_or_empty(attention, "mask");
+  AttentionMask m;
+  const std::string kind = f.choice_or("kind", {"none", "causal", "explicit_mask"}, "none");
+  m.kind = kind == "causal"          ? MaskKind::causal
+           : kind == "explicit_mask" ? MaskKind::explicit_mask
+                                     : MaskKind::none;
+  m.q_len = size_as(f, "q_len", len, "sizes.seq_len");
+  m.k_len = size_as(f, "k_len", len, "sizes.seq_len");
+  m.key_lengths = f.sizes_or("key_lengths", {});
+  if (!m.key_lengths.empty() && m.key_lengths.size() != batch) {
+    f.fail("key_lengths", "has " + text(m.key_lengths.size()) + " entries but batch is " +
+                              text(batch) + "; give one key length per sequence, or []");
+  }
+  for (std::size_t n : m.key_lengths) {
+    if (n > len) {
+      f.fail("key_lengths", "has " + text(n) + ", above seq_len " + text(len) +
+                                "; a key length is at most the sequence length");
+    }
+  }
+  const bool given = m.kind == MaskKind::explicit_mask;
+  const Shape shape = given ? Shape{batch, len, len} : Shape{};
+  if (const auto s = f.sizes_or("allowed_shape", shape); s != shape) {
+    f.fail("allowed_shape", "is " + format_shape(s) + " but the mask of kind " + kind + " has " +
+                                format_shape(shape) +
+                                " ([batch, seq_len, seq_len] for explicit_mask, "
+                                "[] otherwise)");
+  }
+  if (given) {
+    std::vector<std::uint8_t> values;
+    flatten_mask(f, f.raw("allowed"), shape, 0, values);
+    m.allowed = Tensor<std::uint8_t>(shape, std::move(values));
+  } else if (f.has("allowed")) {
+    f.fail("allowed", "is given but the mask's kind is " + kind + "; only explicit_mask takes it");
+  }
+  f.done();
+  return m;
+}
+
+// config.attention (or the core's "attention"): heads and head dim default to `sizes` (the
+// core's sizes name them; the layer's do not, so its defaults are AttentionConfig's).
+AttentionConfig attention_of(cases::Fields& config, const AttentionConfig& sizes, bool from_sizes,
+                             std::size_t batch, std::size_t len) {
+  cases::Fields f = object_or_empty(config, "attention");
+  AttentionConfig a = sizes;
+  if (from_sizes) {
+    a.q_heads = size_as(f, "q_heads", sizes.q_heads, "sizes.q_heads");
+    a.kv_heads = size_as(f, "kv_heads", sizes.kv_heads, "sizes.kv_heads");
+    a.head_dim = size_as(f, "head_dim", sizes.head_dim, "sizes.head_dim");
+  } else {
+    a.q_heads = f.size_or("q_heads", a.q_heads);
+    a.kv_heads = f.size_or("kv_heads", a.kv_heads);
+    a.head_dim = f.size_or("head_dim", a.head_dim);
+  }
+  if (a.kv_heads == 0 || a.q_heads % a.kv_heads != 0) {
+    f.fail("kv_heads", "is " + text(a.kv_heads) + " but q_heads is " + text(a.q_heads) +
+                           "; the kv heads must divide the query heads (GQA groups)");
+  }
+  if (a.head_dim == 0) f.fail("head_dim", "is 0; a head has at least one element");
+  a.scale = f.number_or("scale", a.scale);
+  if (!std::isfinite(a.scale)) f.fail("scale", "is not finite; give 0 for 1/sqrt(head_dim)");
+  a.mask = mask_of(f, batch, len);
+  f.done();
+  return a;
+}
+
+// The cp object: {"seq_len", "layout", "split", "algorithm"}.
+ContextParallelConfig context_of(cases::Fields f, std::size_t len) {
+  ContextParallelConfig cc;
+  cc.seq_len = size_as(f, "seq_len", len, "sizes.seq_len");
+  cc.layout = f.choice_or("layout", {"contiguous", "zigzag"}, "contiguous") == "zigzag"
+                  ? CpLayout::zigzag
+                  : CpLayout::contiguous;
+  cc.split = split_or(f, "split", cc.split);
+  cc.algorithm = f.choice_or("algorithm", {"ring", "all_gather"}, "ring") == "all_gather"
+                     ? CpAlgorithm::all_gather
+                     : CpAlgorithm::ring;
+  f.done();
+  return cc;
+}
+
+// The manifest's mesh size called `name`, or `fallback` (require_mesh then names the mismatch).
+int mesh_size(const cases::CaseManifest& m, const std::string& name, int fallback) {
+  for (const auto& [k, n] : m.mesh) {
+    if (k == name) return static_cast<int>(n);
+  }
+  return fallback;
+}
+
+// Cuts a global [batch, L, ...] output into the positions of world rank r's cp coordinate.
+auto by_positions(const AttentionCase& c) {
+  return [&c](const auto& g, int r) { return take_positions(g, positions_of(c, cp_coord(c, r))); };
+}
+
+template <class T>
+void read_core(CaseReader& r, const AttentionCase& c, AttentionData<T>& d, AttentionRun<T>& run) {
+  using O = CoreRankOutputs<T>;
+  r.input("q", d.q);
+  r.input("k", d.k);
+  r.input("v", d.v);
+  const bool has_dout = r.input("dout", d.dout, false);
+  if (!has_dout) d.dout = Tensor<T>(d.q.shape());  // no gradient is judged without it
+  r.output("out", run.core, &O::out, by_positions(c));
+  r.output("lse", run.core, &O::lse, [&c](const Tensor<acc_t<T>>& g, int rank) {
+    return take_lse_positions(g, positions_of(c, rank));
+  });
+  for (const char* g : {"dq", "dk", "dv"}) {
+    if (!has_dout && r.has_output(g)) r.require_input_for("dout", g);
+  }
+  r.output("dq", run.core, &O::dq, by_positions(c));
+  r.output("dk", run.core, &O::dk, by_positions(c));
+  r.output("dv", run.core, &O::dv, by_positions(c));
+}
+
+// A global weight gradient's piece on world rank r: the rows (dim 0) or, for wo, the columns
+// (dim 1) of the heads of r's tp coordinate, or the whole of bo.
+template <class T>
+Tensor<T> heads_piece(const AttentionCase& c, const std::string& name, const Tensor<T>& g, int r) {
+  const HeadAssignment a = head_assignment(c.layer, c.tp, tp_coord(c, r));
+  const std::size_t d = c.attention().head_dim;
+  if (name == "dbo") return g;
+  if (name == "dwo") return slice(g, 1, Piece{a.q_offset * d, a.q_count * d});
+  if (name == "dwq" || name == "dbq") return slice(g, 0, Piece{a.q_offset * d, a.q_count * d});
+  return slice(g, 0, Piece{a.kv_offset * d, a.kv_count * d});
+}
+
+template <class T>
+void read_layer(CaseReader& r, const AttentionCase& c, AttentionData<T>& d, AttentionRun<T>& run) {
+  using G = AttentionLayerGrads<T>;
+  const bool bias = c.layer.has_bias;
+  r.input("x", d.x);
+  for (const auto& p : layer_parameters<T>()) {
+    if (bias || p.name[0] == 'w') r.input(p.name, d.w.*p.weight);
+  }
+  const bool has_dy = r.input("dy", d.dy, false);
+  if (!has_dy) d.dy = Tensor<T>(d.x.shape());  // no gradient is judged without it
+  r.output("y", run.layer, &LayerRankOutputs<T>::y, by_positions(c));
+  std::vector<G> pieces;
+  for (const auto& p : layer_parameters<T>()) {
+    if (!bias && p.name[0] == 'b') continue;
+    const std::string g = std::string("d") + p.name;
+    if (!has_dy && r.has_output(g)) r.require_input_for("dy", g);
+    r.output(g, pieces, p.grad,
+             [&c, g](const Tensor<T>& t, int rank) { return heads_piece(c, g, t, rank); });
+  }
+  if (!has_dy && r.has_output("dx")) r.require_input_for("dy", "dx");
+  r.output("dx", pieces, &G::dx, by_positions(c));
+  for (std::size_t i = 0; i < run.layer.size(); ++i) run.layer[i].grads = std::move(pieces[i]);
+}
+
+}  // namespace
+
+AttentionCase case_of(const cases::CaseManifest& m, AttentionCase* /*tag*/) {
+  AttentionCase c;
+  c.dtype = m.dtype;
+  c.batch = m.size("batch");
+  const std::size_t len = m.size("seq_len");
+  cases::Fields f = m.config;
+  if (m.op == "context_parallel_attention") {
+    c.op = AttentionOp::context_parallel;
+    c.tp = 1;
+    c.cp = m.world();
+    AttentionConfig sizes;
+    sizes.q_heads = m.size("q_heads");
+    sizes.kv_heads = m.size("kv_heads");
+    sizes.head_dim = m.size("head_dim");
+    c.layer.attention = attention_of(f, sizes, true, c.batch, len);
+    c.layer.context_parallel = context_of(object_or_empty(f, "cp"), len);
+  } else {
+    c.op = AttentionOp::layer;
+    HeadParallelConfig& k = c.layer;
+    k.attention = attention_of(f, AttentionConfig{}, false, c.batch, len);
+    k.hidden = size_as(f, "hidden", m.size("hidden"), "sizes.hidden");
+    k.has_bias = f.boolean_or("has_bias", k.has_bias);
+    k.kv_head_split = split_or(f, "kv_head_split", k.kv_head_split);
+    k.reduce_algorithm = algorithm_or(f, "reduce_algorithm", k.reduce_algorithm);
+    if (f.has("context_parallel") && !f.raw("context_parallel").is_null()) {
+      k.context_parallel = context_of(f.object("context_parallel"), len);
+    }
+    c.tp = mesh_size(m, "tp", m.world());
+    c.cp = k.context_parallel ? mesh_size(m, "cp", 1) : 1;
+  }
+  f.done();
+  return c;
+}
+
+template <class T>
+void read_tensors(CaseReader& r, const AttentionCase& c, AttentionData<T>& d,
+                  AttentionRun<T>& run) {
+  if (c.op == AttentionOp::context_parallel) {
+    read_core(r, c, d, run);
+  } else {
+    read_layer(r, c, d, run);
+  }
+}
+
+void register_attention_compare() {
+  for (const char* op : {"context_parallel_attention", "attention_layer"}) {
+    CompareRegistry::instance().add(op, compare_as<AttentionCase, AttentionData, AttentionRun>);
+  }
+}
+
+}  // namespace shardcheck::check
