@@ -72,7 +72,10 @@ def from_bfloat16_bits(bits):
     return u.view(np.float32)
 
 
-def _as_stored(name, array, dtype):
+def _as_stored(name, array, dtype, elem="T"):
+    """The array as the case stores it. elem "T": the case's dtype; "acc": the op's accumulator
+    type (float64 for a float64 case, float32 otherwise), for tensors an op's spec gives as
+    acc_t<T>, such as attention's lse."""
     a = np.asarray(array)
     if a.dtype.kind in "iub":
         if dtype == "bfloat16" and a.dtype == np.uint16:
@@ -81,6 +84,10 @@ def _as_stored(name, array, dtype):
     if a.dtype.kind != "f":
         raise TypeError("%s: arrays of dtype %s are not case tensors; give float, int or bool"
                         % (name, a.dtype))
+    if elem not in ("T", "acc"):
+        raise ValueError("%s: elem is %r; give \"T\" or \"acc\"" % (name, elem))
+    if elem == "acc":
+        dtype = "float64" if dtype == "float64" else "float32"
     if dtype == "bfloat16":
         return bfloat16_bits(a)
     want = np.dtype(FLOAT_DTYPES[dtype])
@@ -120,14 +127,15 @@ class Case:
         """A global input tensor."""
         self.inputs[name] = _as_stored(name, array, self.dtype)
 
-    def output(self, name, array):
-        """A global output or gradient."""
-        self.outputs[name] = _as_stored(name, array, self.dtype)
+    def output(self, name, array, elem="T"):
+        """A global output or gradient; elem="acc" for a tensor the op's spec gives in its
+        accumulator type (acc_t<T>: attention's lse)."""
+        self.outputs[name] = _as_stored(name, array, self.dtype, elem)
 
-    def output_ranks(self, name, pieces, placement=None):
+    def output_ranks(self, name, pieces, placement=None, elem="T"):
         """An output as each rank holds it (rank order), optionally with its placement as the
         op's spec prints it ("S(0)", "R", "S(1)[explicit[2,0,3]]")."""
-        pieces = [_as_stored("%s[rank %d]" % (name, r), p, self.dtype)
+        pieces = [_as_stored("%s[rank %d]" % (name, r), p, self.dtype, elem)
                   for r, p in enumerate(pieces)]
         if len(pieces) != self.world():
             raise ValueError("%s: %d pieces but the mesh has %d ranks"

@@ -211,8 +211,8 @@ def attention_case(dtype, layout, mask, bug=None, per_rank=False, forward_only=F
             case.output_ranks(name, [a[:, p] for p in pos])
         else:
             case.output(name, a)
-    # lse is acc_t<T> (float32 in a bfloat16 case): stored as it is, past the bfloat16 check.
-    case.outputs["lse"] = lse if dtype != "float64" else lse.astype(np.float64)
+    # lse is acc_t<T> (float32 in a bfloat16 case): elem="acc" stores it in that type.
+    case.output("lse", lse if dtype != "float64" else lse.astype(np.float64), elem="acc")
     return case
 
 
