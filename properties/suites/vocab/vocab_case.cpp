@@ -45,7 +45,7 @@ std::string VocabCase::describe() const {
   } else {
     s += " ignore_index=" + opt_str(ce.ignore_index) +
          " label_smoothing=" + std::to_string(ce.label_smoothing) +
-         " reduction=" + std::string(name(ce.reduction)) + " logits=" + to_string(logits) +
+         " reduction=" + std::string(name(ce.reduction)) + " profile=" + to_string(logits) +
          " targets=[" + ids_text + "]";
     auto list = [](const std::vector<double>& w) {
       std::string t;

@@ -4,8 +4,10 @@
 #pragma once
 
 #include "engine/rank_family.hpp"
+#include "engine/verdict.hpp"
 #include "ops/vocab/vocab_spec.hpp"
 #include "suites/vocab/vocab_case.hpp"
+#include "suites/vocab/vocab_expected.hpp"
 #include "suites/vocab/vocab_impl.hpp"
 
 #include <vector>
@@ -21,6 +23,13 @@ VocabRun<T> run_ranks(const VocabImplementation& impl, const VocabCase& c, const
 // The op's spec for this case (vocab_parallel_embedding or vocab_parallel_cross_entropy): its
 // tensors' placements and its collectives (ops/vocab/vocab_spec.hpp).
 spec::OpSpec op_spec(const VocabCase& c);
+
+// Every output of the case's op materialized by its spec's placement and checked against `e`,
+// appended to v: y and dw (embedding), loss and dlogits (cross_entropy) (vocab_suite.cpp;
+// `shardcheck compare` calls it too, compare/compare.hpp).
+template <class T>
+void check_outputs(CaseVerdict& v, const VocabCase& c, const VocabRun<T>& run,
+                   const VocabExpected& e);
 
 // Most elements any cross-entropy collective may move per token (the ledger property).
 constexpr std::uint64_t ce_max_elements_per_token = 3;

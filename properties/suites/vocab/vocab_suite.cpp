@@ -3,6 +3,7 @@
 // never gathered), and the replication that holds by construction.
 #include "suites/vocab/vocab_suite.hpp"
 
+#include "engine/instantiate.hpp"
 #include "engine/rank_family.hpp"
 #include "engine/verdict.hpp"
 #include "layout/materialize.hpp"
@@ -30,6 +31,8 @@ void check_outputs(CaseVerdict& v, const VocabCase& c, const VocabRun<T>& run,
     one("dlogits", &O::dlogits, e.dlogits);
   }
 }
+
+SHARDCHECK_INSTANTIATE_CHECK_OUTPUTS(VocabCase, VocabRun, VocabExpected)
 
 namespace {
 

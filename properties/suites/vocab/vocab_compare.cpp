@@ -1,0 +1,173 @@
+// vocab_parallel_embedding and vocab_parallel_cross_entropy as cases on disk
+// (docs/case-format.md, compare/compare.hpp): the config's fields as ops/vocab/vocab_spec.cpp
+// writes them (to_json), the mesh {"tp": P}.
+//
+//   vocab_parallel_embedding      sizes tokens, vocab, hidden; inputs ids [tokens] (integers),
+//                                 w [vocab, hidden], dy [tokens, hidden] (needed for dw);
+//                                 outputs y, dw, each optional
+//   vocab_parallel_cross_entropy  sizes tokens, vocab; inputs logits [tokens, vocab], targets
+//                                 [tokens] (integers), dloss [tokens] (reduction none) or [1]
+//                                 (needed for dlogits); outputs loss, dlogits, each optional
+//
+// The ids and targets are the case's (VocabCase::ids: the reference and the bounds read them),
+// so case_of reads them; read_tensors reads them again through the CaseReader, which checks
+// their presence and shape. Refused, as bad input naming the file and the field: an id or target
+// outside [0, vocab) (a target equal to ignore_index excepted), a padding_idx outside
+// [0, vocab), a config vocab other than sizes.vocab, a label_smoothing outside [0, 1], a
+// class_weight not of length vocab or a token_weight not of length tokens.
+#include "compare/compare.hpp"
+#include "compare/config_fields.hpp"
+#include "suites/vocab/vocab_expected.hpp"
+#include "suites/vocab/vocab_run.hpp"
+
+#include <algorithm>
+#include <optional>
+
+namespace shardcheck::check {
+namespace {
+
+// A field written as an integer or null (to_json's padding_idx, ignore_index): absent gives
+// `fallback`, null gives none.
+std::optional<std::int64_t> index_or(cases::Fields& f, const std::string& key,
+                                     std::optional<std::int64_t> fallback) {
+  if (!f.has(key)) return fallback;
+  if (f.raw(key).is_null()) return std::nullopt;
+  return f.integer(key);
+}
+
+// The config's vocab: sizes.vocab when absent, refused when it says otherwise.
+std::size_t vocab_of(cases::Fields& f, std::size_t vocab) {
+  const std::size_t v = f.size_or("vocab", vocab);
+  if (v != vocab) {
+    f.fail("vocab", "is " + std::to_string(v) + " but sizes.vocab is " + std::to_string(vocab) +
+                        "; give the same global vocabulary size in both (or omit this one)");
+  }
+  return v;
+}
+
+// The ids (embedding) or targets (cross-entropy) file's values, or none when the manifest does
+// not give it (read_tensors then reports it missing). @throws cases::CaseError naming the file
+// for a value outside [0, vocab) other than `ignored`.
+std::vector<std::int64_t> read_ids(const cases::CaseManifest& m, const std::string& name,
+                                   std::size_t vocab, std::optional<std::int64_t> ignored) {
+  const cases::TensorFiles* f = m.input(name);
+  if (f == nullptr) return {};
+  const std::string path = m.path(f->files.at(0));
+  const auto t = cases::to_tensor<std::int64_t>(cases::read_npy(path), DType::int64, path);
+  std::vector<std::int64_t> ids(t.size());
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    ids[i] = t[i];
+    if (ignored && ids[i] == *ignored) continue;
+    if (ids[i] < 0 || static_cast<std::uint64_t>(ids[i]) >= vocab) {
+      throw cases::CaseError(path + ": " + name + "[" + std::to_string(i) + "]: is " +
+                             std::to_string(ids[i]) + ", outside [0, " + std::to_string(vocab) +
+                             ")" + (name == "targets" ? " and not the ignore_index" : "") +
+                             "; every " + name + " value must be a global vocabulary index");
+    }
+  }
+  return ids;
+}
+
+void read_embedding_config(cases::Fields& f, VocabCase& c) {
+  VocabEmbeddingConfig& k = c.embedding;
+  k.vocab = vocab_of(f, c.vocab);
+  k.vocab_split = split_or(f, "vocab_split", k.vocab_split);
+  k.padding_idx = index_or(f, "padding_idx", k.padding_idx);
+  if (k.padding_idx &&
+      (*k.padding_idx < 0 || static_cast<std::size_t>(*k.padding_idx) >= c.vocab)) {
+    f.fail("padding_idx", "is " + std::to_string(*k.padding_idx) + ", outside [0, " +
+                              std::to_string(c.vocab) +
+                              "); give a global row, V - 1 for PyTorch's -1, or null for none");
+  }
+  k.sequence_parallel_output = f.boolean_or("sequence_parallel_output", k.sequence_parallel_output);
+  k.token_split = split_or(f, "token_split", k.token_split);
+  k.reduce_algorithm = algorithm_or(f, "reduce_algorithm", k.reduce_algorithm);
+}
+
+void read_cross_entropy_config(cases::Fields& f, VocabCase& c) {
+  VocabCrossEntropyConfig& k = c.ce;
+  k.vocab = vocab_of(f, c.vocab);
+  k.vocab_split = split_or(f, "vocab_split", k.vocab_split);
+  k.ignore_index = index_or(f, "ignore_index", k.ignore_index);
+  k.label_smoothing = f.number_or("label_smoothing", k.label_smoothing);
+  if (!(k.label_smoothing >= 0 && k.label_smoothing <= 1)) {
+    f.fail("label_smoothing",
+           "is " + std::to_string(k.label_smoothing) + "; give a number in [0, 1]");
+  }
+  const std::string reduction =
+      f.choice_or("reduction", {"none", "sum", "mean"}, std::string(name(k.reduction)));
+  k.reduction = reduction == "none"  ? LossReduction::none
+                : reduction == "sum" ? LossReduction::sum
+                                     : LossReduction::mean;
+  k.reduce_algorithm = algorithm_or(f, "reduce_algorithm", k.reduce_algorithm);
+  const auto weights = [&f](const char* key, std::size_t n, const char* what) {
+    auto w = f.numbers_or(key, {});
+    if (!w.empty() && w.size() != n) {
+      f.fail(key, "has " + std::to_string(w.size()) + " numbers but " + what + " is " +
+                      std::to_string(n) + "; give one weight per " +
+                      (std::string(what) == "vocab" ? "class" : "token") + ", or [] for none");
+    }
+    return w;
+  };
+  k.class_weight = weights("class_weight", c.vocab, "vocab");
+  k.token_weight = weights("token_weight", c.tokens, "tokens");
+}
+
+}  // namespace
+
+VocabCase case_of(const cases::CaseManifest& m, VocabCase* /*tag*/) {
+  VocabCase c;
+  c.op = m.op == "vocab_parallel_embedding" ? VocabOp::embedding : VocabOp::cross_entropy;
+  c.dtype = m.dtype;
+  c.world = m.world();
+  c.tokens = m.size("tokens");
+  c.vocab = m.size("vocab");
+  cases::Fields f = m.config;
+  if (c.op == VocabOp::embedding) {
+    c.hidden = m.size("hidden");
+    read_embedding_config(f, c);
+    c.ids = read_ids(m, "ids", c.vocab, std::nullopt);
+  } else {
+    read_cross_entropy_config(f, c);
+    c.ids = read_ids(m, "targets", c.vocab, c.ce.ignore_index);
+    c.all_ignored = c.ce.ignore_index && !c.ids.empty() &&
+                    std::all_of(c.ids.begin(), c.ids.end(),
+                                [&](std::int64_t y) { return y == *c.ce.ignore_index; });
+  }
+  f.done();
+  return c;
+}
+
+template <class T>
+void read_tensors(CaseReader& r, const VocabCase& c, VocabData<T>& d, VocabRun<T>& run) {
+  using O = VocabRankOutputs<T>;
+  auto& out = run.outputs;
+  // An upstream gradient, zero when absent: then the gradient output may not be given.
+  const auto upstream = [&r](const char* input, Tensor<T>& t, Shape shape, const char* grad) {
+    if (r.input(input, t, false)) return;
+    if (r.has_output(grad)) r.require_input_for(input, grad);
+    t = Tensor<T>(std::move(shape));
+  };
+  Tensor<std::int64_t> ids;  // c.ids holds the values; read here for its presence and shape
+  if (c.op == VocabOp::embedding) {
+    r.input("ids", ids);
+    r.input("w", d.w);
+    upstream("dy", d.dy, {c.tokens, c.hidden}, "dw");
+    r.output("y", out, &O::y);
+    r.output("dw", out, &O::dw);
+  } else {
+    r.input("targets", ids);
+    r.input("logits", d.logits);
+    upstream("dloss", d.dloss, {c.ce.reduction == LossReduction::none ? c.tokens : 1}, "dlogits");
+    r.output("loss", out, &O::loss);
+    r.output("dlogits", out, &O::dlogits);
+  }
+}
+
+void register_vocab_compare() {
+  for (const char* op : {"vocab_parallel_embedding", "vocab_parallel_cross_entropy"}) {
+    CompareRegistry::instance().add(op, compare_as<VocabCase, VocabData, VocabRun>);
+  }
+}
+
+}  // namespace shardcheck::check
