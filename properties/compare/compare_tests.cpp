@@ -5,6 +5,7 @@
 #include "cases/case_manifest.hpp"
 #include "cases/npy.hpp"
 #include "compare/compare.hpp"
+#include "compare/compare_test_util.hpp"
 #include "ops/linear/linear.hpp"
 #include "suites/linear/linear_impl.hpp"
 #include "suites/linear/linear_run.hpp"
@@ -20,23 +21,14 @@ namespace shardcheck::check {
 namespace {
 
 namespace fs = std::filesystem;
+using compare_test::case_error_of;
+using compare_test::compare_dir;
+using compare_test::write_tensor;
+using compare_test::write_text;
 using test::expect_parts;
 
-// A fresh directory under the test's temporary folder.
 fs::path fresh_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("shardcheck_compare_tests_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
-void write_text(const fs::path& p, const std::string& text) {
-  std::ofstream(p, std::ios::binary) << text;
-}
-
-template <class T>
-void write_tensor(const fs::path& p, const Tensor<T>& t) {
-  cases::write_npy(p.string(), cases::from_tensor(t));
+  return compare_test::fresh_dir("shardcheck_compare_tests_" + name);
 }
 
 // Small integers: exact in every element type, so the case's inputs are the values written.
@@ -115,21 +107,6 @@ fs::path write_dense_case(const std::string& name, const LinearFiles& f, const s
       d / "case.json",
       manifest(f, dtype, R"({"y": "y.npy", "dx": "dx.npy", "dw": "dw.npy", "db": "db.npy"})"));
   return d;
-}
-
-CompareResult compare_dir(const fs::path& d) {
-  return compare_case(cases::read_case_manifest(d.string()));
-}
-
-std::string case_error_of(const fs::path& d) {
-  try {
-    compare_dir(d);
-  } catch (const cases::CaseError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("not a CaseError: ") + e.what();
-  }
-  return "no error";
 }
 
 TEST(Compare, a_correct_dense_implementation_passes_in_every_dtype) {

@@ -7,6 +7,7 @@
 #include "cases/case_manifest.hpp"
 #include "cases/npy.hpp"
 #include "compare/compare.hpp"
+#include "compare/compare_test_util.hpp"
 #include "suites/vocab/vocab_impl.hpp"
 #include "suites/vocab/vocab_mutants.hpp"
 #include "suites/vocab/vocab_run.hpp"
@@ -22,22 +23,14 @@ namespace shardcheck::check {
 namespace {
 
 namespace fs = std::filesystem;
+using compare_test::case_error_of;
+using compare_test::compare_dir;
+using compare_test::write_tensor;
+using compare_test::write_text;
 using test::expect_parts;
 
 fs::path fresh_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("shardcheck_vocab_compare_tests_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
-void write_text(const fs::path& p, const std::string& text) {
-  std::ofstream(p, std::ios::binary) << text;
-}
-
-template <class T>
-void write_tensor(const fs::path& p, const Tensor<T>& t) {
-  cases::write_npy(p.string(), cases::from_tensor(t));
+  return compare_test::fresh_dir("shardcheck_vocab_compare_tests_" + name);
 }
 
 // Quarters in [-2, 2]: exact in every element type, so the case's inputs are the values written.
@@ -175,21 +168,6 @@ fs::path write_run(const std::string& name, VocabOp op, const std::string& dtype
   }
   write_text(d / "case.json", manifest(op, dtype, outputs));
   return d;
-}
-
-CompareResult compare_dir(const fs::path& d) {
-  return compare_case(cases::read_case_manifest(d.string()));
-}
-
-std::string case_error_of(const fs::path& d) {
-  try {
-    compare_dir(d);
-  } catch (const cases::CaseError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("not a CaseError: ") + e.what();
-  }
-  return "no error";
 }
 
 const VocabAdapter<LibraryVocab> library{};

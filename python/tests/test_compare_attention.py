@@ -21,32 +21,23 @@ and a gradient without dout are bad input (exit 2). ctest runs it (label "compar
 
 import os
 import shutil
-import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, ".."))
 
 try:
     import numpy as np
 except ImportError:
     sys.exit("numpy is missing: scripts/setup installs python3-numpy (Debian)")
 
+from compare_support import Session, chunks, offsets  # noqa: E402,F401 (puts python/ on the path)
 import shardcheck_case as sc  # noqa: E402
 
 BIN, WORK = sys.argv[1], sys.argv[2]
 BATCH, L, H, G, D, CP = 2, 10, 4, 2, 3, 3
-failures = []
+session = Session(BIN)
+compare, expect, failures = session.compare, session.expect, session.failures
 
 
-def chunks(n, p):
-    """SplitPolicy chunk (torch.chunk): ceil(n/p) each, the trailing ones smaller or empty."""
-    c = -(-n // p)
-    sizes, left = [], n
-    for _ in range(p):
-        sizes.append(min(c, left))
-        left -= sizes[-1]
-    return sizes
 
 
 def positions(layout, r):
@@ -225,17 +216,8 @@ def explicit():
     return {"kind": "explicit_mask", "allowed": rng.random((BATCH, L, L)) < 0.6}
 
 
-def compare(*args):
-    r = subprocess.run([BIN, "compare", *args], capture_output=True, text=True)
-    return r.returncode, r.stdout + r.stderr
 
 
-def expect(what, cond, output):
-    if not cond:
-        failures.append(what)
-        print("FAILED: " + what + "\n" + output)
-    else:
-        print("ok: " + what)
 
 
 shutil.rmtree(WORK, ignore_errors=True)
@@ -295,6 +277,4 @@ code, out = compare(no_dout)
 expect("a gradient without dout is bad input (exit 2)",
        code == 2 and "inputs.dout: missing; the case gives dq" in out, out)
 
-if failures:
-    sys.exit("%d checks failed: %s" % (len(failures), "; ".join(failures)))
-print("all checks passed")
+session.finish()

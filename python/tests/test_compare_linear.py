@@ -13,40 +13,25 @@ column short on rank 1 (a layout failure naming the rank); a misspelt config fie
 
 import os
 import shutil
-import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, ".."))
 
 try:
     import numpy as np
 except ImportError:
     sys.exit("numpy is missing: scripts/setup installs python3-numpy (Debian)")
 
+from compare_support import Session, chunks, offsets  # noqa: E402,F401 (puts python/ on the path)
 import shardcheck_case as sc  # noqa: E402
 
 BIN, WORK = sys.argv[1], sys.argv[2]
 P, TOKENS, IN, OUT = 3, 6, 5, 7
-failures = []
+session = Session(BIN)
+compare, expect, failures = session.compare, session.expect, session.failures
 
 
-def chunks(n, p):
-    """torch.chunk / DTensor Shard sizes: ceil(n/p) each, the trailing ones smaller."""
-    c = -(-n // p)
-    sizes, left = [], n
-    for _ in range(p):
-        sizes.append(min(c, left))
-        left -= sizes[-1]
-    return sizes
 
 
-def offsets(sizes):
-    out, o = [], 0
-    for s in sizes:
-        out.append((o, o + s))
-        o += s
-    return out
 
 
 def data(dtype, seed):
@@ -121,17 +106,8 @@ def column_parallel(dtype):
     return case
 
 
-def compare(*args):
-    r = subprocess.run([BIN, "compare", *args], capture_output=True, text=True)
-    return r.returncode, r.stdout + r.stderr
 
 
-def expect(what, cond, output):
-    if not cond:
-        failures.append(what)
-        print("FAILED: " + what + "\n" + output)
-    else:
-        print("ok: " + what)
 
 
 shutil.rmtree(WORK, ignore_errors=True)
@@ -197,6 +173,4 @@ back = sc.read(os.path.join(good, "row_bfloat16"))
 expect("shardcheck_case.read returns the case", back.op == "row_parallel_linear" and
        back.outputs["dw"][1] == "S(1)" and back.inputs["x"].dtype == np.uint16, "")
 
-if failures:
-    sys.exit("%d checks failed: %s" % (len(failures), "; ".join(failures)))
-print("all checks passed")
+session.finish()

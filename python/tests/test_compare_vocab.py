@@ -25,41 +25,26 @@ at the shard's last row. A misspelt config field is bad input (exit 2). ctest ru
 
 import os
 import shutil
-import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, ".."))
 
 try:
     import numpy as np
 except ImportError:
     sys.exit("numpy is missing: scripts/setup installs python3-numpy (Debian)")
 
+from compare_support import Session, chunks, offsets  # noqa: E402,F401 (puts python/ on the path)
 import shardcheck_case as sc  # noqa: E402
 
 BIN, WORK = sys.argv[1], sys.argv[2]
 P, TOKENS, V, HIDDEN = 3, 8, 11, 5
 IGNORE = -100
-failures = []
+session = Session(BIN)
+compare, expect, failures = session.compare, session.expect, session.failures
 
 
-def chunks(n, p):
-    """torch.chunk / DTensor Shard sizes: ceil(n/p) each, the trailing ones smaller."""
-    c = -(-n // p)
-    sizes, left = [], n
-    for _ in range(p):
-        sizes.append(min(c, left))
-        left -= sizes[-1]
-    return sizes
 
 
-def offsets(sizes):
-    out, o = [], 0
-    for s in sizes:
-        out.append((o, o + s))
-        o += s
-    return out
 
 
 SHARDS = offsets(chunks(V, P))  # [(0, 4), (4, 8), (8, 11)]
@@ -218,17 +203,8 @@ def embedding(dtype, bug=None):
 # ---------------------------------------------------------------- the checks
 
 
-def compare(*args):
-    r = subprocess.run([BIN, "compare", *args], capture_output=True, text=True)
-    return r.returncode, r.stdout + r.stderr
 
 
-def expect(what, cond, output):
-    if not cond:
-        failures.append(what)
-        print("FAILED: " + what + "\n" + output)
-    else:
-        print("ok: " + what)
 
 
 def tensor_lines(out):
@@ -287,6 +263,4 @@ code, out = compare(bad_target)
 expect("a target outside the vocabulary is bad input (exit 2)",
        code == 2 and "targets[5]: is 11, outside [0, 11)" in out, out)
 
-if failures:
-    sys.exit("%d checks failed: %s" % (len(failures), "; ".join(failures)))
-print("all checks passed")
+session.finish()

@@ -1,0 +1,60 @@
+"""What the end-to-end tests of `shardcheck compare` (python/tests/test_compare_*.py) share: the
+split sizes the ops use, and running the command with each expectation printed and counted.
+
+    from compare_support import Session, chunks, offsets
+    session = Session(sys.argv[1])            # the shardcheck binary
+    code, out = session.compare(case_dir)     # exit status, stdout + stderr
+    session.expect("what must hold", cond, out)
+    session.finish()                          # exits non-zero when an expectation failed
+"""
+
+import os
+import subprocess
+import sys
+
+# shardcheck_case.py sits in python/, one folder up.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+
+def chunks(n, p):
+    """SplitPolicy chunk (torch.chunk, DTensor Shard): ceil(n/p) each, the trailing ones
+    smaller or empty."""
+    c = -(-n // p)
+    sizes, left = [], n
+    for _ in range(p):
+        sizes.append(min(c, left))
+        left -= sizes[-1]
+    return sizes
+
+
+def offsets(sizes):
+    """The (begin, end) of each piece of a split with these sizes."""
+    out, o = [], 0
+    for s in sizes:
+        out.append((o, o + s))
+        o += s
+    return out
+
+
+class Session:
+    """One test script's runs of `shardcheck compare` and its expectations."""
+
+    def __init__(self, binary):
+        self.binary = binary
+        self.failures = []
+
+    def compare(self, *args):
+        r = subprocess.run([self.binary, "compare", *args], capture_output=True, text=True)
+        return r.returncode, r.stdout + r.stderr
+
+    def expect(self, what, cond, output):
+        if not cond:
+            self.failures.append(what)
+            print("FAILED: " + what + "\n" + output)
+        else:
+            print("ok: " + what)
+
+    def finish(self):
+        if self.failures:
+            sys.exit("%d checks failed: %s" % (len(self.failures), "; ".join(self.failures)))
+        print("all checks passed")
