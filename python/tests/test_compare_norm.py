@@ -20,22 +20,14 @@ relative that torch.testing.assert_close's float32 default passes); a misspelt k
 
 import os
 import shutil
-import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, ".."))
-
-try:
-    import numpy as np
-except ImportError:
-    sys.exit("numpy is missing: scripts/setup installs python3-numpy (Debian)")
-
-import shardcheck_case as sc  # noqa: E402
+from compare_util import Checks, failing_tensors, np, sc
 
 BIN, WORK = sys.argv[1], sys.argv[2]
 P, TOKENS, HIDDEN, EPS = 3, 7, 6, 1e-5
-failures = []
+checks = Checks(BIN)
+compare, expect = checks.compare, checks.expect
 
 
 def token_cuts(sizes):
@@ -142,24 +134,6 @@ def sequence_parallel_norm(dtype, kind, split=None, per_rank=False, bug=None, se
     return case
 
 
-def compare(*args):
-    r = subprocess.run([BIN, "compare", *args], capture_output=True, text=True)
-    return r.returncode, r.stdout + r.stderr
-
-
-def expect(what, cond, output):
-    if not cond:
-        failures.append(what)
-        print("FAILED: " + what + "\n" + output)
-    else:
-        print("ok: " + what)
-
-
-def tensor_lines(out):
-    """The verdict's tensor lines: "  ok   dx [7, 6] S(0): ..." or "  FAIL y [7, 6] ..."."""
-    return [l for l in out.splitlines() if l.startswith(("  ok   ", "  FAIL "))]
-
-
 shutil.rmtree(WORK, ignore_errors=True)
 good = os.path.join(WORK, "good")
 n_good = 0
@@ -185,8 +159,7 @@ for bug, kind, bad, words in (
     d = os.path.join(WORK, "%s_%s" % (bug, kind))
     sequence_parallel_norm("float32", kind, bug=bug).write(d)
     code, out = compare(d)
-    lines = tensor_lines(out)
-    failing = sorted(l.split()[1] for l in lines if l.startswith("  FAIL "))
+    failing = failing_tensors(out)
     expect("planted bug %s (%s) fails on %s (exit 1)" % (bug, kind, ", ".join(bad)),
            code == 1 and all(("FAIL " + t + " ") in out for t in bad) and words in out, out)
     # eps outside the sqrt and N-1 change rstd, so xhat: y, dx and dgamma; dbeta = Σ dy holds.
@@ -201,6 +174,4 @@ code, out = compare(bad_dir)
 expect("a misspelt kind is bad input (exit 2), naming the file and the field",
        code == 2 and "case.json: config.kind" in out and "rms_norm" in out, out)
 
-if failures:
-    sys.exit("%d checks failed: %s" % (len(failures), "; ".join(failures)))
-print("all checks passed")
+checks.finish()
