@@ -4,8 +4,10 @@
 #pragma once
 
 #include "engine/rank_family.hpp"
+#include "engine/verdict.hpp"
 #include "ops/mlp/mlp_spec.hpp"
 #include "suites/mlp/mlp_case.hpp"
+#include "suites/mlp/mlp_expected.hpp"
 #include "suites/mlp/mlp_impl.hpp"
 
 #include <vector>
@@ -22,5 +24,12 @@ MlpRun<T> run_ranks(const MlpImplementation& impl, const MlpCase& c, const MlpDa
 // The op's spec for this case: its tensors' placements and its collectives
 // (ops/mlp/mlp_spec.hpp).
 spec::OpSpec op_spec(const MlpCase& c);
+
+// Every output of `run` (y, dx, dw_up, dw_down; dw_gate with swiglu; the biases' gradients with
+// bias) materialized by its spec's placement and checked against `e`, appended to v
+// (mlp_suite.cpp; `shardcheck compare` calls it too, compare/compare.hpp). run.outputs holds one
+// entry per rank.
+template <class T>
+void check_outputs(CaseVerdict& v, const MlpCase& c, const MlpRun<T>& run, const MlpExpected& e);
 
 }  // namespace shardcheck::check

@@ -3,6 +3,7 @@
 // declared traffic, and the bit-identity of what every rank holds.
 #include "suites/mlp/mlp_suite.hpp"
 
+#include "engine/instantiate.hpp"
 #include "engine/rank_family.hpp"
 #include "engine/verdict.hpp"
 #include "suites/mlp/mlp_expected.hpp"
@@ -32,6 +33,8 @@ void check_outputs(CaseVerdict& v, const MlpCase& c, const MlpRun<T>& run, const
     one("db_down", &O::db_down, e.db_down);
   }
 }
+
+SHARDCHECK_INSTANTIATE_CHECK_OUTPUTS(MlpCase, MlpRun, MlpExpected)
 
 namespace {
 

@@ -4,8 +4,10 @@
 #pragma once
 
 #include "engine/rank_family.hpp"
+#include "engine/verdict.hpp"
 #include "ops/norm/norm_spec.hpp"
 #include "suites/norm/norm_case.hpp"
+#include "suites/norm/norm_expected.hpp"
 #include "suites/norm/norm_impl.hpp"
 
 #include <vector>
@@ -22,5 +24,11 @@ NormRun<T> run_ranks(const NormImplementation& impl, const NormCase& c, const No
 // The op's spec for this case (sequence_parallel_norm or megatron_sp_block): its tensors'
 // placements and its collectives (ops/norm/norm_spec.hpp).
 spec::OpSpec op_spec(const NormCase& c);
+
+// Every output of `run` (y, dx, dgamma, dbeta with beta; for the block also dw1, dw2)
+// materialized by its spec's placement and checked against `e`, appended to v (norm_suite.cpp;
+// `shardcheck compare` calls it too, compare/compare.hpp). run.outputs holds one entry per rank.
+template <class T>
+void check_outputs(CaseVerdict& v, const NormCase& c, const NormRun<T>& run, const NormExpected& e);
 
 }  // namespace shardcheck::check

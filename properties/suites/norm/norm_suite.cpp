@@ -4,6 +4,7 @@
 #include "suites/norm/norm_suite.hpp"
 
 #include "engine/bit_identity.hpp"
+#include "engine/instantiate.hpp"
 #include "engine/rank_family.hpp"
 #include "engine/slicing.hpp"
 #include "engine/verdict.hpp"
@@ -33,6 +34,8 @@ void check_outputs(CaseVerdict& v, const NormCase& c, const NormRun<T>& run,
     one("dw2", &O::dw2, e.dw2);
   }
 }
+
+SHARDCHECK_INSTANTIATE_CHECK_OUTPUTS(NormCase, NormRun, NormExpected)
 
 namespace {
 

@@ -1,0 +1,268 @@
+// shardcheck compare on parallel_mlp cases written to disk here: the library's own ranks pass
+// (per-rank pieces of every output, swiglu with bias and gelu without, float32 and bfloat16, with
+// and without sequence parallelism), global outputs pass, b_down added on every rank before the
+// reduction fails on y only, a piece of the wrong local shape is a layout failure naming the
+// rank, and every bad input is a CaseError whose message is pinned.
+#include "cases/case_manifest.hpp"
+#include "cases/npy.hpp"
+#include "compare/compare.hpp"
+#include "layout/materialize.hpp"
+#include "suites/mlp/mlp_impl.hpp"
+#include "suites/mlp/mlp_run.hpp"
+#include "testing/ops_test_util.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace shardcheck::check {
+namespace {
+
+namespace fs = std::filesystem;
+using test::expect_parts;
+
+// P = 3, tokens 4, hidden 3, ffn 5 (chunk: 2, 2, 1).
+constexpr int world = 3;
+constexpr std::size_t tokens = 4, hidden = 3, ffn = 5;
+
+struct MlpFiles {
+  Activation activation = Activation::swiglu;
+  bool bias = true;
+  bool sequence_parallel = false;
+};
+
+MlpCase mlp_case(const MlpFiles& f) {
+  MlpCase c;
+  c.world = world;
+  c.tokens = tokens;
+  c.hidden = hidden;
+  c.has_bias = f.bias;
+  c.cfg.activation = f.activation;
+  c.cfg.ffn_features = ffn;
+  c.cfg.tokens = tokens;
+  c.cfg.sequence_parallel = f.sequence_parallel;
+  return c;
+}
+
+// Values k/4 for small integers k: exact in every element type.
+template <class T>
+Tensor<T> quarters(Shape s, int seed) {
+  Tensor<T> t(std::move(s));
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    const auto k = static_cast<int>((i * 3 + static_cast<std::size_t>(seed) * 7) % 11) - 5;
+    t[i] = T(static_cast<float>(k) / 4.0F);
+  }
+  return t;
+}
+
+// Rows [lo, lo + n) of a 1- or 2-dimensional tensor.
+template <class T>
+Tensor<T> rows(const Tensor<T>& t, std::size_t lo, std::size_t n) {
+  Shape s = t.shape();
+  const std::size_t width = t.size() / s[0];
+  s[0] = n;
+  Tensor<T> out(s);
+  std::copy_n(t.data() + lo * width, n * width, out.data());
+  return out;
+}
+
+std::string mlp_manifest(const MlpFiles& f, const std::string& dtype, const std::string& outputs,
+                         const std::string& config_extra = "", std::string inputs = "") {
+  const bool gate = f.activation == Activation::swiglu;
+  if (inputs.empty()) {
+    for (const std::string n :
+         {"x", "w_gate", "w_up", "w_down", "b_gate", "b_up", "b_down", "dy"}) {
+      if ((n == "w_gate" || n == "b_gate") && !gate) continue;
+      if (n[0] == 'b' && !f.bias) continue;
+      inputs += std::string(inputs.empty() ? "{" : ", ") + "\"" + n + "\": \"" + n + ".npy\"";
+    }
+    inputs += "}";
+  }
+  return R"({"shardcheck_case": 1, "op": "parallel_mlp", "config": {"activation": ")" +
+         std::string(name(f.activation)) +
+         "\", \"sequence_parallel\": " + (f.sequence_parallel ? "true" : "false") + config_extra +
+         R"(}, "sizes": {"tokens": 4, "hidden": 3, "ffn": 5}, "mesh": {"tp": 3}, "dtype": ")" +
+         dtype + R"(", "inputs": )" + inputs + R"(, "outputs": )" + outputs + "}";
+}
+
+template <class T>
+using Out = Tensor<T> MlpRankOutputs<T>::*;
+
+// The outputs the case has, by name.
+template <class T>
+std::vector<std::pair<std::string, Out<T>>> outputs_of(const MlpFiles& f) {
+  using O = MlpRankOutputs<T>;
+  std::vector<std::pair<std::string, Out<T>>> out = {
+      {"y", &O::y}, {"dx", &O::dx}, {"dw_up", &O::dw_up}, {"dw_down", &O::dw_down}};
+  if (f.activation == Activation::swiglu) out.emplace_back("dw_gate", &O::dw_gate);
+  if (f.bias) {
+    out.emplace_back("db_up", &O::db_up);
+    out.emplace_back("db_down", &O::db_down);
+    if (f.activation == Activation::swiglu) out.emplace_back("db_gate", &O::db_gate);
+  }
+  return out;
+}
+
+// The library's ranks in T: the inputs global, each output one file per rank or, `global`, the
+// whole tensor materialized by the spec's placement. `bias_every_rank` adds b_down P - 1 more
+// times to y (each rank adding it before the reduction).
+template <class T>
+fs::path write_mlp_case(const std::string& dir, const MlpFiles& f, const std::string& dtype,
+                        bool global = false, bool bias_every_rank = false) {
+  const fs::path d = fs::temp_directory_path() / ("shardcheck_mlp_compare_tests_" + dir);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  const auto save = [&](const std::string& file, const Tensor<T>& t) {
+    cases::write_npy((d / file).string(), cases::from_tensor(t));
+  };
+  const MlpCase c = mlp_case(f);
+  const bool gate = f.activation == Activation::swiglu;
+  MlpData<T> data;
+  data.x = quarters<T>({tokens, hidden}, 1);
+  data.w_up = quarters<T>({(gate ? 2 : 1) * ffn, hidden}, 2);
+  data.w_down = quarters<T>({hidden, ffn}, 3);
+  if (f.bias) {
+    data.b_up = quarters<T>({(gate ? 2 : 1) * ffn}, 4);
+    data.b_down = quarters<T>({hidden}, 5);
+  }
+  data.dy = quarters<T>({tokens, hidden}, 6);
+  auto run = run_ranks(MlpAdapter<LibraryMlp>{}, c, data);
+  EXPECT_TRUE(run.error.empty()) << run.error;
+  save("x.npy", data.x);
+  save("w_down.npy", data.w_down);
+  save("dy.npy", data.dy);
+  save("w_up.npy", gate ? rows(data.w_up, ffn, ffn) : data.w_up);
+  if (gate) save("w_gate.npy", rows(data.w_up, 0, ffn));
+  if (f.bias) {
+    save("b_up.npy", gate ? rows(data.b_up, ffn, ffn) : data.b_up);
+    if (gate) save("b_gate.npy", rows(data.b_up, 0, ffn));
+    save("b_down.npy", data.b_down);
+  }
+  const auto s = op_spec(c);
+  std::string outputs = "{";
+  for (const auto& [out, member] : outputs_of<T>(f)) {
+    outputs += std::string(outputs.size() > 1 ? ", " : "") + "\"" + out + "\": ";
+    std::vector<Tensor<T>> pieces;
+    for (auto& o : run.outputs) {
+      if (bias_every_rank && out == "y") {
+        for (std::size_t i = 0; i < o.y.size(); ++i) {
+          const float b = static_cast<float>(data.b_down[i % hidden]);
+          o.y[i] = T(static_cast<float>(o.y[i]) + static_cast<float>(world - 1) * b);
+        }
+      }
+      pieces.push_back(o.*member);
+    }
+    if (global) {
+      save(out + ".npy",
+           materialize(pieces, s.tensor(out).placement(), s.tensor(out).shape).global);
+      outputs += "\"" + out + ".npy\"";
+      continue;
+    }
+    outputs += "{\"ranks\": [";
+    for (int r = 0; r < world; ++r) {
+      const std::string file = out + "." + std::to_string(r) + ".npy";
+      save(file, pieces[static_cast<std::size_t>(r)]);
+      outputs += std::string(r ? ", " : "") + "\"" + file + "\"";
+    }
+    outputs += "]}";
+  }
+  std::ofstream(d / "case.json") << mlp_manifest(f, dtype, outputs + "}");
+  return d;
+}
+
+CompareResult compare_mlp_dir(const fs::path& d) {
+  return compare_case(cases::read_case_manifest(d.string()));
+}
+
+TEST(CompareMlp, the_library_ranks_pass_per_rank_and_global) {
+  for (const MlpFiles f : {MlpFiles{}, MlpFiles{Activation::gelu, false, false},
+                           MlpFiles{Activation::swiglu, true, true}}) {
+    SCOPED_TRACE(std::string(name(f.activation)) + (f.sequence_parallel ? " sp" : ""));
+    for (const auto& d : {write_mlp_case<float>("f32", f, "float32"),
+                          write_mlp_case<bfloat16>("bf16", f, "bfloat16"),
+                          write_mlp_case<float>("f32_global", f, "float32", true)}) {
+      const auto r = compare_mlp_dir(d);
+      EXPECT_TRUE(r.verdict.pass()) << r.verdict.explain();
+      EXPECT_EQ(r.verdict.tensors.size(), outputs_of<float>(f).size());
+    }
+  }
+}
+
+TEST(CompareMlp, b_down_added_on_every_rank_fails_on_y_only) {
+  const auto r = compare_mlp_dir(write_mlp_case<float>("bias", MlpFiles{}, "float32", true, true));
+  ASSERT_FALSE(r.verdict.pass());
+  for (const auto& t : r.verdict.tensors) EXPECT_EQ(t.pass(), t.name != "y") << t.summary();
+  expect_parts(r.verdict.explain(), {"y: worst element", "of the bound"});
+}
+
+TEST(CompareMlp, a_piece_of_the_wrong_shape_is_a_layout_failure_naming_the_rank) {
+  const fs::path d = write_mlp_case<float>("layout", MlpFiles{}, "float32");
+  // Rank 2's dw_up with a row too many: chunk gives it [1, 3].
+  cases::write_npy((d / "dw_up.2.npy").string(), cases::from_tensor(Tensor<float>(Shape{2, 3})));
+  const auto r = compare_mlp_dir(d);
+  ASSERT_FALSE(r.verdict.pass());
+  for (const auto& t : r.verdict.tensors) EXPECT_EQ(t.pass(), t.name != "dw_up") << t.summary();
+  expect_parts(r.verdict.explain(), {"layout: rank 2's piece of dw_up", "[2, 3]", "holds [1, 3]"});
+}
+
+TEST(CompareMlpBadInput, every_error_names_the_file_and_the_field) {
+  const MlpFiles f;
+  const fs::path d = write_mlp_case<float>("bad_input", f, "float32", true);
+  const std::string outs = R"({"y": "y.npy", "dw_up": "dw_up.npy"})";
+  const struct {
+    std::string what, json;
+    std::vector<std::string> parts;
+  } cases[] = {
+      {"config field misspelt",
+       mlp_manifest(f, "float32", outs, R"(, "sequence_paralel": true)"),
+       {"config: unknown field sequence_paralel", "sequence_parallel"}},
+      {"unknown activation",
+       mlp_manifest(f, "float32", outs, R"(, "activation": "relu")"),
+       {"config.activation", "relu", "gelu, gelu_tanh, swiglu"}},
+      {"config field of the wrong type",
+       mlp_manifest(f, "float32", outs, R"(, "ffn_split": "chunk")"),
+       {"config.ffn_split: is a string"}},
+      {"ffn_features other than sizes.ffn",
+       mlp_manifest(f, "float32", outs, R"(, "ffn_features": 4)"),
+       {"config.ffn_features: is 4 but sizes.ffn is 5"}},
+      {"size missing",
+       mlp_manifest(f, "float32", outs)
+           .replace(mlp_manifest(f, "float32", outs).find(", \"ffn\": 5"), 10, ""),
+       {"sizes.ffn: missing; parallel_mlp needs it"}},
+      {"w_gate missing for swiglu",
+       mlp_manifest(
+           f, "float32", outs, "",
+           R"({"x": "x.npy", "w_up": "w_up.npy", "w_down": "w_down.npy", "dy": "dy.npy"})"),
+       {"inputs.w_gate: missing; parallel_mlp needs it (shape [5, 3])"}},
+      {"input of the wrong shape",
+       mlp_manifest(
+           f, "float32", outs, "",
+           R"({"x": "x.npy", "w_gate": "w_gate.npy", "w_up": "w_down.npy", "w_down": "w_down.npy", "b_gate": "b_gate.npy", "b_up": "b_up.npy", "b_down": "b_down.npy", "dy": "dy.npy"})"),
+       {"w_down.npy: shape: is [3, 5] but parallel_mlp's w_up is [5, 3]"}},
+      {"gradient without dy",
+       mlp_manifest(
+           f, "float32", R"({"dw_down": "dw_down.npy"})", "",
+           R"({"x": "x.npy", "w_gate": "w_gate.npy", "w_up": "w_up.npy", "w_down": "w_down.npy", "b_gate": "b_gate.npy", "b_up": "b_up.npy", "b_down": "b_down.npy"})"),
+       {"inputs.dy: missing; the case gives dw_down"}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    std::ofstream(d / "case.json") << c.json;
+    std::string msg = "no error";
+    try {
+      compare_mlp_dir(d);
+    } catch (const cases::CaseError& e) {
+      msg = e.what();
+    } catch (const std::exception& e) {
+      msg = std::string("not a CaseError: ") + e.what();
+    }
+    expect_parts(msg, c.parts);
+    expect_parts(msg, {"shardcheck_mlp_compare_tests_bad_input/"});
+  }
+}
+
+}  // namespace
+}  // namespace shardcheck::check

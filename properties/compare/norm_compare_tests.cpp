@@ -1,0 +1,291 @@
+// shardcheck compare on sequence_parallel_norm cases written to disk here: the library's own
+// ranks pass (per-rank pieces, LayerNorm and RMSNorm, float32 and bfloat16), the dense op's
+// global outputs pass, dgamma/dbeta left unreduced (each rank's local sum, the Megatron bug the
+// gradient all_reduce prevents) fail on those tensors only, a piece of the wrong local shape is a
+// layout failure naming the rank, and every bad input is a CaseError whose message is pinned.
+#include "cases/case_manifest.hpp"
+#include "cases/npy.hpp"
+#include "compare/compare.hpp"
+#include "ops/norm/norm.hpp"
+#include "suites/norm/norm_impl.hpp"
+#include "suites/norm/norm_run.hpp"
+#include "testing/ops_test_util.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace shardcheck::check {
+namespace {
+
+namespace fs = std::filesystem;
+using test::expect_parts;
+
+// A fresh directory under the temporary folder.
+fs::path fresh_norm_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("shardcheck_norm_compare_tests_" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+template <class T>
+void save(const fs::path& p, const Tensor<T>& t) {
+  cases::write_npy(p.string(), cases::from_tensor(t));
+}
+
+// Values k/8 for small integers k: exact in every element type, not all equal along a row.
+template <class T>
+Tensor<T> eighths(Shape s, int seed) {
+  Tensor<T> t(std::move(s));
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    const auto k = static_cast<int>((i * 5 + static_cast<std::size_t>(seed) * 11) % 13) - 6;
+    t[i] = T(static_cast<float>(k) / 8.0F);
+  }
+  return t;
+}
+
+// P = 3, tokens 7 (chunk: 3, 3, 1), hidden 5.
+constexpr int world = 3;
+constexpr std::size_t tokens = 7, hidden = 5;
+
+NormCase norm_case(NormKind kind) {
+  NormCase c;
+  c.op = NormOp::norm;
+  c.world = world;
+  c.hidden = hidden;
+  c.block.norm.norm.kind = kind;
+  c.block.norm.tokens = tokens;
+  return c;
+}
+
+template <class T>
+NormData<T> norm_data(NormKind kind) {
+  NormData<T> d;
+  d.x = eighths<T>({tokens, hidden}, 1);
+  d.gamma = eighths<T>({hidden}, 2);
+  if (has_beta(kind)) d.beta = eighths<T>({hidden}, 3);
+  d.dy = eighths<T>({tokens, hidden}, 4);
+  return d;
+}
+
+const char* kind_name(NormKind k) { return k == NormKind::rms_norm ? "rms_norm" : "layer_norm"; }
+
+// The manifest of a case in `dtype` with the given outputs JSON; `config` and `inputs` replace
+// the defaults (the kind alone; every input of the kind).
+std::string norm_manifest(NormKind kind, const std::string& dtype, const std::string& outputs,
+                          std::string config = "", std::string inputs = "") {
+  if (config.empty()) config = std::string(R"({"kind": ")") + kind_name(kind) + "\"}";
+  if (inputs.empty()) {
+    inputs = has_beta(kind)
+                 ? R"({"x": "x.npy", "gamma": "gamma.npy", "beta": "beta.npy", "dy": "dy.npy"})"
+                 : R"({"x": "x.npy", "gamma": "gamma.npy", "dy": "dy.npy"})";
+  }
+  return R"({"shardcheck_case": 1, "op": "sequence_parallel_norm", "config": )" + config +
+         R"(, "sizes": {"tokens": 7, "hidden": 5}, "mesh": {"tp": 3}, "dtype": ")" + dtype +
+         R"(", "inputs": )" + inputs + R"(, "outputs": )" + outputs + "}";
+}
+
+template <class T>
+void write_inputs(const fs::path& d, NormKind kind, const NormData<T>& data) {
+  save(d / "x.npy", data.x);
+  save(d / "gamma.npy", data.gamma);
+  if (has_beta(kind)) save(d / "beta.npy", data.beta);
+  save(d / "dy.npy", data.dy);
+}
+
+// The outputs of `kind` (dbeta with beta only).
+std::vector<std::string> output_names(NormKind kind) {
+  std::vector<std::string> names = {"y", "dx", "dgamma"};
+  if (has_beta(kind)) names.emplace_back("dbeta");
+  return names;
+}
+
+// The library's ranks in T; each output written one file per rank. `unreduced` replaces each
+// rank's dgamma/dbeta with its local sum (the missing all_reduce).
+template <class T>
+fs::path write_library_case(const std::string& name, NormKind kind, const std::string& dtype,
+                            bool unreduced = false) {
+  const NormCase c = norm_case(kind);
+  const auto data = norm_data<T>(kind);
+  auto run = run_ranks(NormAdapter<LibraryNorm>{}, c, data);
+  EXPECT_TRUE(run.error.empty()) << run.error;
+  const auto s = op_spec(c);
+  if (unreduced) {
+    for (int r = 0; r < world; ++r) {
+      auto& o = run.outputs[static_cast<std::size_t>(r)];
+      const Tensor<T> xr = place(data.x, s.tensor("x").placement(), world, r);
+      const Tensor<T> dyr = place(data.dy, s.tensor("dy").placement(), world, r);
+      auto g = norm_backward(c.norm().norm, xr, data.gamma, dyr);
+      o.dgamma = g.dgamma;
+      o.dbeta = g.dbeta;
+    }
+  }
+  const fs::path d = fresh_norm_dir(name);
+  write_inputs(d, kind, data);
+  using O = BlockRankOutputs<T>;
+  const std::vector<std::pair<std::string, Tensor<T> O::*>> members = {
+      {"y", &O::y}, {"dx", &O::dx}, {"dgamma", &O::dgamma}, {"dbeta", &O::dbeta}};
+  std::string outputs = "{";
+  for (const auto& [out, member] : members) {
+    if (out == "dbeta" && !has_beta(kind)) continue;
+    outputs += std::string(outputs.size() > 1 ? ", " : "") + "\"" + out + "\": {\"ranks\": [";
+    for (int r = 0; r < world; ++r) {
+      const std::string file = out + "." + std::to_string(r) + ".npy";
+      save(d / file, run.outputs[static_cast<std::size_t>(r)].*member);
+      outputs += std::string(r ? ", " : "") + "\"" + file + "\"";
+    }
+    outputs += "]}";
+  }
+  std::ofstream(d / "case.json") << norm_manifest(kind, dtype, outputs + "}");
+  return d;
+}
+
+// The dense op (one rank's compute on every token) in T, its outputs global.
+template <class T>
+fs::path write_dense_case(const std::string& name, NormKind kind, const std::string& dtype) {
+  const fs::path d = fresh_norm_dir(name);
+  const auto data = norm_data<T>(kind);
+  write_inputs(d, kind, data);
+  NormConfig cfg;
+  cfg.kind = kind;
+  save(d / "y.npy", norm_forward(cfg, data.x, data.gamma, data.beta));
+  const auto g = norm_backward(cfg, data.x, data.gamma, data.dy);
+  save(d / "dx.npy", g.dx);
+  save(d / "dgamma.npy", g.dgamma);
+  std::string outputs = R"({"y": "y.npy", "dx": "dx.npy", "dgamma": "dgamma.npy")";
+  if (has_beta(kind)) {
+    save(d / "dbeta.npy", g.dbeta);
+    outputs += R"(, "dbeta": "dbeta.npy")";
+  }
+  std::ofstream(d / "case.json") << norm_manifest(kind, dtype, outputs + "}");
+  return d;
+}
+
+CompareResult compare_norm_dir(const fs::path& d) {
+  return compare_case(cases::read_case_manifest(d.string()));
+}
+
+void expect_pass(const fs::path& d, NormKind kind) {
+  const auto r = compare_norm_dir(d);
+  EXPECT_TRUE(r.verdict.pass()) << r.verdict.explain();
+  EXPECT_EQ(r.verdict.tensors.size(), output_names(kind).size());
+  EXPECT_EQ(r.verdict.world, world);
+}
+
+constexpr NormKind kinds[] = {NormKind::layer_norm, NormKind::rms_norm};
+
+// The library's ranks (per-rank pieces) and the dense op (global outputs), in several dtypes.
+TEST(CompareNorm, the_library_ranks_and_the_dense_op_pass) {
+  for (const NormKind kind : kinds) {
+    SCOPED_TRACE(kind_name(kind));
+    for (const auto& d : {write_library_case<float>("lib_f32", kind, "float32"),
+                          write_library_case<bfloat16>("lib_bf16", kind, "bfloat16"),
+                          write_library_case<double>("lib_f64", kind, "float64"),
+                          write_dense_case<float>("dense_f32", kind, "float32"),
+                          write_dense_case<bfloat16>("dense_bf16", kind, "bfloat16"),
+                          write_dense_case<float16>("dense_f16", kind, "float16")}) {
+      SCOPED_TRACE(d.string());
+      expect_pass(d, kind);
+    }
+  }
+}
+
+TEST(CompareNorm, parameter_gradients_never_reduced_fail_on_dgamma_and_dbeta_only) {
+  for (const NormKind kind : kinds) {
+    SCOPED_TRACE(kind_name(kind));
+    const auto r = compare_norm_dir(write_library_case<float>("unreduced", kind, "float32", true));
+    ASSERT_FALSE(r.verdict.pass());
+    for (const auto& t : r.verdict.tensors) {
+      EXPECT_EQ(t.pass(), t.name == "y" || t.name == "dx") << t.summary();
+    }
+    expect_parts(r.verdict.explain(), {"dgamma", "of the bound"});
+  }
+}
+
+TEST(CompareNorm, a_piece_of_the_wrong_shape_is_a_layout_failure_naming_the_rank) {
+  const fs::path d = write_library_case<float>("layout", NormKind::layer_norm, "float32");
+  // Rank 1's y with a token too few: chunk gives it [3, 5].
+  save(d / "y.1.npy", Tensor<float>(Shape{2, hidden}));
+  const auto r = compare_norm_dir(d);
+  ASSERT_FALSE(r.verdict.pass());
+  for (const auto& t : r.verdict.tensors) EXPECT_EQ(t.pass(), t.name != "y") << t.summary();
+  expect_parts(r.verdict.explain(), {"layout: rank 1's piece of y", "[2, 5]", "holds [3, 5]"});
+}
+
+std::string norm_case_error(const fs::path& d) {
+  try {
+    compare_norm_dir(d);
+  } catch (const cases::CaseError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("not a CaseError: ") + e.what();
+  }
+  return "no error";
+}
+
+struct BadNormCase {
+  std::string what;
+  std::string json;
+  std::vector<std::string> parts;
+};
+
+TEST(CompareNormBadInput, every_error_names_the_file_and_the_field) {
+  const NormKind ln = NormKind::layer_norm;
+  const fs::path d = write_dense_case<float>("bad_input", ln, "float32");
+  const std::string outs = R"({"y": "y.npy", "dgamma": "dgamma.npy"})";
+  const std::vector<BadNormCase> cases = {
+      {"config field misspelt",
+       norm_manifest(ln, "float32", outs, R"({"kind": "layer_norm", "epsilon": 1e-5})"),
+       {"config: unknown field epsilon", "eps, kind, reduce_algorithm, token_split, tokens"}},
+      {"unknown kind",
+       norm_manifest(ln, "float32", outs, R"({"kind": "rmsnorm"})"),
+       {"config.kind", "rmsnorm", "layer_norm, layer_norm_no_bias, rms_norm"}},
+      {"eps of the wrong type",
+       norm_manifest(ln, "float32", outs, R"({"eps": "1e-5"})"),
+       {"config.eps: is a string"}},
+      {"eps not positive",
+       norm_manifest(ln, "float32", outs, R"({"eps": 0})"),
+       {"config.eps: is 0", "eps > 0"}},
+      {"config tokens other than the sizes'",
+       norm_manifest(ln, "float32", outs, R"({"tokens": 6})"),
+       {"config.tokens: is 6 but sizes.tokens is 7"}},
+      {"size missing",
+       norm_manifest(ln, "float32", outs)
+           .replace(norm_manifest(ln, "float32", outs).find(", \"hidden\": 5"), 13, ""),
+       {"sizes.hidden: missing; sequence_parallel_norm needs it"}},
+      {"beta missing for layer_norm",
+       norm_manifest(ln, "float32", outs, "",
+                     R"({"x": "x.npy", "gamma": "gamma.npy", "dy": "dy.npy"})"),
+       {"inputs.beta: missing; sequence_parallel_norm needs it (shape [5])"}},
+      {"beta given to rms_norm",
+       norm_manifest(NormKind::rms_norm, "float32", R"({"y": "y.npy"})", "",
+                     R"({"x": "x.npy", "gamma": "gamma.npy", "beta": "beta.npy"})"),
+       {"sequence_parallel_norm has no tensor beta"}},
+      {"input of the wrong shape",
+       norm_manifest(ln, "float32", outs, "",
+                     R"({"x": "x.npy", "gamma": "x.npy", "beta": "beta.npy", "dy": "dy.npy"})"),
+       {"x.npy: shape: is [7, 5] but sequence_parallel_norm's gamma is [5]"}},
+      {"gradient without dy",
+       norm_manifest(ln, "float32", R"({"dgamma": "dgamma.npy"})", "",
+                     R"({"x": "x.npy", "gamma": "gamma.npy", "beta": "beta.npy"})"),
+       {"inputs.dy: missing; the case gives dgamma"}},
+      {"mesh of another name",
+       norm_manifest(ln, "float32", outs)
+           .replace(norm_manifest(ln, "float32", outs).find("\"tp\""), 4, "\"sp\""),
+       {"mesh: is {sp=3} but sequence_parallel_norm at this config runs on {tp=3}"}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    std::ofstream(d / "case.json") << c.json;
+    const std::string msg = norm_case_error(d);
+    expect_parts(msg, c.parts);
+    expect_parts(msg, {"shardcheck_norm_compare_tests_bad_input/"});
+  }
+}
+
+}  // namespace
+}  // namespace shardcheck::check

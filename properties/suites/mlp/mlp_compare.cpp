@@ -1,0 +1,121 @@
+// parallel_mlp as a case on disk (docs/case-format.md, compare/compare.hpp): the config's fields
+// as ops/mlp/mlp_spec.cpp writes them (activation, ffn_features, ffn_split, tokens,
+// sequence_parallel, token_split, reduce_algorithm, kernel), the sizes tokens, hidden, ffn, the
+// mesh {"tp": P}; inputs x [tokens, hidden], w_gate [ffn, hidden] (swiglu only, required there),
+// w_up [ffn, hidden], w_down [hidden, ffn], the biases b_gate (swiglu) and b_up [ffn], b_down
+// [hidden] (all three or none: without them the layer has no bias), dy [tokens, hidden] (needed
+// for the gradients); outputs y, dx, dw_gate, dw_up, dw_down, db_gate, db_up, db_down, each
+// optional. The suite's data holds fc1 fused, [w_gate; w_up]: the case's halves are stacked.
+#include "compare/compare.hpp"
+#include "compare/config_fields.hpp"
+#include "suites/mlp/mlp_expected.hpp"
+#include "suites/mlp/mlp_run.hpp"
+
+#include <algorithm>
+
+namespace shardcheck::check {
+namespace {
+
+// @throws cases::CaseError listing the activations.
+Activation activation_or(cases::Fields& f, const std::string& key, Activation fallback) {
+  if (!f.has(key)) return fallback;
+  const std::vector<Activation> all = {Activation::gelu, Activation::gelu_tanh, Activation::swiglu};
+  std::vector<std::string> names;
+  names.reserve(all.size());
+  for (Activation a : all) names.emplace_back(name(a));
+  const std::string s = f.choice(key, names);
+  for (Activation a : all) {
+    if (name(a) == s) return a;
+  }
+  return fallback;
+}
+
+// `size` from the config, which must be the manifest's size `of` when given.
+std::size_t same_size(cases::Fields& f, const std::string& key, const cases::CaseManifest& m,
+                      const std::string& of) {
+  const std::size_t want = m.size(of);
+  const std::size_t got = f.size_or(key, want);
+  if (got != want) {
+    f.fail(key, "is " + std::to_string(got) + " but sizes." + of + " is " + std::to_string(want) +
+                    "; give the same size or leave the config's out");
+  }
+  return got;
+}
+
+// [a; b]: a's rows, then b's (first dimensions added).
+template <class T>
+Tensor<T> stacked(const Tensor<T>& a, const Tensor<T>& b) {
+  Shape s = a.shape();
+  s[0] += b.shape()[0];
+  Tensor<T> out(s);
+  std::copy_n(a.data(), a.size(), out.data());
+  std::copy_n(b.data(), b.size(), out.data() + a.size());
+  return out;
+}
+
+}  // namespace
+
+MlpCase case_of(const cases::CaseManifest& m, MlpCase* /*tag*/) {
+  MlpCase c;
+  c.dtype = m.dtype;
+  c.world = m.world();
+  c.tokens = m.size("tokens");
+  c.hidden = m.size("hidden");
+  c.has_bias = m.input("b_up") != nullptr;
+  cases::Fields f = m.config;
+  MlpConfig& k = c.cfg;
+  k.activation = activation_or(f, "activation", k.activation);
+  k.ffn_features = same_size(f, "ffn_features", m, "ffn");
+  k.ffn_split = split_or(f, "ffn_split", k.ffn_split);
+  k.tokens = same_size(f, "tokens", m, "tokens");
+  k.sequence_parallel = f.boolean_or("sequence_parallel", k.sequence_parallel);
+  k.token_split = split_or(f, "token_split", k.token_split);
+  k.reduce_algorithm = algorithm_or(f, "reduce_algorithm", k.reduce_algorithm);
+  k.kernel = kernel_or(f, "kernel", k.kernel);
+  f.done();
+  return c;
+}
+
+template <class T>
+void read_tensors(CaseReader& r, const MlpCase& c, MlpData<T>& d, MlpRun<T>& run) {
+  using O = MlpRankOutputs<T>;
+  auto& out = run.outputs;
+  const bool gate = c.cfg.activation == Activation::swiglu;
+  r.input("x", d.x);
+  r.input("w_up", d.w_up);
+  r.input("w_down", d.w_down);
+  if (c.has_bias) {
+    r.input("b_up", d.b_up);
+    r.input("b_down", d.b_down);
+  }
+  if (gate) {  // fc1 fused as [w_gate; w_up] (and its bias [b_gate; b_up])
+    Tensor<T> w_gate, b_gate;
+    r.input("w_gate", w_gate);
+    d.w_up = stacked(w_gate, d.w_up);
+    if (c.has_bias) {
+      r.input("b_gate", b_gate);
+      d.b_up = stacked(b_gate, d.b_up);
+    }
+  }
+  const bool has_dy = r.input("dy", d.dy, false);
+  if (!has_dy) d.dy = Tensor<T>({c.tokens, c.hidden});  // no gradient is judged without it
+  r.output("y", out, &O::y);
+  for (const char* g : {"dx", "dw_gate", "dw_up", "dw_down", "db_gate", "db_up", "db_down"}) {
+    if (!has_dy && r.has_output(g)) r.require_input_for("dy", g);
+  }
+  r.output("dx", out, &O::dx);
+  if (gate) r.output("dw_gate", out, &O::dw_gate);
+  r.output("dw_up", out, &O::dw_up);
+  r.output("dw_down", out, &O::dw_down);
+  if (c.has_bias) {
+    if (gate) r.output("db_gate", out, &O::db_gate);
+    r.output("db_up", out, &O::db_up);
+    r.output("db_down", out, &O::db_down);
+  }
+}
+
+void register_mlp_compare() {
+  CompareRegistry::instance().add("parallel_mlp", compare_as<MlpCase, MlpData, MlpRun>);
+}
+
+}  // namespace shardcheck::check

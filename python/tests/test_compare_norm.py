@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""End to end: cases written with python/shardcheck_case.py from a NumPy sequence-parallel
+LayerNorm and RMSNorm (tokens split over the ranks, ranks simulated in one process), judged by
+`shardcheck compare`.
+
+    python3 python/tests/test_compare_norm.py SHARDCHECK_BINARY WORK_DIR
+
+The NumPy version follows the op's contract (lib/ops/norm/norm.hpp): every step one operation in
+the accumulator (float64 for float64, float32 otherwise), eps converted to it once, the biased
+variance, rstd = 1/sqrt(var + eps); y and dx rounded once to the dtype; each rank's dgamma/dbeta
+a sum over its tokens rounded to the dtype, then summed over the ranks in the dtype. The correct
+version passes (exit 0) in float64, float32 and bfloat16, LayerNorm and RMSNorm, with global and
+per-rank outputs and an empty rank; three planted bugs fail (exit 1) on the tensors they break:
+dgamma/dbeta never summed over the sequence-parallel ranks (each rank reports its local sum:
+dgamma, dbeta fail), eps added outside the sqrt and the variance computed with N-1 (rstd, so
+xhat, is off: y, dx, dgamma fail, dbeta passes; eps outside the sqrt is an error of ~1e-5
+relative that torch.testing.assert_close's float32 default passes); a misspelt kind is bad input
+(exit 2). ctest runs it (label "compare").
+"""
+
+import os
+import shutil
+import sys
+
+from compare_util import Checks, failing_tensors, np, sc
+
+BIN, WORK = sys.argv[1], sys.argv[2]
+P, TOKENS, HIDDEN, EPS = 3, 7, 6, 1e-5
+checks = Checks(BIN)
+compare, expect = checks.compare, checks.expect
+
+
+def token_cuts(sizes):
+    """[(lo, hi)] of each rank's tokens; sizes None: torch.chunk's (ceil(n/P) each, the
+    trailing ones smaller)."""
+    c = -(-TOKENS // P)
+    sizes = sizes or [max(0, min(c, TOKENS - r * c)) for r in range(P)]
+    ends = np.cumsum(sizes)
+    return list(zip(ends - sizes, ends))
+
+
+def to_dtype(dtype, a):
+    """Rounded to the dtype; bfloat16 held as float32 values."""
+    if dtype == "bfloat16":
+        return sc.from_bfloat16_bits(sc.round_to_bfloat16_bits(a))
+    return a
+
+
+def data(dtype, kind, seed):
+    """x, gamma, beta (None without), dy: normal draws in the dtype (bfloat16 as float32)."""
+    rng = np.random.default_rng(seed)
+    acc = np.float64 if dtype == "float64" else np.float32
+    x = to_dtype(dtype, (rng.standard_normal((TOKENS, HIDDEN)) * 2 + 0.5).astype(acc))
+    gamma = to_dtype(dtype, (1 + 0.25 * rng.standard_normal(HIDDEN)).astype(acc))
+    beta = to_dtype(dtype, rng.standard_normal(HIDDEN).astype(acc)) if kind == "layer_norm" \
+        else None
+    dy = to_dtype(dtype, rng.standard_normal((TOKENS, HIDDEN)).astype(acc))
+    return x, gamma, beta, dy
+
+
+def norm_rank(kind, x, gamma, beta, dy, eps, bug):
+    """One rank's tokens, in the accumulator (x's type): y, dx, and the local sums dgamma,
+    dbeta over its tokens, each step one operation as norm.hpp writes it."""
+    acc = x.dtype.type
+    n = acc(HIDDEN)
+    eps = acc(eps)
+    if kind == "rms_norm":
+        d = x
+        var = np.sum(x * x, axis=1, keepdims=True) / n
+    else:
+        mean = np.sum(x, axis=1, keepdims=True) / n
+        d = x - mean
+        var = np.sum(d * d, axis=1, keepdims=True) / (acc(HIDDEN - 1) if bug == "var_n_minus_1"
+                                                      else n)
+    if bug == "eps_outside_sqrt":
+        rstd = acc(1) / (np.sqrt(var) + eps)
+    else:
+        rstd = acc(1) / np.sqrt(var + eps)
+    xhat = d * rstd
+    y = xhat * gamma + beta if beta is not None else xhat * gamma
+    g = dy * gamma
+    c2 = np.sum(g * xhat, axis=1, keepdims=True) / n
+    if kind == "rms_norm":
+        dx = (g - xhat * c2) * rstd
+    else:
+        c1 = np.sum(g, axis=1, keepdims=True) / n
+        dx = ((g - c1) - xhat * c2) * rstd
+    dgamma = np.sum(dy * xhat, axis=0)
+    dbeta = np.sum(dy, axis=0) if beta is not None else None
+    return y, dx, dgamma, dbeta
+
+
+def sum_in_dtype(dtype, parts):
+    """The all_reduce: the ranks' pieces summed in the dtype, each step rounded to it."""
+    total = parts[0]
+    for p in parts[1:]:
+        total = to_dtype(dtype, total + p)
+    return total
+
+
+def sequence_parallel_norm(dtype, kind, split=None, per_rank=False, bug=None, seed=1):
+    """The norm on P simulated ranks, each its tokens (`split`: the token counts; default the
+    chunk split); dgamma/dbeta all-reduced unless the bug is `unreduced`."""
+    x, gamma, beta, dy = data(dtype, kind, seed)
+    ranks = [norm_rank(kind, x[lo:hi], gamma, beta, dy[lo:hi], EPS, bug)
+             for lo, hi in token_cuts(split)]
+    ys = [to_dtype(dtype, r[0]) for r in ranks]
+    dxs = [to_dtype(dtype, r[1]) for r in ranks]
+    names = ["dgamma"] + (["dbeta"] if beta is not None else [])
+    grads = {}
+    for i, name in enumerate(names):
+        local = [to_dtype(dtype, r[2 + i]) for r in ranks]
+        total = sum_in_dtype(dtype, local)
+        grads[name] = local if bug == "unreduced" else [total] * P
+    config = {"kind": kind, "eps": EPS}
+    if split:
+        config["token_split"] = {"kind": "explicit", "sizes": list(split)}
+    case = sc.Case("sequence_parallel_norm", dtype, {"tokens": TOKENS, "hidden": HIDDEN},
+                   {"tp": P}, config, "numpy " + np.__version__)
+    case.input("x", x)
+    case.input("gamma", gamma)
+    if beta is not None:
+        case.input("beta", beta)
+    case.input("dy", dy)
+    if per_rank:
+        case.output_ranks("y", ys, "S(0)[explicit[%s]]" % ",".join(map(str, split))
+                          if split else "S(0)")
+        case.output_ranks("dx", dxs)
+    else:
+        case.output("y", np.concatenate(ys, axis=0))
+        case.output("dx", np.concatenate(dxs, axis=0))
+    for name in names:
+        case.output_ranks(name, grads[name], "R")
+    return case
+
+
+shutil.rmtree(WORK, ignore_errors=True)
+good = os.path.join(WORK, "good")
+n_good = 0
+for dtype in ("float64", "float32", "bfloat16"):
+    for kind in ("layer_norm", "rms_norm"):
+        sequence_parallel_norm(dtype, kind).write(os.path.join(good, "%s_%s" % (kind, dtype)))
+        sequence_parallel_norm(dtype, kind, split=[3, 0, 4], per_rank=True, seed=2).write(
+            os.path.join(good, "%s_%s_empty_rank" % (kind, dtype)))
+        n_good += 2
+code, out = compare(good)
+expect("the correct implementation passes in float64, float32, bfloat16 (exit 0)",
+       code == 0 and "%d cases, %d passed, 0 failed" % (n_good, n_good) in out, out)
+expect("the correct float32 and bfloat16 results do round (a nonzero error)",
+       out.count("max err 0,") < 2 * n_good, out)
+
+# Planted bugs: (bug, kind, failing tensors, words in the output).
+for bug, kind, bad, words in (
+        ("unreduced", "layer_norm", ("dgamma", "dbeta"), "dgamma"),
+        ("unreduced", "rms_norm", ("dgamma",), "dgamma"),
+        ("eps_outside_sqrt", "layer_norm", ("y", "dx", "dgamma"), "assert_close: pass"),
+        ("eps_outside_sqrt", "rms_norm", ("y", "dx", "dgamma"), "of the bound"),
+        ("var_n_minus_1", "layer_norm", ("y", "dx", "dgamma"), "of the bound")):
+    d = os.path.join(WORK, "%s_%s" % (bug, kind))
+    sequence_parallel_norm("float32", kind, bug=bug).write(d)
+    code, out = compare(d)
+    failing = failing_tensors(out)
+    expect("planted bug %s (%s) fails on %s (exit 1)" % (bug, kind, ", ".join(bad)),
+           code == 1 and all(("FAIL " + t + " ") in out for t in bad) and words in out, out)
+    # eps outside the sqrt and N-1 change rstd, so xhat: y, dx and dgamma; dbeta = Σ dy holds.
+    expect("planted bug %s (%s) leaves the other tensors passing" % (bug, kind),
+           failing == sorted(bad), out)
+
+bad_dir = os.path.join(WORK, "bad")
+case = sequence_parallel_norm("float32", "rms_norm")
+case.config = {"kind": "rmsnorm"}
+case.write(bad_dir)
+code, out = compare(bad_dir)
+expect("a misspelt kind is bad input (exit 2), naming the file and the field",
+       code == 2 and "case.json: config.kind" in out and "rms_norm" in out, out)
+
+checks.finish()
