@@ -55,6 +55,17 @@ class Session:
             print("ok: " + what)
 
     def finish(self):
+        """Exits non-zero naming the failed expectations, if any."""
         if self.failures:
             sys.exit("%d checks failed: %s" % (len(self.failures), "; ".join(self.failures)))
         print("all checks passed")
+
+
+def tensor_lines(out):
+    """The verdict's tensor lines: "  ok   dx [7, 6] S(0): ..." or "  FAIL y [7, 6] ..."."""
+    return [line for line in out.splitlines() if line.startswith(("  ok   ", "  FAIL "))]
+
+
+def failing_tensors(out):
+    """The names of the tensors the verdict fails, sorted."""
+    return sorted(line.split()[1] for line in tensor_lines(out) if line.startswith("  FAIL "))

@@ -22,7 +22,14 @@ import os
 import shutil
 import sys
 
-from compare_util import Checks, failing_tensors, np, sc
+from compare_support import Session as Checks, failing_tensors  # puts python/ on the path
+
+try:
+    import numpy as np
+except ImportError:
+    sys.exit("numpy is missing: scripts/setup installs python3-numpy (Debian)")
+
+import shardcheck_case as sc  # noqa: E402
 
 BIN, WORK = sys.argv[1], sys.argv[2]
 P, TOKENS, HIDDEN, EPS = 3, 7, 6, 1e-5
