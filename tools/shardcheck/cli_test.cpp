@@ -102,8 +102,8 @@ TEST(Cli, UsageErrorsAreOneLineWithStatus2) {
   expect_usage_error({"check", "--cases"}, "--cases needs a value");
   expect_usage_error({"list", "extra"}, "list takes no arguments, not 'extra'");
   expect_usage_error({"--bogus"},
-                     "unknown option '--bogus'; the commands are list, check, mutants, budget, "
-                     "help, version");
+                     "unknown option '--bogus'; the commands are list, check, mutants, compare, "
+                     "budget, help, version");
   expect_usage_error({"check", "-x"}, "unknown option '-x' for check");
   expect_usage_error({"check", "--dtype"}, "--dtype needs a value (LIST)");
   expect_usage_error({"mutants", "--seed", "1.5"}, "--seed takes a whole number from 0 to");
@@ -428,7 +428,10 @@ TEST(Cli, AnUnwritableReportFileIsAnError) {
                                          "1",        "--property", "matches_reference",
                                          "--report", dir.string()};
   const auto r = run_cli(args);
-  expect_error_line(r, args, "report: cannot write '" + (dir / "report.json").string() + "'");
+  // The report is written to a temporary file, then renamed over report.json (atomically): the
+  // rename is what fails.
+  expect_error_line(r, args, "report: cannot rename '" + (dir / "report.json.tmp.").string());
+  expect_error_line(r, args, "' to '" + (dir / "report.json").string() + "'");
   EXPECT_NE(r.out.find("PASS  linear/matches_reference"), std::string::npos) << r.out;
   std::filesystem::remove_all(dir);
 }

@@ -45,6 +45,15 @@ std::size_t vocab_of(cases::Fields& f, std::size_t vocab) {
   return v;
 }
 
+// "ids.npy: ids[3]: is 11, outside [0, 11); every ids value must be a global vocabulary index".
+cases::CaseError index_out_of_range(const std::string& path, const std::string& name, std::size_t i,
+                                    std::int64_t value, std::size_t vocab) {
+  return cases::CaseError(path + ": " + name + "[" + std::to_string(i) + "]: is " +
+                          std::to_string(value) + ", outside [0, " + std::to_string(vocab) + ")" +
+                          (name == "targets" ? " and not the ignore_index" : "") + "; every " +
+                          name + " value must be a global vocabulary index");
+}
+
 // The ids (embedding) or targets (cross-entropy) file's values, or none when the manifest does
 // not give it (read_tensors then reports it missing). @throws cases::CaseError naming the file
 // for a value outside [0, vocab) other than `ignored`.
@@ -59,10 +68,7 @@ std::vector<std::int64_t> read_ids(const cases::CaseManifest& m, const std::stri
     ids[i] = t[i];
     if (ignored && ids[i] == *ignored) continue;
     if (ids[i] < 0 || static_cast<std::uint64_t>(ids[i]) >= vocab) {
-      throw cases::CaseError(path + ": " + name + "[" + std::to_string(i) + "]: is " +
-                             std::to_string(ids[i]) + ", outside [0, " + std::to_string(vocab) +
-                             ")" + (name == "targets" ? " and not the ignore_index" : "") +
-                             "; every " + name + " value must be a global vocabulary index");
+      throw index_out_of_range(path, name, i, ids[i], vocab);
     }
   }
   return ids;
