@@ -19,34 +19,14 @@ Needs python3-torch (Debian's, 1.13; scripts/setup installs it).
 
 import os
 import shutil
-import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
-
-try:
-    import torch
-    import torch.nn.functional as F
-except ImportError:
-    sys.exit("torch is missing: scripts/setup installs python3-torch (Debian)")
-
-import shardcheck_case as sc  # noqa: E402
+from torch_support import torch, F, sc, np_of, chunk_sizes, Checks, DTYPES
 
 BIN, WORK = sys.argv[1], sys.argv[2]
 TOKENS, IN, OUT = 9, 12, 10
-failures = []
+checks = Checks(BIN)
 torch.manual_seed(20261201)
-
-
-def np_of(t):
-    return t.detach().cpu().numpy()
-
-
-def chunk_sizes(n, p):
-    """torch.chunk's sizes: ceil(n/p) each, the trailing ones smaller."""
-    c = -(-n // p)
-    return [min(c, max(0, n - r * c)) for r in range(p)]
 
 
 def inputs(dtype):
@@ -54,7 +34,7 @@ def inputs(dtype):
 
 
 def base_case(op, dtype, p, config, impl):
-    return sc.Case(op, {torch.float64: "float64", torch.float32: "float32"}[dtype],
+    return sc.Case(op, DTYPES[dtype],
                    {"tokens": TOKENS, "in": IN, "out": OUT}, {"tp": p}, config, impl)
 
 
@@ -134,28 +114,16 @@ def row_parallel(dtype, bug=None):
     return case
 
 
-def compare(*args):
-    r = subprocess.run([BIN, "compare", *args], capture_output=True, text=True)
-    return r.returncode, r.stdout + r.stderr
-
-
-def expect(what, cond, output):
-    print(("ok: " if cond else "FAILED: ") + what)
-    if not cond:
-        failures.append(what)
-        print(output)
-
-
 shutil.rmtree(WORK, ignore_errors=True)
 good = os.path.join(WORK, "good")
-for dtype, tag in ((torch.float64, "float64"), (torch.float32, "float32")):
+for dtype, tag in DTYPES.items():
     torch_linear(dtype).write(os.path.join(good, "torch_linear_" + tag))
     column_parallel(dtype).write(os.path.join(good, "column_parallel_" + tag))
     row_parallel(dtype).write(os.path.join(good, "row_parallel_" + tag))
-code, out = compare(good, "--report", os.path.join(WORK, "report"))
+code, out = checks.compare(good, "--report", os.path.join(WORK, "report"))
 print(out)
-expect("torch's F.linear and the hand-sharded layers pass in float64 and float32 (exit 0)",
-       code == 0 and "6 cases, 6 passed, 0 failed" in out, out)
+checks.expect("torch's F.linear and the hand-sharded layers pass in float64 and float32 (exit 0)",
+              code == 0 and "6 cases, 6 passed, 0 failed" in out, out)
 
 # Autograd carries the bias bug into db too: the bias counted P times gets P times the gradient.
 for name, case, tensors in (
@@ -163,12 +131,6 @@ for name, case, tensors in (
         ("dx_averaged", column_parallel(torch.float32, "dx_averaged"), ["dx"])):
     d = os.path.join(WORK, name)
     case.write(d)
-    code, out = compare(d)
-    print(out)
-    failing = [l.split()[1] for l in out.splitlines() if l.startswith("  FAIL ")]
-    expect("planted bug %s fails on %s only (exit 1)" % (name, " and ".join(tensors)),
-           code == 1 and failing == tensors, out)
+    checks.expect_fails("planted bug " + name, d, tensors)
 
-if failures:
-    sys.exit("%d checks failed: %s" % (len(failures), "; ".join(failures)))
-print("all checks passed")
+checks.finish()

@@ -2,6 +2,7 @@
 
 #include "ops/attention/attention_spec.hpp"
 #include "ops/linear/linear_spec.hpp"
+#include "ops/mlp/mlp_spec.hpp"
 #include "ops/norm/norm_spec.hpp"
 #include "ops/vocab/vocab_spec.hpp"
 
@@ -33,6 +34,29 @@ std::vector<Term> peak_of(const std::vector<Moment>& moments) {
 }
 
 std::string num(std::size_t n) { return std::to_string(n); }
+
+// One op of a chain of ops run one after another, and its name in the chain's terms.
+struct Link {
+  const char* op;
+  const OpActivations& a;
+};
+
+// The peaks of ops run in sequence: each frees its collective buffers before it returns, so the
+// chain's peak is the largest of its ops' peaks (the first of equal ones), each term tagged with
+// its op ("column: all_gathered x [tokens, in]"). `forward` and `backward` list the links in the
+// order the chain runs them (the backward in reverse).
+void chain_peaks(OpActivations& chain, const std::vector<Link>& forward,
+                 const std::vector<Link>& backward) {
+  auto tagged = [](const char* op, std::vector<Term> terms) {
+    for (auto& t : terms) t.name = std::string(op) + ": " + t.name;
+    return terms;
+  };
+  std::vector<Moment> f, b;
+  for (const auto& l : forward) f.push_back(tagged(l.op, l.a.forward_peak));
+  for (const auto& l : backward) b.push_back(tagged(l.op, l.a.backward_peak));
+  chain.forward_peak = peak_of(f);
+  chain.backward_peak = peak_of(b);
+}
 
 // The kept terms: the spec's kept tensors, rank r's local piece of each (ops/op_spec.hpp: the
 // activation model is declared with the op; the peaks below are the buffers its code uses).
@@ -112,14 +136,22 @@ OpActivations sp_block_activations(const SequenceParallelNormConfig& norm, std::
                                           hidden, p, r, e);
   OpActivations a;
   a.kept = kept_of(sp_block_spec(norm, hidden, ffn, ffn_split, p), r, e);
-  auto tagged = [](const char* op, std::vector<Term> terms) {
-    for (auto& t : terms) t.name = std::string(op) + ": " + t.name;
-    return terms;
-  };
-  a.forward_peak = peak_of({tagged("norm", n.forward_peak), tagged("column", c.forward_peak),
-                            tagged("row", w.forward_peak)});
-  a.backward_peak = peak_of({tagged("row", w.backward_peak), tagged("column", c.backward_peak),
-                             tagged("norm", n.backward_peak)});
+  chain_peaks(a, {{"norm", n}, {"column", c}, {"row", w}},
+              {{"row", w}, {"column", c}, {"norm", n}});
+  return a;
+}
+
+OpActivations parallel_mlp_activations(const MlpConfig& cfg, std::size_t tokens, std::size_t hidden,
+                                       bool has_bias, int p, int r, ElementBytes e) {
+  // fc1 is one [F, hidden] projection here: its peaks are of x and dx, which the fused
+  // [k·F_r, hidden] weight does not change.
+  const auto fc1 =
+      column_parallel_activations(fc1_config(cfg), tokens, hidden, cfg.ffn_features, p, r, e);
+  const auto fc2 =
+      row_parallel_activations(fc2_config(cfg), tokens, cfg.ffn_features, hidden, p, r, e);
+  OpActivations a;
+  a.kept = kept_of(parallel_mlp_spec(cfg, tokens, hidden, has_bias, p), r, e);
+  chain_peaks(a, {{"fc1", fc1}, {"fc2", fc2}}, {{"fc2", fc2}, {"fc1", fc1}});
   return a;
 }
 

@@ -27,6 +27,12 @@
 //   SP norm          kept x: tokens_r·hidden·e; fwd 0; bwd (2 with beta, else 1)·hidden·e
 //   SP block         kept x_r, z_r: tokens_r·hidden·e each, a: tokens·ffn_r·e; fwd peak
 //                    tokens·hidden·e; bwd peak max(2·tokens·hidden·e, norm's)
+//   parallel MLP     kept x (as column-parallel's), h: tokens·k·F_r·e (k = 2 for swiglu's
+//                    [gate_r | up_r], else 1); fwd peak max(fc1's, fc2's): with SP the
+//                    all_gathered x tokens·hidden·e and the full partial y tokens·hidden·e, so
+//                    tokens·hidden·e; bwd peak max(fc2's, fc1's): with SP tokens·hidden·e (dy)
+//                    and 2·tokens·hidden·e (x again, the full dx), so 2·tokens·hidden·e; 0
+//                    without SP
 //   embedding        kept ids: 8·tokens; fwd and bwd peak tokens·hidden·e with SP output
 //                    (the full partial rows; the all_gathered dy), else 0
 //   cross-entropy    kept logits_r tokens·V_r·e, targets 8·tokens, max and sum_exp tokens·a each;
@@ -83,6 +89,8 @@ OpActivations sp_norm_activations(const SequenceParallelNormConfig& cfg, std::si
 OpActivations sp_block_activations(const SequenceParallelNormConfig& norm, std::size_t hidden,
                                    std::size_t ffn, const SplitPolicy& ffn_split, int p, int r,
                                    ElementBytes e);
+OpActivations parallel_mlp_activations(const MlpConfig& cfg, std::size_t tokens, std::size_t hidden,
+                                       bool has_bias, int p, int r, ElementBytes e);
 OpActivations vocab_embedding_activations(const VocabEmbeddingConfig& cfg, std::size_t tokens,
                                           std::size_t hidden, int p, int r, ElementBytes e);
 OpActivations vocab_cross_entropy_activations(const VocabCrossEntropyConfig& cfg,

@@ -2,6 +2,7 @@
 
 #include "ops/attention/attention_spec.hpp"
 #include "ops/linear/linear_spec.hpp"
+#include "ops/mlp/mlp_spec.hpp"
 #include "ops/norm/norm_spec.hpp"
 #include "ops/vocab/vocab_spec.hpp"
 #include "runtime/errors.hpp"
@@ -180,6 +181,11 @@ OpTraffic head_layer_traffic(const HeadParallelConfig& cfg, std::size_t batch, i
                              int cp, int cp_rank, ElementBytes e) {
   const int r = cfg.context_parallel ? cp_rank * tp + tp_rank : tp_rank;
   return traffic_of(attention_layer_spec(cfg, batch, cp, tp), r, e);
+}
+
+OpTraffic parallel_mlp_traffic(const MlpConfig& cfg, std::size_t tokens, std::size_t hidden,
+                               bool has_bias, int p, int r, ElementBytes e) {
+  return traffic_of(parallel_mlp_spec(cfg, tokens, hidden, has_bias, p), r, e);
 }
 
 }  // namespace shardcheck::budget

@@ -42,6 +42,7 @@ struct VocabCrossEntropyConfig;
 struct AttentionConfig;
 struct ContextParallelConfig;
 struct HeadParallelConfig;
+struct MlpConfig;
 }  // namespace shardcheck
 
 namespace shardcheck::budget {
@@ -159,6 +160,14 @@ OpTraffic cp_attention_traffic(const AttentionConfig& cfg, const ContextParallel
 // then with biases its all_reduce of dbo alone (cp > 1).
 OpTraffic head_layer_traffic(const HeadParallelConfig& cfg, std::size_t batch, int tp, int tp_rank,
                              int cp, int cp_rank, ElementBytes e);
+
+// parallel_mlp (ops/mlp/mlp.hpp, Megatron's ParallelMLP): x [tokens, hidden], F =
+// cfg.ffn_features. Forward: fc1's calls (all_gather of x with sequence_parallel), then fc2's
+// (reduce_scatter of y with sequence_parallel, else all_reduce of y). Backward: fc2's
+// (all_gather of dy with sequence_parallel), then fc1's (all_gather of x again and reduce_scatter
+// of dx with sequence_parallel, else all_reduce of dx). The activation moves nothing.
+OpTraffic parallel_mlp_traffic(const MlpConfig& cfg, std::size_t tokens, std::size_t hidden,
+                               bool has_bias, int p, int r, ElementBytes e);
 
 // The lengths L_j of the cp ranks' pieces of the sequence (ops/attention/attention_spec.hpp).
 using shardcheck::cp_lengths;

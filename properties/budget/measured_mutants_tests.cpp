@@ -3,6 +3,7 @@
 // comparison with the measured ledger and tracker fail.
 #include "measured_attention.hpp"
 #include "measured_linear.hpp"
+#include "measured_mlp.hpp"
 #include "measured_norm.hpp"
 #include "measured_support.hpp"
 #include "measured_vocab.hpp"
@@ -100,6 +101,41 @@ TEST(measured_mutants, sp_norm_and_block) {
                               split_sizes(k.cfg.token_split, 5, 3)[static_cast<std::size_t>(r)] *
                               split_sizes(k.ffn_split, 5, 3)[static_cast<std::size_t>(r)] * 2;
                         }}});
+}
+
+TEST(measured_mutants, parallel_mlp) {
+  MlpCase k;
+  k.p = 3;
+  k.tokens = 5;
+  k.hidden = 3;
+  k.has_bias = true;
+  k.cfg.tokens = 5;
+  k.cfg.ffn_features = 4;
+  k.cfg.activation = Activation::swiglu;
+  k.cfg.sequence_parallel = true;
+  k.cfg.token_split = SplitPolicy::explicit_sizes({3, 0, 2});
+  k.cfg.ffn_split = SplitPolicy::explicit_sizes({1, 3, 0});
+  const ElementBytes e = eb<float16>();
+  expect_mutants_fail(
+      run_mlp<float16>(k), predict_mlp(k, e),
+      {{"h kept without swiglu's gate half ([tokens, F_r])",
+        [&](Prediction& p, int r) {
+          term(p.act.kept, 1).bytes =
+              std::uint64_t{5} * split_sizes(k.cfg.ffn_split, 4, 3)[static_cast<std::size_t>(r)] *
+              2;
+        }},
+       {"backward peak of fc2's gathered dy only (x not re-gathered for dW_up)",
+        [&](Prediction& p, int r) {
+          p.act.backward_peak =
+              row_parallel_activations(fc2_config(k.cfg), 5, 4, 3, 3, r, e).backward_peak;
+        }},
+       {"fc2's forward all_reduces y (no reduce_scatter under sequence parallelism)",
+        [](Prediction& p, int r) { p.traffic.forward.at(1) = all_reduce_call(15, 2, 3, r); }},
+       {"backward in forward order (fc1's calls first)", [](Prediction& p, int) {
+          auto& b =
+              p.traffic.backward;  // [fc2 all_gather dy, fc1 all_gather x, fc1 reduce_scatter dx]
+          std::rotate(b.begin(), b.begin() + 1, b.end());
+        }}});
 }
 
 TEST(measured_mutants, vocab_embedding_and_cross_entropy) {

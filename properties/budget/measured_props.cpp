@@ -11,6 +11,7 @@
 // measured_figures_tests.cpp and measured_mutants_tests.cpp.
 #include "measured_attention.hpp"
 #include "measured_linear.hpp"
+#include "measured_mlp.hpp"
 #include "measured_norm.hpp"
 #include "measured_support.hpp"
 #include "measured_vocab.hpp"
@@ -19,116 +20,97 @@
 #include <rapidcheck/gtest.h>
 
 #include <string>
+#include <type_traits>
+#include <vector>
 
 namespace shardcheck::budget::measured {
 namespace {
 
-#define SHARDCHECK_BY_TYPE(fn, type, ...)     \
-  switch (type) {                             \
-    case 0: fn<double>(__VA_ARGS__); break;   \
-    case 1: fn<float>(__VA_ARGS__); break;    \
-    case 2: fn<bfloat16>(__VA_ARGS__); break; \
-    default: fn<float16>(__VA_ARGS__); break; \
+// Runs f(std::type_identity<T>{}) for the element type drawn: float64, float32, bfloat16, float16.
+template <class F>
+void for_drawn_type(F&& f) {
+  switch (*rc::gen::inRange(0, 4)) {
+    case 0: f(std::type_identity<double>{}); break;
+    case 1: f(std::type_identity<float>{}); break;
+    case 2: f(std::type_identity<bfloat16>{}); break;
+    default: f(std::type_identity<float16>{}); break;
   }
+}
+
+// Every rank's measured ledger and tracker equal the model's prediction for it.
+void expect_model(const std::vector<Measured>& measured, const Predict& predict) {
+  const auto d = compare_all(measured, predict);
+  RC_ASSERT(d == std::string());
+}
+
+// One property per op: a generated case, a run in the drawn type, the model for it.
+#define SHARDCHECK_MEASURED(run, predict, k)      \
+  for_drawn_type([&](auto t) {                    \
+    using T = typename decltype(t)::type;         \
+    expect_model(run<T>(k), predict(k, eb<T>())); \
+  })
 
 // ------------------------------------------------------------------ column / row parallel
-
-template <class T>
-void check_column(const LinearCase& k) {
-  const auto d = compare_all(run_column<T>(k), predict_column(k, eb<T>()));
-  RC_ASSERT(d == std::string());
-}
-template <class T>
-void check_row(const LinearCase& k) {
-  const auto d = compare_all(run_row<T>(k), predict_row(k, eb<T>()));
-  RC_ASSERT(d == std::string());
-}
 
 RC_GTEST_PROP(measured, column_parallel_ledger_and_tracker_equal_the_model, ()) {
   const auto k = gen_linear_case();
   RC_TAG(k.col.sequence_parallel_input ? "sp" : "full x", k.col.gather_output ? "gather" : "");
-  SHARDCHECK_BY_TYPE(check_column, *rc::gen::inRange(0, 4), k)
+  SHARDCHECK_MEASURED(run_column, predict_column, k);
 }
 
 RC_GTEST_PROP(measured, row_parallel_ledger_and_tracker_equal_the_model, ()) {
   const auto k = gen_linear_case();
   RC_TAG(k.row.sequence_parallel_output ? "sp" : "all_reduce",
          k.row.input_is_parallel ? "parallel input" : "full input");
-  SHARDCHECK_BY_TYPE(check_row, *rc::gen::inRange(0, 4), k)
+  SHARDCHECK_MEASURED(run_row, predict_row, k);
 }
 
 // ------------------------------------------------------------------ SP norm and SP block
 
-template <class T>
-void check_norm(const NormCase& k) {
-  const auto d = compare_all(run_norm<T>(k), predict_norm(k, eb<T>()));
-  RC_ASSERT(d == std::string());
-}
-template <class T>
-void check_block(const NormCase& k) {
-  const auto d = compare_all(run_block<T>(k), predict_block(k, eb<T>()));
-  RC_ASSERT(d == std::string());
-}
-
 RC_GTEST_PROP(measured, sp_norm_ledger_and_tracker_equal_the_model, ()) {
   const auto k = gen_norm_case();
-  SHARDCHECK_BY_TYPE(check_norm, *rc::gen::inRange(0, 4), k)
+  SHARDCHECK_MEASURED(run_norm, predict_norm, k);
 }
 
 RC_GTEST_PROP(measured, sp_block_ledger_and_tracker_equal_the_model, ()) {
   const auto k = gen_norm_case();
-  SHARDCHECK_BY_TYPE(check_block, *rc::gen::inRange(0, 4), k)
+  SHARDCHECK_MEASURED(run_block, predict_block, k);
+}
+
+// ------------------------------------------------------------------ tensor-parallel MLP
+
+RC_GTEST_PROP(measured, parallel_mlp_ledger_and_tracker_equal_the_model, ()) {
+  const auto k = gen_mlp_case();
+  RC_TAG(k.cfg.sequence_parallel ? "sp" : "all_reduce", std::string(name(k.cfg.activation)));
+  SHARDCHECK_MEASURED(run_mlp, predict_mlp, k);
 }
 
 // ------------------------------------------------------------------ vocabulary-parallel
 
-template <class T>
-void check_embedding(const VocabCase& k) {
-  const auto d = compare_all(run_embedding<T>(k), predict_embedding(k, eb<T>()));
-  RC_ASSERT(d == std::string());
-}
-template <class T>
-void check_cross_entropy(const VocabCase& k) {
-  const auto d = compare_all(run_cross_entropy<T>(k), predict_cross_entropy(k, eb<T>()));
-  RC_ASSERT(d == std::string());
-}
-
 RC_GTEST_PROP(measured, vocab_embedding_ledger_and_tracker_equal_the_model, ()) {
   const auto k = gen_vocab_case();
-  SHARDCHECK_BY_TYPE(check_embedding, *rc::gen::inRange(0, 4), k)
+  SHARDCHECK_MEASURED(run_embedding, predict_embedding, k);
 }
 
 RC_GTEST_PROP(measured, vocab_cross_entropy_ledger_and_tracker_equal_the_model, ()) {
   const auto k = gen_vocab_case();
-  SHARDCHECK_BY_TYPE(check_cross_entropy, *rc::gen::inRange(0, 4), k)
+  SHARDCHECK_MEASURED(run_cross_entropy, predict_cross_entropy, k);
 }
 
 // ------------------------------------------------------------------ context-parallel attention
 
-template <class T>
-void check_cp(const CpCase& k) {
-  const auto d = compare_all(run_cp<T>(k), predict_cp(k, eb<T>()));
-  RC_ASSERT(d == std::string());
-}
-
 RC_GTEST_PROP(measured, cp_attention_ledger_and_tracker_equal_the_model, ()) {
   const auto k = gen_cp_case();
   RC_TAG(to_string(k.cc.algorithm), to_string(k.cc.layout));
-  SHARDCHECK_BY_TYPE(check_cp, *rc::gen::inRange(0, 4), k)
+  SHARDCHECK_MEASURED(run_cp, predict_cp, k);
 }
 
 // ------------------------------------------------------------------ head-parallel layer
 
-template <class T>
-void check_head(const HeadCase& k) {
-  const auto d = compare_all(run_head<T>(k), predict_head(k, eb<T>()));
-  RC_ASSERT(d == std::string());
-}
-
 RC_GTEST_PROP(measured, head_parallel_layer_ledger_and_tracker_equal_the_model, ()) {
   const auto k = gen_head_case();
   RC_TAG(k.cfg.context_parallel ? "cp" : "no cp");
-  SHARDCHECK_BY_TYPE(check_head, *rc::gen::inRange(0, 4), k)
+  SHARDCHECK_MEASURED(run_head, predict_head, k);
 }
 
 }  // namespace

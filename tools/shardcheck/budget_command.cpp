@@ -8,6 +8,7 @@
 #include "ops/attention/context_parallel_attention.hpp"
 #include "ops/attention/head_parallel_attention.hpp"
 #include "ops/linear/linear.hpp"
+#include "ops/mlp/mlp.hpp"
 #include "ops/norm/norm.hpp"
 #include "ops/vocab/vocab_cross_entropy.hpp"
 #include "ops/vocab/vocab_embedding.hpp"
@@ -129,7 +130,7 @@ LibraryRow fullest(std::string op, int ranks, const std::function<RankModel(int)
 
 // The library's ops for one layer and the vocabulary ends, on the configuration's mesh: the
 // head-parallel attention layer (heads over tp, the sequence over cp by the ring, causal), the
-// MLP's column- and row-parallel linears [4h, h] and [h, 4h] (sequence parallel with --sp),
+// tensor-parallel MLP (parallel_mlp, gelu: fc1 [4h, h], fc2 [h, 4h]; sequence parallel with --sp),
 // the two sequence-parallel LayerNorms (--sp), the vocabulary-parallel embedding and
 // cross-entropy. Default (chunk) splits; tokens = b·(this cp rank's s/cp).
 std::vector<LibraryRow> library_rows(const TransformerShape& m, double g, double vocab_size, int tp,
@@ -158,22 +159,17 @@ std::vector<LibraryRow> library_rows(const TransformerShape& m, double g, double
                      head_layer_traffic(att, b, tp, w % tp, cp, w / tp, e)};
   }));
 
-  ColumnParallelConfig fc1;
-  fc1.tokens = tokens;
-  fc1.out_features = 4 * h;
-  fc1.sequence_parallel_input = sp;
-  rows.push_back(fullest(
-      "MLP fc1 column-parallel [4h, h]" + std::string(sp ? ", SP input" : ""), tp, [&](int r) {
-        return RankModel{column_parallel_activations(fc1, tokens, h, 4 * h, tp, r, e),
-                         column_parallel_traffic(fc1, tokens, h, 4 * h, tp, r, e)};
-      }));
-  RowParallelConfig fc2;
-  fc2.sequence_parallel_output = sp;
-  rows.push_back(fullest(
-      "MLP fc2 row-parallel [h, 4h]" + std::string(sp ? ", SP output" : ""), tp, [&](int r) {
-        return RankModel{row_parallel_activations(fc2, tokens, 4 * h, h, tp, r, e),
-                         row_parallel_traffic(fc2, tokens, 4 * h, h, tp, r, e)};
-      }));
+  MlpConfig mlp;  // gelu: fc1 [4h, h], fc2 [h, 4h]
+  mlp.ffn_features = 4 * h;
+  mlp.tokens = tokens;
+  mlp.sequence_parallel = sp;
+  rows.push_back(
+      fullest("MLP (parallel_mlp: fc1 column-parallel [4h, h], fc2 row-parallel [h, 4h]" +
+                  std::string(sp ? ", SP)" : ")"),
+              tp, [&](int r) {
+                return RankModel{parallel_mlp_activations(mlp, tokens, h, true, tp, r, e),
+                                 parallel_mlp_traffic(mlp, tokens, h, true, tp, r, e)};
+              }));
   if (sp) {
     SequenceParallelNormConfig ln;
     ln.tokens = tokens;

@@ -469,18 +469,21 @@ TEST(Cli, BudgetPrintsTheLibraryModel) {
                         "4-byte accumulators)",
                         "attention layer (heads over tp, ring CP over cp): 0.0704041 GiB / 0 GiB "
                         "/ 0 GiB",
-                        "MLP fc1 column-parallel [4h, h]: 0.046875 GiB / 0 GiB / 0 GiB"}) {
+                        "MLP (parallel_mlp: fc1 column-parallel [4h, h], fc2 row-parallel [h, "
+                        "4h]): 0.0703125 GiB / 0 GiB / 0 GiB"}) {
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
   }
   const auto j = run_cli({"budget", "--mesh", "pp=2,dp=2,cp=2,tp=4", "--sp", "--json"});
   EXPECT_EQ(j.status, 0) << j.err;
   Json parser{j.out};
   EXPECT_TRUE(parser.value() && parser.i == j.out.size()) << j.out;
-  // fc1 with SP on s/cp = 1024 tokens over tp = 4: kept the 256-token shard of x, forward the
-  // all_gathered x, backward the re-gathered x and the full dx.
+  // The MLP with SP on s/cp = 1024 tokens over tp = 4: kept the 256-token shard of x
+  // (6291456 B) and h [1024, 4h/4] (25165824 B); forward peak fc1's all_gathered x or fc2's full
+  // partial y (25165824 B each), backward peak fc1's re-gathered x and full dx.
   for (const char* s :
        {R"("library_activation_bytes_per_rank": {"element_bytes": 2, "accumulator_bytes": 4)",
-        "{\"op\": \"MLP fc1 column-parallel [4h, h], SP input\", \"kept\": 6291456, "
+        "{\"op\": \"MLP (parallel_mlp: fc1 column-parallel [4h, h], fc2 row-parallel [h, 4h], "
+        "SP)\", \"kept\": 31457280, "
         "\"forward_peak\": 25165824, \"backward_peak\": 50331648, \"sent\": ",
         "\"op\": \"SP LayerNorm (one of two)\""}) {
     EXPECT_NE(j.out.find(s), std::string::npos) << s << "\n" << j.out;
