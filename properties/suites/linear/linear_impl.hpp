@@ -24,6 +24,7 @@
 //                     dw S(1)[in_split]       db R
 #pragma once
 
+#include "engine/implementation.hpp"
 #include "engine/registry.hpp"
 #include "ops/linear/linear.hpp"
 #include "runtime/communicator.hpp"
@@ -52,38 +53,17 @@ struct LinearRankOutputs {
   Tensor<T> y, dx, dw, db;  // db empty without bias
 };
 
-class LinearImplementation {
- public:
-  virtual ~LinearImplementation() = default;
-#define SHARDCHECK_LINEAR_IMPL_METHODS(T)                                                     \
-  virtual LinearRankOutputs<T> column_parallel(Communicator& tp, const ColumnParallelConfig&, \
-                                               const LinearRankInputs<T>&) const = 0;         \
-  virtual LinearRankOutputs<T> row_parallel(Communicator& tp, const RowParallelConfig&,       \
-                                            const LinearRankInputs<T>&) const = 0;
-  SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_LINEAR_IMPL_METHODS)
-#undef SHARDCHECK_LINEAR_IMPL_METHODS
-};
-
-// Adapts a type with member templates column_parallel<T> and row_parallel<T>.
-template <class Impl>
-class LinearAdapter final : public LinearImplementation {
- public:
-  explicit LinearAdapter(Impl impl = {}) : impl_(std::move(impl)) {}
-#define SHARDCHECK_LINEAR_ADAPT(T)                                                        \
-  LinearRankOutputs<T> column_parallel(Communicator& tp, const ColumnParallelConfig& cfg, \
-                                       const LinearRankInputs<T>& in) const override {    \
-    return impl_.template column_parallel<T>(tp, cfg, in);                                \
-  }                                                                                       \
-  LinearRankOutputs<T> row_parallel(Communicator& tp, const RowParallelConfig& cfg,       \
-                                    const LinearRankInputs<T>& in) const override {       \
-    return impl_.template row_parallel<T>(tp, cfg, in);                                   \
-  }
-  SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_LINEAR_ADAPT)
-#undef SHARDCHECK_LINEAR_ADAPT
-
- private:
-  Impl impl_;
-};
+// The interface (LinearImplementation) and LinearAdapter<Impl>, which adapts a type with member
+// templates column_parallel<T> and row_parallel<T> (engine/implementation.hpp).
+#define SHARDCHECK_LINEAR_METHODS(M, T)                                                  \
+  M(T, LinearRankOutputs<T>, column_parallel,                                            \
+    (Communicator & tp, const ColumnParallelConfig& cfg, const LinearRankInputs<T>& in), \
+    (tp, cfg, in))                                                                       \
+  M(T, LinearRankOutputs<T>, row_parallel,                                               \
+    (Communicator & tp, const RowParallelConfig& cfg, const LinearRankInputs<T>& in),    \
+    (tp, cfg, in))
+SHARDCHECK_IMPLEMENTATION(LinearImplementation, LinearAdapter, SHARDCHECK_LINEAR_METHODS)
+#undef SHARDCHECK_LINEAR_METHODS
 
 using LinearRegistry = ImplementationRegistry<LinearImplementation>;
 

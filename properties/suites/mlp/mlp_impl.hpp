@@ -22,6 +22,7 @@
 //   dw_down           S(1)[ffn_split]      db_down  R
 #pragma once
 
+#include "engine/implementation.hpp"
 #include "engine/registry.hpp"
 #include "engine/slicing.hpp"
 #include "ops/mlp/mlp.hpp"
@@ -45,32 +46,13 @@ struct MlpRankOutputs {
   Tensor<T> y, dx, dw_gate, dw_up, db_gate, db_up, dw_down, db_down;
 };
 
-class MlpImplementation {
- public:
-  virtual ~MlpImplementation() = default;
-#define SHARDCHECK_MLP_IMPL_METHODS(T)                                       \
-  virtual MlpRankOutputs<T> parallel_mlp(Communicator& tp, const MlpConfig&, \
-                                         const MlpRankInputs<T>&) const = 0;
-  SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_MLP_IMPL_METHODS)
-#undef SHARDCHECK_MLP_IMPL_METHODS
-};
-
-// Adapts a type with a member template parallel_mlp<T>.
-template <class Impl>
-class MlpAdapter final : public MlpImplementation {
- public:
-  explicit MlpAdapter(Impl impl = {}) : impl_(std::move(impl)) {}
-#define SHARDCHECK_MLP_ADAPT(T)                                               \
-  MlpRankOutputs<T> parallel_mlp(Communicator& tp, const MlpConfig& cfg,      \
-                                 const MlpRankInputs<T>& in) const override { \
-    return impl_.template parallel_mlp<T>(tp, cfg, in);                       \
-  }
-  SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_MLP_ADAPT)
-#undef SHARDCHECK_MLP_ADAPT
-
- private:
-  Impl impl_;
-};
+// The interface (MlpImplementation) and MlpAdapter<Impl>, which adapts a type with a member
+// template parallel_mlp<T> (engine/implementation.hpp).
+#define SHARDCHECK_MLP_METHODS(M, T)    \
+  M(T, MlpRankOutputs<T>, parallel_mlp, \
+    (Communicator & tp, const MlpConfig& cfg, const MlpRankInputs<T>& in), (tp, cfg, in))
+SHARDCHECK_IMPLEMENTATION(MlpImplementation, MlpAdapter, SHARDCHECK_MLP_METHODS)
+#undef SHARDCHECK_MLP_METHODS
 
 using MlpRegistry = ImplementationRegistry<MlpImplementation>;
 

@@ -20,6 +20,7 @@
 //           dw1 S(0)[ffn_split] ([ffn_r, hidden])   dw2 S(1)[ffn_split] ([hidden, ffn_r])
 #pragma once
 
+#include "engine/implementation.hpp"
 #include "engine/registry.hpp"
 #include "ops/linear/linear.hpp"
 #include "ops/norm/norm.hpp"
@@ -67,37 +68,16 @@ struct BlockRankOutputs {
   Tensor<T> y, dx, dgamma, dbeta, dw1, dw2;
 };
 
-class NormImplementation {
- public:
-  virtual ~NormImplementation() = default;
-#define SHARDCHECK_NORM_IMPL_METHODS(T)                                                \
-  virtual NormRankOutputs<T> norm(Communicator& sp, const SequenceParallelNormConfig&, \
-                                  const NormRankInputs<T>&) const = 0;                 \
-  virtual BlockRankOutputs<T> block(Communicator& tp, const BlockConfig&,              \
-                                    const BlockRankInputs<T>&) const = 0;
-  SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_NORM_IMPL_METHODS)
-#undef SHARDCHECK_NORM_IMPL_METHODS
-};
-
-template <class Impl>
-class NormAdapter final : public NormImplementation {
- public:
-  explicit NormAdapter(Impl impl = {}) : impl_(std::move(impl)) {}
-#define SHARDCHECK_NORM_ADAPT(T)                                                   \
-  NormRankOutputs<T> norm(Communicator& sp, const SequenceParallelNormConfig& cfg, \
-                          const NormRankInputs<T>& in) const override {            \
-    return impl_.template norm<T>(sp, cfg, in);                                    \
-  }                                                                                \
-  BlockRankOutputs<T> block(Communicator& tp, const BlockConfig& cfg,              \
-                            const BlockRankInputs<T>& in) const override {         \
-    return impl_.template block<T>(tp, cfg, in);                                   \
-  }
-  SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_NORM_ADAPT)
-#undef SHARDCHECK_NORM_ADAPT
-
- private:
-  Impl impl_;
-};
+// The interface (NormImplementation) and NormAdapter<Impl>, which adapts a type with member
+// templates norm<T> and block<T> (engine/implementation.hpp).
+#define SHARDCHECK_NORM_METHODS(M, T)                                                        \
+  M(T, NormRankOutputs<T>, norm,                                                             \
+    (Communicator & sp, const SequenceParallelNormConfig& cfg, const NormRankInputs<T>& in), \
+    (sp, cfg, in))                                                                           \
+  M(T, BlockRankOutputs<T>, block,                                                           \
+    (Communicator & tp, const BlockConfig& cfg, const BlockRankInputs<T>& in), (tp, cfg, in))
+SHARDCHECK_IMPLEMENTATION(NormImplementation, NormAdapter, SHARDCHECK_NORM_METHODS)
+#undef SHARDCHECK_NORM_METHODS
 
 using NormRegistry = ImplementationRegistry<NormImplementation>;
 
