@@ -7,8 +7,8 @@
 #include "compare/compare.hpp"
 #include "compare/compare_test_util.hpp"
 #include "ops/linear/linear.hpp"
+#include "suites/linear/linear_case.hpp"
 #include "suites/linear/linear_impl.hpp"
-#include "suites/linear/linear_run.hpp"
 #include "testing/ops_test_util.hpp"
 
 #include <gtest/gtest.h>

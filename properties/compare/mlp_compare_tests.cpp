@@ -7,8 +7,8 @@
 #include "cases/npy.hpp"
 #include "compare/compare.hpp"
 #include "layout/materialize.hpp"
+#include "suites/mlp/mlp_case.hpp"
 #include "suites/mlp/mlp_impl.hpp"
-#include "suites/mlp/mlp_run.hpp"
 #include "testing/ops_test_util.hpp"
 
 #include <gtest/gtest.h>
@@ -56,17 +56,6 @@ Tensor<T> quarters(Shape s, int seed) {
     t[i] = T(static_cast<float>(k) / 4.0F);
   }
   return t;
-}
-
-// Rows [lo, lo + n) of a 1- or 2-dimensional tensor.
-template <class T>
-Tensor<T> rows(const Tensor<T>& t, std::size_t lo, std::size_t n) {
-  Shape s = t.shape();
-  const std::size_t width = t.size() / s[0];
-  s[0] = n;
-  Tensor<T> out(s);
-  std::copy_n(t.data() + lo * width, n * width, out.data());
-  return out;
 }
 
 std::string mlp_manifest(const MlpFiles& f, const std::string& dtype, const std::string& outputs,

@@ -7,8 +7,8 @@
 #include "cases/npy.hpp"
 #include "compare/compare.hpp"
 #include "ops/norm/norm.hpp"
+#include "suites/norm/norm_case.hpp"
 #include "suites/norm/norm_impl.hpp"
-#include "suites/norm/norm_run.hpp"
 #include "testing/ops_test_util.hpp"
 
 #include <gtest/gtest.h>

@@ -8,9 +8,9 @@
 #include "cases/npy.hpp"
 #include "compare/compare.hpp"
 #include "compare/compare_test_util.hpp"
+#include "suites/vocab/vocab_case.hpp"
 #include "suites/vocab/vocab_impl.hpp"
 #include "suites/vocab/vocab_mutants.hpp"
-#include "suites/vocab/vocab_run.hpp"
 #include "testing/ops_test_util.hpp"
 
 #include <gtest/gtest.h>

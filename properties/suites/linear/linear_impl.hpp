@@ -67,29 +67,27 @@ SHARDCHECK_IMPLEMENTATION(LinearImplementation, LinearAdapter, SHARDCHECK_LINEAR
 
 using LinearRegistry = ImplementationRegistry<LinearImplementation>;
 
+// A rank's outputs from its forward output y and its backward's gradients.
+template <class T>
+LinearRankOutputs<T> linear_outputs(Tensor<T> y, LinearGrads<T> g) {
+  return {std::move(y), std::move(g.dx), std::move(g.dw), std::move(g.db)};
+}
+
 // The library's own ops (lib/ops/linear/linear.hpp), as an implementation: "shardcheck".
 struct LibraryLinear {
   template <class T>
   LinearRankOutputs<T> column_parallel(Communicator& tp, const ColumnParallelConfig& cfg,
                                        const LinearRankInputs<T>& in) const {
-    LinearRankOutputs<T> out;
-    out.y = column_parallel_linear(tp, cfg, in.x, in.w_shard, in.b).y;
-    auto g = column_parallel_linear_backward(tp, cfg, in.x, in.w_shard, in.has_bias, in.dy);
-    out.dx = std::move(g.dx);
-    out.dw = std::move(g.dw);
-    out.db = std::move(g.db);
-    return out;
+    return linear_outputs(
+        column_parallel_linear(tp, cfg, in.x, in.w_shard, in.b).y,
+        column_parallel_linear_backward(tp, cfg, in.x, in.w_shard, in.has_bias, in.dy));
   }
   template <class T>
   LinearRankOutputs<T> row_parallel(Communicator& tp, const RowParallelConfig& cfg,
                                     const LinearRankInputs<T>& in) const {
-    LinearRankOutputs<T> out;
-    out.y = row_parallel_linear(tp, cfg, in.x, in.w_shard, in.b).y;
-    auto g = row_parallel_linear_backward(tp, cfg, in.x, in.w_shard, in.has_bias, in.dy);
-    out.dx = std::move(g.dx);
-    out.dw = std::move(g.dw);
-    out.db = std::move(g.db);
-    return out;
+    return linear_outputs(
+        row_parallel_linear(tp, cfg, in.x, in.w_shard, in.b).y,
+        row_parallel_linear_backward(tp, cfg, in.x, in.w_shard, in.has_bias, in.dy));
   }
 };
 

@@ -18,11 +18,6 @@ enum class Bug {
   swiglu_silu_on_up_half,
 };
 
-template <class T>
-Tensor<T> rows(const Tensor<T>& t, std::size_t first, std::size_t count) {
-  return slice(t, 0, Piece{first, count});
-}
-
 template <Bug B>
 struct MutantMlp {
   // fc1's rows of this rank: [Wg_r; Wu_r], or (the bug) the r-th contiguous chunk of [Wg; Wu],

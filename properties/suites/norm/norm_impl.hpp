@@ -81,6 +81,18 @@ SHARDCHECK_IMPLEMENTATION(NormImplementation, NormAdapter, SHARDCHECK_NORM_METHO
 
 using NormRegistry = ImplementationRegistry<NormImplementation>;
 
+// A rank's outputs from the norm's forward output y and its backward's gradients; for the block
+// also the linear layers' weight-gradient shards dw1, dw2.
+template <class T>
+NormRankOutputs<T> norm_outputs(Tensor<T> y, NormGrads<T> g) {
+  return {std::move(y), std::move(g.dx), std::move(g.dgamma), std::move(g.dbeta)};
+}
+template <class T>
+BlockRankOutputs<T> block_outputs(Tensor<T> y, NormGrads<T> g, Tensor<T> dw1, Tensor<T> dw2) {
+  return {std::move(y),       std::move(g.dx), std::move(g.dgamma),
+          std::move(g.dbeta), std::move(dw1),  std::move(dw2)};
+}
+
 // The block's linear configurations, derived from BlockConfig (no biases): the library's
 // (ops/norm/norm.hpp) with the block's kernel.
 inline ColumnParallelConfig block_column_config(const BlockConfig& cfg) {
@@ -96,13 +108,8 @@ struct LibraryNorm {
   template <class T>
   NormRankOutputs<T> norm(Communicator& sp, const SequenceParallelNormConfig& cfg,
                           const NormRankInputs<T>& in) const {
-    NormRankOutputs<T> out;
-    out.y = sequence_parallel_norm(sp, cfg, in.x, in.gamma, in.beta);
-    auto g = sequence_parallel_norm_backward(sp, cfg, in.x, in.gamma, in.dy);
-    out.dx = std::move(g.dx);
-    out.dgamma = std::move(g.dgamma);
-    out.dbeta = std::move(g.dbeta);
-    return out;
+    return norm_outputs(sequence_parallel_norm(sp, cfg, in.x, in.gamma, in.beta),
+                        sequence_parallel_norm_backward(sp, cfg, in.x, in.gamma, in.dy));
   }
   template <class T>
   BlockRankOutputs<T> block(Communicator& tp, const BlockConfig& cfg,
@@ -110,19 +117,14 @@ struct LibraryNorm {
     const auto col = block_column_config(cfg);
     const auto row = block_row_config(cfg);
     const Tensor<T> none;
-    BlockRankOutputs<T> out;
     const Tensor<T> z = sequence_parallel_norm(tp, cfg.norm, in.x, in.gamma, in.beta);
     const Tensor<T> a = column_parallel_linear(tp, col, z, in.w1_shard, none).y;
-    out.y = row_parallel_linear(tp, row, a, in.w2_shard, none).y;
+    Tensor<T> y = row_parallel_linear(tp, row, a, in.w2_shard, none).y;
     auto gr = row_parallel_linear_backward(tp, row, a, in.w2_shard, false, in.dy);
     auto gc = column_parallel_linear_backward(tp, col, z, in.w1_shard, false, gr.dx);
-    auto gn = sequence_parallel_norm_backward(tp, cfg.norm, in.x, in.gamma, gc.dx);
-    out.dx = std::move(gn.dx);
-    out.dgamma = std::move(gn.dgamma);
-    out.dbeta = std::move(gn.dbeta);
-    out.dw1 = std::move(gc.dw);
-    out.dw2 = std::move(gr.dw);
-    return out;
+    return block_outputs(std::move(y),
+                         sequence_parallel_norm_backward(tp, cfg.norm, in.x, in.gamma, gc.dx),
+                         std::move(gc.dw), std::move(gr.dw));
   }
 };
 
