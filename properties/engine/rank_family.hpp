@@ -20,6 +20,7 @@
 //   template <class T> void check_outputs(CaseVerdict&, const Case&, const Run&, const Expected&);
 //       every output materialized and compared (check_pieces, OutputChecks below)
 //
+// (engine/steps.hpp's SHARDCHECK_DECLARE_RANK_STEPS declares all six for a family in one line)
 // and, only a family with checks of its own, as a static member of F:
 //   template <class T> static void own_check(Own, CaseVerdict&, const Case&, const Data<T>&,
 //                                            const Run&);
