@@ -8,6 +8,7 @@
 #include "cases/case_manifest.hpp"
 #include "cases/npy.hpp"
 #include "compare/compare.hpp"
+#include "compare/compare_test_util.hpp"
 #include "ops/attention/attention.hpp"
 #include "suites/attention/attention_impl.hpp"
 #include "suites/attention/attention_run.hpp"
@@ -31,21 +32,14 @@ using test::expect_parts;
 // Values k/4 for k in [−4, 4]: exact in every element type, so the files hold what was drawn.
 template <class T>
 Tensor<T> quarters(Shape s, int seed) {
-  Tensor<T> t(std::move(s));
-  for (std::size_t i = 0; i < t.size(); ++i) {
-    const auto k = static_cast<int>((i * 5 + static_cast<std::size_t>(seed) * 11) % 9) - 4;
-    t[i] = T(static_cast<float>(k) / 4.0F);
-  }
-  return t;
+  return compare_test::exact_values<T>(std::move(s), seed, {5, 11, 9, 4.0F});
 }
 
 // One case directory being written: its tensors as .npy files, then case.json.
 class CaseDir {
  public:
-  CaseDir(const std::string& name, const AttentionCase& c) : dir_(fs::temp_directory_path()) {
-    dir_ /= "shardcheck_attention_compare_tests_" + name;
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+  CaseDir(const std::string& name, const AttentionCase& c)
+      : dir_(compare_test::fresh_dir("shardcheck_attention_compare_tests_" + name)) {
     const spec::OpSpec s = op_spec(c);
     manifest_ = {{"shardcheck_case", 1},
                  {"op", s.op},

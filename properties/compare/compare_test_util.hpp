@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 
 namespace shardcheck::check::compare_test {
 
@@ -20,6 +21,27 @@ inline std::filesystem::path fresh_dir(const std::string& name) {
   std::filesystem::remove_all(d);
   std::filesystem::create_directories(d);
   return d;
+}
+
+// Small multiples of 1/denominator, exact in every element type (so a case's inputs are the
+// values written) and not all equal along a row: element i of the tensor is k/denominator with
+// k = ((i·stride + seed·seed_stride) mod levels) − (levels − 1)/2.
+struct ExactGrid {
+  std::size_t stride, seed_stride;
+  int levels;
+  float denominator;
+};
+template <class T>
+Tensor<T> exact_values(Shape s, int seed, const ExactGrid& g) {
+  Tensor<T> t(std::move(s));
+  const auto levels = static_cast<std::size_t>(g.levels);
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    const int k =
+        static_cast<int>((i * g.stride + static_cast<std::size_t>(seed) * g.seed_stride) % levels) -
+        (g.levels - 1) / 2;
+    t[i] = T(static_cast<float>(k) / g.denominator);
+  }
+  return t;
 }
 
 inline void write_text(const std::filesystem::path& p, const std::string& text) {

@@ -7,8 +7,8 @@
 #include "compare/compare.hpp"
 #include "compare/compare_test_util.hpp"
 #include "ops/linear/linear.hpp"
+#include "suites/linear/linear_case.hpp"
 #include "suites/linear/linear_impl.hpp"
-#include "suites/linear/linear_run.hpp"
 #include "testing/ops_test_util.hpp"
 
 #include <gtest/gtest.h>
@@ -34,12 +34,7 @@ fs::path fresh_dir(const std::string& name) {
 // Small integers: exact in every element type, so the case's inputs are the values written.
 template <class T>
 Tensor<T> ints(Shape s, int seed) {
-  Tensor<T> t(std::move(s));
-  for (std::size_t i = 0; i < t.size(); ++i) {
-    t[i] = T(static_cast<float>(
-        static_cast<int>((i * 7 + static_cast<std::size_t>(seed) * 13) % 9) - 4));
-  }
-  return t;
+  return compare_test::exact_values<T>(std::move(s), seed, {7, 13, 9, 1.0F});
 }
 
 // A linear case: the layer, P = 3, tokens 5, in 4, out 7 (uneven over 3 ranks).

@@ -6,9 +6,10 @@
 #include "cases/case_manifest.hpp"
 #include "cases/npy.hpp"
 #include "compare/compare.hpp"
+#include "compare/compare_test_util.hpp"
 #include "layout/materialize.hpp"
+#include "suites/mlp/mlp_case.hpp"
 #include "suites/mlp/mlp_impl.hpp"
-#include "suites/mlp/mlp_run.hpp"
 #include "testing/ops_test_util.hpp"
 
 #include <gtest/gtest.h>
@@ -50,23 +51,7 @@ MlpCase mlp_case(const MlpFiles& f) {
 // Values k/4 for small integers k: exact in every element type.
 template <class T>
 Tensor<T> quarters(Shape s, int seed) {
-  Tensor<T> t(std::move(s));
-  for (std::size_t i = 0; i < t.size(); ++i) {
-    const auto k = static_cast<int>((i * 3 + static_cast<std::size_t>(seed) * 7) % 11) - 5;
-    t[i] = T(static_cast<float>(k) / 4.0F);
-  }
-  return t;
-}
-
-// Rows [lo, lo + n) of a 1- or 2-dimensional tensor.
-template <class T>
-Tensor<T> rows(const Tensor<T>& t, std::size_t lo, std::size_t n) {
-  Shape s = t.shape();
-  const std::size_t width = t.size() / s[0];
-  s[0] = n;
-  Tensor<T> out(s);
-  std::copy_n(t.data() + lo * width, n * width, out.data());
-  return out;
+  return compare_test::exact_values<T>(std::move(s), seed, {3, 7, 11, 4.0F});
 }
 
 std::string mlp_manifest(const MlpFiles& f, const std::string& dtype, const std::string& outputs,
@@ -112,11 +97,9 @@ std::vector<std::pair<std::string, Out<T>>> outputs_of(const MlpFiles& f) {
 template <class T>
 fs::path write_mlp_case(const std::string& dir, const MlpFiles& f, const std::string& dtype,
                         bool global = false, bool bias_every_rank = false) {
-  const fs::path d = fs::temp_directory_path() / ("shardcheck_mlp_compare_tests_" + dir);
-  fs::remove_all(d);
-  fs::create_directories(d);
+  const fs::path d = compare_test::fresh_dir("shardcheck_mlp_compare_tests_" + dir);
   const auto save = [&](const std::string& file, const Tensor<T>& t) {
-    cases::write_npy((d / file).string(), cases::from_tensor(t));
+    compare_test::write_tensor(d / file, t);
   };
   const MlpCase c = mlp_case(f);
   const bool gate = f.activation == Activation::swiglu;

@@ -6,9 +6,10 @@
 #include "cases/case_manifest.hpp"
 #include "cases/npy.hpp"
 #include "compare/compare.hpp"
+#include "compare/compare_test_util.hpp"
 #include "ops/norm/norm.hpp"
+#include "suites/norm/norm_case.hpp"
 #include "suites/norm/norm_impl.hpp"
-#include "suites/norm/norm_run.hpp"
 #include "testing/ops_test_util.hpp"
 
 #include <gtest/gtest.h>
@@ -24,28 +25,14 @@ namespace {
 namespace fs = std::filesystem;
 using test::expect_parts;
 
-// A fresh directory under the temporary folder.
 fs::path fresh_norm_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("shardcheck_norm_compare_tests_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
-template <class T>
-void save(const fs::path& p, const Tensor<T>& t) {
-  cases::write_npy(p.string(), cases::from_tensor(t));
+  return compare_test::fresh_dir("shardcheck_norm_compare_tests_" + name);
 }
 
 // Values k/8 for small integers k: exact in every element type, not all equal along a row.
 template <class T>
 Tensor<T> eighths(Shape s, int seed) {
-  Tensor<T> t(std::move(s));
-  for (std::size_t i = 0; i < t.size(); ++i) {
-    const auto k = static_cast<int>((i * 5 + static_cast<std::size_t>(seed) * 11) % 13) - 6;
-    t[i] = T(static_cast<float>(k) / 8.0F);
-  }
-  return t;
+  return compare_test::exact_values<T>(std::move(s), seed, {5, 11, 13, 8.0F});
 }
 
 // P = 3, tokens 7 (chunk: 3, 3, 1), hidden 5.
@@ -91,10 +78,10 @@ std::string norm_manifest(NormKind kind, const std::string& dtype, const std::st
 
 template <class T>
 void write_inputs(const fs::path& d, NormKind kind, const NormData<T>& data) {
-  save(d / "x.npy", data.x);
-  save(d / "gamma.npy", data.gamma);
-  if (has_beta(kind)) save(d / "beta.npy", data.beta);
-  save(d / "dy.npy", data.dy);
+  compare_test::write_tensor(d / "x.npy", data.x);
+  compare_test::write_tensor(d / "gamma.npy", data.gamma);
+  if (has_beta(kind)) compare_test::write_tensor(d / "beta.npy", data.beta);
+  compare_test::write_tensor(d / "dy.npy", data.dy);
 }
 
 // The outputs of `kind` (dbeta with beta only).
@@ -135,7 +122,7 @@ fs::path write_library_case(const std::string& name, NormKind kind, const std::s
     outputs += std::string(outputs.size() > 1 ? ", " : "") + "\"" + out + "\": {\"ranks\": [";
     for (int r = 0; r < world; ++r) {
       const std::string file = out + "." + std::to_string(r) + ".npy";
-      save(d / file, run.outputs[static_cast<std::size_t>(r)].*member);
+      compare_test::write_tensor(d / file, run.outputs[static_cast<std::size_t>(r)].*member);
       outputs += std::string(r ? ", " : "") + "\"" + file + "\"";
     }
     outputs += "]}";
@@ -152,13 +139,13 @@ fs::path write_dense_case(const std::string& name, NormKind kind, const std::str
   write_inputs(d, kind, data);
   NormConfig cfg;
   cfg.kind = kind;
-  save(d / "y.npy", norm_forward(cfg, data.x, data.gamma, data.beta));
+  compare_test::write_tensor(d / "y.npy", norm_forward(cfg, data.x, data.gamma, data.beta));
   const auto g = norm_backward(cfg, data.x, data.gamma, data.dy);
-  save(d / "dx.npy", g.dx);
-  save(d / "dgamma.npy", g.dgamma);
+  compare_test::write_tensor(d / "dx.npy", g.dx);
+  compare_test::write_tensor(d / "dgamma.npy", g.dgamma);
   std::string outputs = R"({"y": "y.npy", "dx": "dx.npy", "dgamma": "dgamma.npy")";
   if (has_beta(kind)) {
-    save(d / "dbeta.npy", g.dbeta);
+    compare_test::write_tensor(d / "dbeta.npy", g.dbeta);
     outputs += R"(, "dbeta": "dbeta.npy")";
   }
   std::ofstream(d / "case.json") << norm_manifest(kind, dtype, outputs + "}");
@@ -209,7 +196,7 @@ TEST(CompareNorm, parameter_gradients_never_reduced_fail_on_dgamma_and_dbeta_onl
 TEST(CompareNorm, a_piece_of_the_wrong_shape_is_a_layout_failure_naming_the_rank) {
   const fs::path d = write_library_case<float>("layout", NormKind::layer_norm, "float32");
   // Rank 1's y with a token too few: chunk gives it [3, 5].
-  save(d / "y.1.npy", Tensor<float>(Shape{2, hidden}));
+  compare_test::write_tensor(d / "y.1.npy", Tensor<float>(Shape{2, hidden}));
   const auto r = compare_norm_dir(d);
   ASSERT_FALSE(r.verdict.pass());
   for (const auto& t : r.verdict.tensors) EXPECT_EQ(t.pass(), t.name != "y") << t.summary();

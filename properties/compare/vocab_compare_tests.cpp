@@ -8,9 +8,9 @@
 #include "cases/npy.hpp"
 #include "compare/compare.hpp"
 #include "compare/compare_test_util.hpp"
+#include "suites/vocab/vocab_case.hpp"
 #include "suites/vocab/vocab_impl.hpp"
 #include "suites/vocab/vocab_mutants.hpp"
-#include "suites/vocab/vocab_run.hpp"
 #include "testing/ops_test_util.hpp"
 
 #include <gtest/gtest.h>
@@ -36,12 +36,7 @@ fs::path fresh_dir(const std::string& name) {
 // Quarters in [-2, 2]: exact in every element type, so the case's inputs are the values written.
 template <class T>
 Tensor<T> quarters(Shape s, int seed) {
-  Tensor<T> t(std::move(s));
-  for (std::size_t i = 0; i < t.size(); ++i) {
-    const auto k = static_cast<int>((i * 7 + static_cast<std::size_t>(seed) * 13) % 17) - 8;
-    t[i] = T(static_cast<float>(k) / 4.0F);
-  }
-  return t;
+  return compare_test::exact_values<T>(std::move(s), seed, {7, 13, 17, 4.0F});
 }
 
 // P = 3, tokens 6, V = 7 split [4, 0, 3] (rank 1 holds nothing), hidden 3. The ids and targets

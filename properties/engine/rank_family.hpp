@@ -20,6 +20,7 @@
 //   template <class T> void check_outputs(CaseVerdict&, const Case&, const Run&, const Expected&);
 //       every output materialized and compared (check_pieces, OutputChecks below)
 //
+// (engine/steps.hpp's SHARDCHECK_DECLARE_RANK_STEPS declares all six for a family in one line)
 // and, only a family with checks of its own, as a static member of F:
 //   template <class T> static void own_check(Own, CaseVerdict&, const Case&, const Data<T>&,
 //                                            const Run&);
@@ -64,6 +65,18 @@ RankRun<Outputs> run_on_ranks(int world, Fn&& fn) {
     out.error = e.what();
   }
   return out;
+}
+
+// run_on_ranks with each rank's inputs made first, on this thread: inputs(r) for every rank r
+// before any rank starts, then fn(comm, its inputs) on the ranks.
+template <class Outputs, class Inputs, class Fn>
+RankRun<Outputs> run_on_ranks_with(int world, Inputs&& inputs, Fn&& fn) {
+  std::vector<decltype(inputs(0))> by_rank;
+  by_rank.reserve(static_cast<std::size_t>(world));
+  for (int r = 0; r < world; ++r) by_rank.push_back(inputs(r));
+  return run_on_ranks<Outputs>(world, [&](Communicator& comm) {
+    return fn(comm, by_rank[static_cast<std::size_t>(comm.rank())]);
+  });
 }
 
 // The pieces of one output, by rank: outputs[r].*member.

@@ -31,6 +31,12 @@ Tensor<T> slice(const Tensor<T>& t, std::size_t dim, const Piece& piece) {
   return out;
 }
 
+// Rows [first, first + count) of `t` (its first dimension).
+template <class T>
+Tensor<T> rows(const Tensor<T>& t, std::size_t first, std::size_t count) {
+  return slice(t, 0, Piece{first, count});
+}
+
 // Rank r's piece of `t` along `dim` under `policy` over `parts` ranks.
 template <class T>
 Tensor<T> shard(const Tensor<T>& t, std::size_t dim, const SplitPolicy& policy, int parts, int r) {

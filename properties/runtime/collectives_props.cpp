@@ -21,6 +21,15 @@ void for_generated_dtype(F&& f) {
   props::for_generated_dtype(std::forward<F>(f), /*tag_dtype=*/true);
 }
 
+// The draw of most properties: a topology (its world size tagged), then an element type;
+// f(tag, topology) with the type's tag.
+template <class F>
+void for_generated_topology_and_dtype(F&& f) {
+  const auto topo = *genTopology();
+  RC_TAG(p_bucket(topo.size()));
+  for_generated_dtype([&](auto tag) { f(tag, topo); });
+}
+
 // ---------------------------------------------------------------- barrier
 
 // A barrier orders every member's writes before every member's reads (TSan checks the
@@ -67,9 +76,8 @@ void broadcast_case(const Topology& topo) {
 }
 
 RC_GTEST_PROP(broadcast, every_rank_ends_with_the_roots_buffer, ()) {
-  const auto topo = *genTopology();
-  RC_TAG(p_bucket(topo.size()));
-  for_generated_dtype([&](auto tag) { broadcast_case<decltype(tag)>(topo); });
+  for_generated_topology_and_dtype(
+      [](auto tag, const Topology& topo) { broadcast_case<decltype(tag)>(topo); });
 }
 
 // ---------------------------------------------------------------- all_gather
@@ -107,9 +115,8 @@ void all_gather_case(const Topology& topo) {
 }
 
 RC_GTEST_PROP(all_gather, every_rank_holds_the_concatenation_in_rank_order, ()) {
-  const auto topo = *genTopology();
-  RC_TAG(p_bucket(topo.size()));
-  for_generated_dtype([&](auto tag) { all_gather_case<decltype(tag)>(topo); });
+  for_generated_topology_and_dtype(
+      [](auto tag, const Topology& topo) { all_gather_case<decltype(tag)>(topo); });
 }
 
 // ---------------------------------------------------------------- gather / scatter
@@ -140,9 +147,8 @@ void gather_case(const Topology& topo) {
 }
 
 RC_GTEST_PROP(gather, the_root_holds_the_concatenation_and_no_other_recv_is_written, ()) {
-  const auto topo = *genTopology();
-  RC_TAG(p_bucket(topo.size()));
-  for_generated_dtype([&](auto tag) { gather_case<decltype(tag)>(topo); });
+  for_generated_topology_and_dtype(
+      [](auto tag, const Topology& topo) { gather_case<decltype(tag)>(topo); });
 }
 
 template <class T>
@@ -167,9 +173,8 @@ void scatter_case(const Topology& topo) {
 }
 
 RC_GTEST_PROP(scatter, every_rank_receives_its_piece_of_the_roots_buffer, ()) {
-  const auto topo = *genTopology();
-  RC_TAG(p_bucket(topo.size()));
-  for_generated_dtype([&](auto tag) { scatter_case<decltype(tag)>(topo); });
+  for_generated_topology_and_dtype(
+      [](auto tag, const Topology& topo) { scatter_case<decltype(tag)>(topo); });
 }
 
 // ---------------------------------------------------------------- all_to_all
@@ -201,9 +206,8 @@ void all_to_all_case(const Topology& topo) {
 }
 
 RC_GTEST_PROP(all_to_all, rank_d_receives_each_sources_piece_for_d_in_source_order, ()) {
-  const auto topo = *genTopology();
-  RC_TAG(p_bucket(topo.size()));
-  for_generated_dtype([&](auto tag) { all_to_all_case<decltype(tag)>(topo); });
+  for_generated_topology_and_dtype(
+      [](auto tag, const Topology& topo) { all_to_all_case<decltype(tag)>(topo); });
 }
 
 // ---------------------------------------------------------------- send / recv
@@ -281,9 +285,8 @@ void ring_shift_case(const Topology& topo) {
 }
 
 RC_GTEST_PROP(ring_shift, rank_r_receives_the_buffer_of_rank_r_minus_shift, ()) {
-  const auto topo = *genTopology();
-  RC_TAG(p_bucket(topo.size()));
-  for_generated_dtype([&](auto tag) { ring_shift_case<decltype(tag)>(topo); });
+  for_generated_topology_and_dtype(
+      [](auto tag, const Topology& topo) { ring_shift_case<decltype(tag)>(topo); });
 }
 
 }  // namespace

@@ -61,6 +61,17 @@ class Session:
         print("all checks passed")
 
 
+def all_passed(code, out, n):
+    """The run exited 0 and its summary says n cases, all passed."""
+    return code == 0 and "%d cases, %d passed, 0 failed" % (n, n) in out
+
+
+def exact_tensors(out):
+    """How many tensor verdicts measured no error at all ("max err 0,"): a correct run in a
+    rounding element type must have fewer than all of them."""
+    return out.count("max err 0,")
+
+
 def tensor_lines(out):
     """The verdict's tensor lines: "  ok   dx [7, 6] S(0): ..." or "  FAIL y [7, 6] ..."."""
     return [line for line in out.splitlines() if line.startswith(("  ok   ", "  FAIL "))]

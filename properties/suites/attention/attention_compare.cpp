@@ -23,6 +23,7 @@
 #include "engine/slicing.hpp"
 #include "suites/attention/attention_expected.hpp"
 #include "suites/attention/attention_run.hpp"
+#include "suites/upstream_gradient.hpp"
 
 #include <cmath>
 
@@ -167,15 +168,11 @@ void read_core(CaseReader& r, const AttentionCase& c, AttentionData<T>& d, Atten
   r.input("q", d.q);
   r.input("k", d.k);
   r.input("v", d.v);
-  const bool has_dout = r.input("dout", d.dout, false);
-  if (!has_dout) d.dout = Tensor<T>(d.q.shape());  // no gradient is judged without it
+  read_upstream_gradient(r, "dout", d.dout, d.q.shape(), {"dq", "dk", "dv"});
   r.output("out", run.core, &O::out, by_positions(c));
   r.output("lse", run.core, &O::lse, [&c](const Tensor<acc_t<T>>& g, int rank) {
     return take_lse_positions(g, positions_of(c, rank));
   });
-  for (const char* g : {"dq", "dk", "dv"}) {
-    if (!has_dout && r.has_output(g)) r.require_input_for("dout", g);
-  }
   r.output("dq", run.core, &O::dq, by_positions(c));
   r.output("dk", run.core, &O::dk, by_positions(c));
   r.output("dv", run.core, &O::dv, by_positions(c));

@@ -20,6 +20,7 @@
 // columns of the rank's heads, lib/ops/attention/head_parallel_attention.hpp's assignment).
 #pragma once
 
+#include "engine/implementation.hpp"
 #include "engine/registry.hpp"
 #include "ops/attention/attention.hpp"
 #include "ops/attention/context_parallel_attention.hpp"
@@ -54,39 +55,19 @@ struct LayerRankOutputs {
   AttentionLayerGrads<T> grads;  // dx [batch, L_r, hidden], the rank's weight-gradient shards
 };
 
-class AttentionImplementation {
- public:
-  virtual ~AttentionImplementation() = default;
-#define SHARDCHECK_ATTENTION_IMPL_METHODS(T)                                                       \
-  virtual CoreRankOutputs<T> core(Communicator& cp, const AttentionConfig&,                        \
-                                  const ContextParallelConfig&, const CoreRankInputs<T>&)          \
-      const = 0;                                                                                   \
-  virtual LayerRankOutputs<T> layer(Communicator& tp, Communicator& cp, const HeadParallelConfig&, \
-                                    const LayerRankInputs<T>&) const = 0;
-  SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_ATTENTION_IMPL_METHODS)
-#undef SHARDCHECK_ATTENTION_IMPL_METHODS
-};
-
-template <class Impl>
-class AttentionAdapter final : public AttentionImplementation {
- public:
-  explicit AttentionAdapter(Impl impl = {}) : impl_(std::move(impl)) {}
-#define SHARDCHECK_ATTENTION_ADAPT(T)                                                          \
-  CoreRankOutputs<T> core(Communicator& cp, const AttentionConfig& cfg,                        \
-                          const ContextParallelConfig& cc, const CoreRankInputs<T>& in)        \
-      const override {                                                                         \
-    return impl_.template core<T>(cp, cfg, cc, in);                                            \
-  }                                                                                            \
-  LayerRankOutputs<T> layer(Communicator& tp, Communicator& cp, const HeadParallelConfig& cfg, \
-                            const LayerRankInputs<T>& in) const override {                     \
-    return impl_.template layer<T>(tp, cp, cfg, in);                                           \
-  }
-  SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_ATTENTION_ADAPT)
-#undef SHARDCHECK_ATTENTION_ADAPT
-
- private:
-  Impl impl_;
-};
+// The interface (AttentionImplementation) and AttentionAdapter<Impl>, which adapts a type with
+// member templates core<T> and layer<T> (engine/implementation.hpp).
+#define SHARDCHECK_ATTENTION_METHODS(M, T)                                           \
+  M(T, CoreRankOutputs<T>, core,                                                     \
+    (Communicator & cp, const AttentionConfig& cfg, const ContextParallelConfig& cc, \
+     const CoreRankInputs<T>& in),                                                   \
+    (cp, cfg, cc, in))                                                               \
+  M(T, LayerRankOutputs<T>, layer,                                                   \
+    (Communicator & tp, Communicator & cp, const HeadParallelConfig& cfg,            \
+     const LayerRankInputs<T>& in),                                                  \
+    (tp, cp, cfg, in))
+SHARDCHECK_IMPLEMENTATION(AttentionImplementation, AttentionAdapter, SHARDCHECK_ATTENTION_METHODS)
+#undef SHARDCHECK_ATTENTION_METHODS
 
 using AttentionRegistry = ImplementationRegistry<AttentionImplementation>;
 

@@ -2,9 +2,12 @@
 // splits, and the global tensors. Everything is drawn on the main thread before any rank runs.
 #pragma once
 
+#include "engine/steps.hpp"
 #include "engine/suite.hpp"
 #include "generators/values.hpp"
 #include "ops/linear/linear.hpp"
+#include "ops/linear/linear_spec.hpp"
+#include "suites/linear/linear_impl.hpp"
 #include "tensor/tensor.hpp"
 
 #include <rapidcheck.h>
@@ -53,15 +56,37 @@ struct LinearCaseOptions {
   std::optional<Kernel> kernel;         // deterministic for the exactness properties
 };
 
-rc::Gen<LinearCase> gen_case(const RunConfig& config, const LinearCaseOptions& options);
-
 // The global tensors of a case: x [tokens, in], w [out, in], b [out] (or empty), dy [tokens, out].
 template <class T>
 struct LinearData {
   Tensor<T> x, w, b, dy;
 };
 
+// What the linear suite expects of a case: the exact values of y, dx, dw and db in high
+// precision, each with its elementwise a-priori bound for the case's element type, splits and
+// world size (the derivations are in reference/bounds.hpp and docs/tolerances.md).
+struct LinearExpected {
+  ExpectedTensor y, dx, dw, db;  // db empty without bias
+};
+
+// The bound of each element is the one of the rounding scheme the op's contract allows
+// (lib/ops/linear/linear.hpp): which products share a rank (a partial dot product, rounded to T),
+// how many partials are reduced in T, and the bias added once in T.
+//   column_parallel  y: dense dot over in, + bias      dx: p partial dots over out_split
+//                    dw, db: dense sums over tokens
+//   row_parallel     y: p partial dots over in_split, + bias once
+//                    dx: dense dot over out            dw, db: dense sums over tokens
+
 template <class T>
-rc::Gen<LinearData<T>> gen_data(const LinearCase& c);
+using LinearRun = RankRun<LinearRankOutputs<T>>;
+
+// Its steps (engine/steps.hpp):
+// The op's spec for this case: its tensors' placements (by which the inputs are cut and the
+// outputs materialized) and its collectives (ops/linear/linear_spec.hpp).
+//
+// Every output of `run` materialized by its spec's placement and checked against `e`, appended
+// to v (linear_suite.cpp; `shardcheck compare` calls it too, compare/compare.hpp).
+SHARDCHECK_DECLARE_RANK_STEPS(LinearImplementation, LinearCase, LinearCaseOptions, LinearData,
+                              LinearRun, LinearExpected)
 
 }  // namespace shardcheck::check

@@ -5,8 +5,8 @@
 // dw, db, each optional.
 #include "compare/compare.hpp"
 #include "compare/config_fields.hpp"
-#include "suites/linear/linear_expected.hpp"
-#include "suites/linear/linear_run.hpp"
+#include "suites/linear/linear_case.hpp"
+#include "suites/upstream_gradient.hpp"
 
 namespace shardcheck::check {
 
@@ -52,12 +52,8 @@ void read_tensors(CaseReader& r, const LinearCase& c, LinearData<T>& d, LinearRu
   r.input("x", d.x);
   r.input("w", d.w);
   if (c.has_bias) r.input("b", d.b);
-  const bool has_dy = r.input("dy", d.dy, false);
-  if (!has_dy) d.dy = Tensor<T>({c.tokens, c.out});  // no gradient is judged without it
+  read_upstream_gradient(r, "dy", d.dy, {c.tokens, c.out}, {"dx", "dw", "db"});
   r.output("y", out, &O::y);
-  for (const char* g : {"dx", "dw", "db"}) {
-    if (!has_dy && r.has_output(g)) r.require_input_for("dy", g);
-  }
   r.output("dx", out, &O::dx);
   r.output("dw", out, &O::dw);
   if (c.has_bias) r.output("db", out, &O::db);

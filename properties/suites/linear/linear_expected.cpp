@@ -1,4 +1,4 @@
-#include "suites/linear/linear_expected.hpp"
+#include "suites/linear/linear_case.hpp"
 
 #include "engine/instantiate.hpp"
 #include "reference/bounds.hpp"

@@ -24,6 +24,7 @@
 //                     dw S(1)[in_split]       db R
 #pragma once
 
+#include "engine/implementation.hpp"
 #include "engine/registry.hpp"
 #include "ops/linear/linear.hpp"
 #include "runtime/communicator.hpp"
@@ -52,64 +53,41 @@ struct LinearRankOutputs {
   Tensor<T> y, dx, dw, db;  // db empty without bias
 };
 
-class LinearImplementation {
- public:
-  virtual ~LinearImplementation() = default;
-#define SHARDCHECK_LINEAR_IMPL_METHODS(T)                                                     \
-  virtual LinearRankOutputs<T> column_parallel(Communicator& tp, const ColumnParallelConfig&, \
-                                               const LinearRankInputs<T>&) const = 0;         \
-  virtual LinearRankOutputs<T> row_parallel(Communicator& tp, const RowParallelConfig&,       \
-                                            const LinearRankInputs<T>&) const = 0;
-  SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_LINEAR_IMPL_METHODS)
-#undef SHARDCHECK_LINEAR_IMPL_METHODS
-};
-
-// Adapts a type with member templates column_parallel<T> and row_parallel<T>.
-template <class Impl>
-class LinearAdapter final : public LinearImplementation {
- public:
-  explicit LinearAdapter(Impl impl = {}) : impl_(std::move(impl)) {}
-#define SHARDCHECK_LINEAR_ADAPT(T)                                                        \
-  LinearRankOutputs<T> column_parallel(Communicator& tp, const ColumnParallelConfig& cfg, \
-                                       const LinearRankInputs<T>& in) const override {    \
-    return impl_.template column_parallel<T>(tp, cfg, in);                                \
-  }                                                                                       \
-  LinearRankOutputs<T> row_parallel(Communicator& tp, const RowParallelConfig& cfg,       \
-                                    const LinearRankInputs<T>& in) const override {       \
-    return impl_.template row_parallel<T>(tp, cfg, in);                                   \
-  }
-  SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_LINEAR_ADAPT)
-#undef SHARDCHECK_LINEAR_ADAPT
-
- private:
-  Impl impl_;
-};
+// The interface (LinearImplementation) and LinearAdapter<Impl>, which adapts a type with member
+// templates column_parallel<T> and row_parallel<T> (engine/implementation.hpp).
+#define SHARDCHECK_LINEAR_METHODS(M, T)                                                  \
+  M(T, LinearRankOutputs<T>, column_parallel,                                            \
+    (Communicator & tp, const ColumnParallelConfig& cfg, const LinearRankInputs<T>& in), \
+    (tp, cfg, in))                                                                       \
+  M(T, LinearRankOutputs<T>, row_parallel,                                               \
+    (Communicator & tp, const RowParallelConfig& cfg, const LinearRankInputs<T>& in),    \
+    (tp, cfg, in))
+SHARDCHECK_IMPLEMENTATION(LinearImplementation, LinearAdapter, SHARDCHECK_LINEAR_METHODS)
+#undef SHARDCHECK_LINEAR_METHODS
 
 using LinearRegistry = ImplementationRegistry<LinearImplementation>;
+
+// A rank's outputs from its forward output y and its backward's gradients.
+template <class T>
+LinearRankOutputs<T> linear_outputs(Tensor<T> y, LinearGrads<T> g) {
+  return {std::move(y), std::move(g.dx), std::move(g.dw), std::move(g.db)};
+}
 
 // The library's own ops (lib/ops/linear/linear.hpp), as an implementation: "shardcheck".
 struct LibraryLinear {
   template <class T>
   LinearRankOutputs<T> column_parallel(Communicator& tp, const ColumnParallelConfig& cfg,
                                        const LinearRankInputs<T>& in) const {
-    LinearRankOutputs<T> out;
-    out.y = column_parallel_linear(tp, cfg, in.x, in.w_shard, in.b).y;
-    auto g = column_parallel_linear_backward(tp, cfg, in.x, in.w_shard, in.has_bias, in.dy);
-    out.dx = std::move(g.dx);
-    out.dw = std::move(g.dw);
-    out.db = std::move(g.db);
-    return out;
+    return linear_outputs(
+        column_parallel_linear(tp, cfg, in.x, in.w_shard, in.b).y,
+        column_parallel_linear_backward(tp, cfg, in.x, in.w_shard, in.has_bias, in.dy));
   }
   template <class T>
   LinearRankOutputs<T> row_parallel(Communicator& tp, const RowParallelConfig& cfg,
                                     const LinearRankInputs<T>& in) const {
-    LinearRankOutputs<T> out;
-    out.y = row_parallel_linear(tp, cfg, in.x, in.w_shard, in.b).y;
-    auto g = row_parallel_linear_backward(tp, cfg, in.x, in.w_shard, in.has_bias, in.dy);
-    out.dx = std::move(g.dx);
-    out.dw = std::move(g.dw);
-    out.db = std::move(g.db);
-    return out;
+    return linear_outputs(
+        row_parallel_linear(tp, cfg, in.x, in.w_shard, in.b).y,
+        row_parallel_linear_backward(tp, cfg, in.x, in.w_shard, in.has_bias, in.dy));
   }
 };
 

@@ -3,6 +3,7 @@
 // or is the obvious slip in code that handles uneven shards; the description says which.
 #include "suites/linear/linear_mutants.hpp"
 
+#include "engine/slicing.hpp"
 #include "layout/split_policy.hpp"
 #include "ops/tp_transitions.hpp"
 #include "suites/linear/linear_impl.hpp"
@@ -42,15 +43,6 @@ Tensor<T> columns(const Tensor<T>& a, std::size_t offset, std::size_t size) {
     for (std::size_t j = 0; j < size; ++j) {
       out(i, j) = offset + j < a.dim(1) ? a(i, offset + j) : T(0);
     }
-  }
-  return out;
-}
-
-template <class T>
-Tensor<T> rows(const Tensor<T>& a, std::size_t offset, std::size_t size) {
-  Tensor<T> out({size, a.dim(1)});
-  if (size != 0) {
-    std::memcpy(out.data(), a.data() + offset * a.dim(1), size * a.dim(1) * sizeof(T));
   }
   return out;
 }

@@ -1,4 +1,4 @@
-#include "suites/linear/linear_run.hpp"
+#include "suites/linear/linear_case.hpp"
 
 #include "engine/instantiate.hpp"
 #include "engine/slicing.hpp"
@@ -31,14 +31,12 @@ LinearRankInputs<T> linear_rank_inputs(const LinearCase& c, const LinearData<T>&
 template <class T>
 LinearRun<T> run_ranks(const LinearImplementation& impl, const LinearCase& c,
                        const LinearData<T>& d) {
-  std::vector<LinearRankInputs<T>> inputs;
-  inputs.reserve(static_cast<std::size_t>(c.world));
-  for (int r = 0; r < c.world; ++r) inputs.push_back(linear_rank_inputs(c, d, r));
-  return run_on_ranks<LinearRankOutputs<T>>(c.world, [&](Communicator& comm) {
-    const auto& in = inputs[static_cast<std::size_t>(comm.rank())];
-    return c.layer == LinearLayer::column_parallel ? impl.column_parallel(comm, c.column, in)
-                                                   : impl.row_parallel(comm, c.row, in);
-  });
+  return run_on_ranks_with<LinearRankOutputs<T>>(
+      c.world, [&](int r) { return linear_rank_inputs(c, d, r); },
+      [&](Communicator& comm, const LinearRankInputs<T>& in) {
+        return c.layer == LinearLayer::column_parallel ? impl.column_parallel(comm, c.column, in)
+                                                       : impl.row_parallel(comm, c.row, in);
+      });
 }
 
 SHARDCHECK_INSTANTIATE_RUN_RANKS(LinearImplementation, LinearCase, LinearData, LinearRun)

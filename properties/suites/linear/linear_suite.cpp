@@ -8,9 +8,8 @@
 #include "engine/rank_family.hpp"
 #include "engine/verdict.hpp"
 #include "layout/materialize.hpp"
-#include "suites/linear/linear_expected.hpp"
+#include "suites/linear/linear_case.hpp"
 #include "suites/linear/linear_mutants.hpp"
-#include "suites/linear/linear_run.hpp"
 
 #include <rapidcheck.h>
 

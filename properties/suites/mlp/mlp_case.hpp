@@ -3,9 +3,12 @@
 // rank runs.
 #pragma once
 
+#include "engine/steps.hpp"
 #include "engine/suite.hpp"
 #include "generators/values.hpp"
 #include "ops/mlp/mlp.hpp"
+#include "ops/mlp/mlp_spec.hpp"
+#include "suites/mlp/mlp_impl.hpp"
 #include "tensor/tensor.hpp"
 
 #include <rapidcheck.h>
@@ -35,8 +38,6 @@ struct MlpCaseOptions {
   std::optional<bool> sequence_parallel;
 };
 
-rc::Gen<MlpCase> gen_case(const RunConfig& config, const MlpCaseOptions& options);
-
 // The global tensors: x [tokens, H], the fused fc1 w_up [k·F, H] ([Wg; Wu] for swiglu) and b_up
 // [k·F], w_down [H, F], b_down [H] (biases empty without bias), dy [tokens, H].
 template <class T>
@@ -44,7 +45,28 @@ struct MlpData {
   Tensor<T> x, w_up, b_up, w_down, b_down, dy;
 };
 
+// What the mlp suite expects of a case: every output's exact value in high precision with its
+// elementwise a-priori bound for the case's element type, ffn split and world size
+// (reference/mlp/mlp_bound.hpp; the derivation is docs/mlp.md's "The bound").
+struct MlpExpected {
+  ExpectedTensor y, dx, dw_gate, dw_up, db_gate, db_up, dw_down, db_down;  // empty when absent
+};
+
+// The split contractions are fc2's forward (over the ranks' ffn features, reduced in T) and
+// fc1's dx (over the ranks' gate and up features, reduced in T); every other dot is on one rank.
+
 template <class T>
-rc::Gen<MlpData<T>> gen_data(const MlpCase& c);
+using MlpRun = RankRun<MlpRankOutputs<T>>;
+
+// Its steps (engine/steps.hpp):
+// The op's spec for this case: its tensors' placements and its collectives
+// (ops/mlp/mlp_spec.hpp).
+//
+// Every output of `run` (y, dx, dw_up, dw_down; dw_gate with swiglu; the biases' gradients with
+// bias) materialized by its spec's placement and checked against `e`, appended to v
+// (mlp_suite.cpp; `shardcheck compare` calls it too, compare/compare.hpp). run.outputs holds one
+// entry per rank.
+SHARDCHECK_DECLARE_RANK_STEPS(MlpImplementation, MlpCase, MlpCaseOptions, MlpData, MlpRun,
+                              MlpExpected)
 
 }  // namespace shardcheck::check

@@ -8,8 +8,8 @@
 // optional. The suite's data holds fc1 fused, [w_gate; w_up]: the case's halves are stacked.
 #include "compare/compare.hpp"
 #include "compare/config_fields.hpp"
-#include "suites/mlp/mlp_expected.hpp"
-#include "suites/mlp/mlp_run.hpp"
+#include "suites/mlp/mlp_case.hpp"
+#include "suites/upstream_gradient.hpp"
 
 #include <algorithm>
 
@@ -97,12 +97,9 @@ void read_tensors(CaseReader& r, const MlpCase& c, MlpData<T>& d, MlpRun<T>& run
       d.b_up = stacked(b_gate, d.b_up);
     }
   }
-  const bool has_dy = r.input("dy", d.dy, false);
-  if (!has_dy) d.dy = Tensor<T>({c.tokens, c.hidden});  // no gradient is judged without it
+  read_upstream_gradient(r, "dy", d.dy, {c.tokens, c.hidden},
+                         {"dx", "dw_gate", "dw_up", "dw_down", "db_gate", "db_up", "db_down"});
   r.output("y", out, &O::y);
-  for (const char* g : {"dx", "dw_gate", "dw_up", "dw_down", "db_gate", "db_up", "db_down"}) {
-    if (!has_dy && r.has_output(g)) r.require_input_for("dy", g);
-  }
   r.output("dx", out, &O::dx);
   if (gate) r.output("dw_gate", out, &O::dw_gate);
   r.output("dw_up", out, &O::dw_up);

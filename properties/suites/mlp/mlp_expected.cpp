@@ -1,4 +1,4 @@
-#include "suites/mlp/mlp_expected.hpp"
+#include "suites/mlp/mlp_case.hpp"
 
 #include "engine/instantiate.hpp"
 #include "reference/mlp/mlp_bound.hpp"

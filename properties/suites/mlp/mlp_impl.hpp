@@ -22,6 +22,7 @@
 //   dw_down           S(1)[ffn_split]      db_down  R
 #pragma once
 
+#include "engine/implementation.hpp"
 #include "engine/registry.hpp"
 #include "engine/slicing.hpp"
 #include "ops/mlp/mlp.hpp"
@@ -45,32 +46,13 @@ struct MlpRankOutputs {
   Tensor<T> y, dx, dw_gate, dw_up, db_gate, db_up, dw_down, db_down;
 };
 
-class MlpImplementation {
- public:
-  virtual ~MlpImplementation() = default;
-#define SHARDCHECK_MLP_IMPL_METHODS(T)                                       \
-  virtual MlpRankOutputs<T> parallel_mlp(Communicator& tp, const MlpConfig&, \
-                                         const MlpRankInputs<T>&) const = 0;
-  SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_MLP_IMPL_METHODS)
-#undef SHARDCHECK_MLP_IMPL_METHODS
-};
-
-// Adapts a type with a member template parallel_mlp<T>.
-template <class Impl>
-class MlpAdapter final : public MlpImplementation {
- public:
-  explicit MlpAdapter(Impl impl = {}) : impl_(std::move(impl)) {}
-#define SHARDCHECK_MLP_ADAPT(T)                                               \
-  MlpRankOutputs<T> parallel_mlp(Communicator& tp, const MlpConfig& cfg,      \
-                                 const MlpRankInputs<T>& in) const override { \
-    return impl_.template parallel_mlp<T>(tp, cfg, in);                       \
-  }
-  SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_MLP_ADAPT)
-#undef SHARDCHECK_MLP_ADAPT
-
- private:
-  Impl impl_;
-};
+// The interface (MlpImplementation) and MlpAdapter<Impl>, which adapts a type with a member
+// template parallel_mlp<T> (engine/implementation.hpp).
+#define SHARDCHECK_MLP_METHODS(M, T)    \
+  M(T, MlpRankOutputs<T>, parallel_mlp, \
+    (Communicator & tp, const MlpConfig& cfg, const MlpRankInputs<T>& in), (tp, cfg, in))
+SHARDCHECK_IMPLEMENTATION(MlpImplementation, MlpAdapter, SHARDCHECK_MLP_METHODS)
+#undef SHARDCHECK_MLP_METHODS
 
 using MlpRegistry = ImplementationRegistry<MlpImplementation>;
 
@@ -88,6 +70,22 @@ void unfuse_gate_up(const Tensor<T>& fused, Activation act, Tensor<T>& gate, Ten
   up = slice(fused, 0, Piece{f_r, f_r});
 }
 
+// A rank's outputs from y, dx and its fused fc1 gradients dw_up [k·F_r, H], db_up (unfused into
+// the gate and up pieces, unfuse_gate_up) and fc2's dw_down, db_down.
+template <class T>
+MlpRankOutputs<T> mlp_outputs(Tensor<T> y, Tensor<T> dx, const Tensor<T>& dw_up,
+                              const Tensor<T>& db_up, Tensor<T> dw_down, Tensor<T> db_down,
+                              Activation act) {
+  MlpRankOutputs<T> out;
+  out.y = std::move(y);
+  out.dx = std::move(dx);
+  unfuse_gate_up(dw_up, act, out.dw_gate, out.dw_up);
+  unfuse_gate_up(db_up, act, out.db_gate, out.db_up);
+  out.dw_down = std::move(dw_down);
+  out.db_down = std::move(db_down);
+  return out;
+}
+
 // The library's own ParallelMLP (lib/ops/mlp/mlp.hpp), as an implementation: "shardcheck".
 struct LibraryMlp {
   template <class T>
@@ -101,14 +99,8 @@ struct LibraryMlp {
     const Tensor<T> wd = split_weight_by_input_features(in.w_down, cfg.ffn_split, p, r);
     const auto fwd = shardcheck::parallel_mlp(tp, cfg, in.x, wu, bu, wd, in.b_down);
     auto g = parallel_mlp_backward(tp, cfg, in.x, wu, wd, fwd, in.has_bias, in.dy);
-    MlpRankOutputs<T> out;
-    out.y = fwd.y;
-    out.dx = std::move(g.dx);
-    unfuse_gate_up(g.dw_up, act, out.dw_gate, out.dw_up);
-    unfuse_gate_up(g.db_up, act, out.db_gate, out.db_up);
-    out.dw_down = std::move(g.dw_down);
-    out.db_down = std::move(g.db_down);
-    return out;
+    return mlp_outputs(fwd.y, std::move(g.dx), g.dw_up, g.db_up, std::move(g.dw_down),
+                       std::move(g.db_down), act);
   }
 };
 

@@ -18,11 +18,6 @@ enum class Bug {
   swiglu_silu_on_up_half,
 };
 
-template <class T>
-Tensor<T> rows(const Tensor<T>& t, std::size_t first, std::size_t count) {
-  return slice(t, 0, Piece{first, count});
-}
-
 template <Bug B>
 struct MutantMlp {
   // fc1's rows of this rank: [Wg_r; Wu_r], or (the bug) the r-th contiguous chunk of [Wg; Wu],
@@ -91,7 +86,6 @@ struct MutantMlp {
     const RowParallelConfig down = fc2_config(cfg);
     const auto token_sizes = split_sizes(cfg.token_split, cfg.tokens, p);
 
-    MlpRankOutputs<T> out;
     const Tensor<T> h = column_parallel_linear(tp, up, in.x, wu, bu).y;
     Tensor<T> a = activation(h, act);
     if constexpr (B == Bug::activation_on_partial_sum) {
@@ -107,16 +101,17 @@ struct MutantMlp {
         tp.all_reduce(a.span(), ReduceOp::sum);
       }
     }
+    Tensor<T> y;
     if constexpr (B == Bug::down_bias_on_every_rank) {
-      Tensor<T> y = linear(a, wd, in.b_down);  // the bias joins every rank's partial
+      Tensor<T> partial = linear(a, wd, in.b_down);  // the bias joins every rank's partial
       if (sp) {
-        out.y = reduce_scatter_tokens(tp, y, token_sizes);
+        y = reduce_scatter_tokens(tp, partial, token_sizes);
       } else {
-        tp.all_reduce(y.span(), ReduceOp::sum);
-        out.y = std::move(y);
+        tp.all_reduce(partial.span(), ReduceOp::sum);
+        y = std::move(partial);
       }
     } else {
-      out.y = row_parallel_linear(tp, down, a, wd, in.b_down).y;
+      y = row_parallel_linear(tp, down, a, wd, in.b_down).y;
     }
 
     auto gd = row_parallel_linear_backward(tp, down, activation(h, act), wd, in.has_bias, in.dy);
@@ -136,12 +131,8 @@ struct MutantMlp {
     } else {
       gu = column_parallel_linear_backward(tp, up, in.x, wu, in.has_bias, dh);
     }
-    out.dx = std::move(gu.dx);
-    unfuse_gate_up(gu.dw, act, out.dw_gate, out.dw_up);
-    unfuse_gate_up(gu.db, act, out.db_gate, out.db_up);
-    out.dw_down = std::move(gd.dw);
-    out.db_down = std::move(gd.db);
-    return out;
+    return mlp_outputs(std::move(y), std::move(gu.dx), gu.dw, gu.db, std::move(gd.dw),
+                       std::move(gd.db), act);
   }
 };
 

@@ -1,4 +1,4 @@
-#include "suites/mlp/mlp_run.hpp"
+#include "suites/mlp/mlp_case.hpp"
 
 #include "engine/instantiate.hpp"
 #include "engine/slicing.hpp"
@@ -28,12 +28,11 @@ MlpRankInputs<T> mlp_rank_inputs(const MlpCase& c, const MlpData<T>& d, int r) {
 
 template <class T>
 MlpRun<T> run_ranks(const MlpImplementation& impl, const MlpCase& c, const MlpData<T>& d) {
-  std::vector<MlpRankInputs<T>> inputs;
-  inputs.reserve(static_cast<std::size_t>(c.world));
-  for (int r = 0; r < c.world; ++r) inputs.push_back(mlp_rank_inputs(c, d, r));
-  return run_on_ranks<MlpRankOutputs<T>>(c.world, [&](Communicator& comm) {
-    return impl.parallel_mlp(comm, c.cfg, inputs[static_cast<std::size_t>(comm.rank())]);
-  });
+  return run_on_ranks_with<MlpRankOutputs<T>>(
+      c.world, [&](int r) { return mlp_rank_inputs(c, d, r); },
+      [&](Communicator& comm, const MlpRankInputs<T>& in) {
+        return impl.parallel_mlp(comm, c.cfg, in);
+      });
 }
 
 SHARDCHECK_INSTANTIATE_RUN_RANKS(MlpImplementation, MlpCase, MlpData, MlpRun)

@@ -6,9 +6,8 @@
 #include "engine/instantiate.hpp"
 #include "engine/rank_family.hpp"
 #include "engine/verdict.hpp"
-#include "suites/mlp/mlp_expected.hpp"
+#include "suites/mlp/mlp_case.hpp"
 #include "suites/mlp/mlp_mutants.hpp"
-#include "suites/mlp/mlp_run.hpp"
 
 #include <rapidcheck.h>
 

@@ -3,8 +3,10 @@
 // tensors. Everything is drawn on the main thread before any rank runs.
 #pragma once
 
+#include "engine/steps.hpp"
 #include "engine/suite.hpp"
 #include "generators/values.hpp"
+#include "ops/norm/norm_spec.hpp"
 #include "suites/norm/norm_impl.hpp"
 #include "tensor/tensor.hpp"
 
@@ -42,8 +44,6 @@ struct NormCaseOptions {
   std::optional<int> min_world;
 };
 
-rc::Gen<NormCase> gen_case(const RunConfig& config, const NormCaseOptions& options);
-
 // The global tensors: x [tokens, hidden], gamma [hidden], beta [hidden] or empty,
 // dy [tokens, hidden]; for the block w1 [ffn, hidden] and w2 [hidden, ffn].
 template <class T>
@@ -51,7 +51,35 @@ struct NormData {
   Tensor<T> x, gamma, beta, dy, w1, w2;
 };
 
+// What the norm suite expects of a case: the exact values of every output in high precision,
+// each with its elementwise a-priori bound for the case's element type, token split and world
+// size (reference/norm/norm.hpp and docs/norm.md derive them).
+struct NormExpected {
+  ExpectedTensor y, dx, dgamma, dbeta;  // dbeta empty without beta
+  ExpectedTensor dw1, dw2;              // the block only
+};
+
+// norm:  reference::norm_expected with the token split as the parts of dgamma/dbeta.
+// block: the same error propagation through the whole block (reference/norm/norm_bound.hpp's
+// Propagator):
+//        z = T(norm(x)); a = T(Σ_i z·W1) one dot over hidden in A; y = Σ_r T(Σ_{f in r} a·W2)
+//        the ffn split's partial dots in A rounded to T and summed in T; backward da = T(dy·W2)
+//        one dot over hidden; dz = Σ_r T(Σ_{f in r} da·W1) as y; dW1 = T(Σ_t da·z),
+//        dW2 = T(Σ_t dy·a) (the full token sum on one rank); then the norm's backward with the
+//        tracked dz as its upstream gradient (its error carried into dx, dgamma, dbeta).
+
+// Both ops' outputs in one record (the norm leaves dw1/dw2 empty).
 template <class T>
-rc::Gen<NormData<T>> gen_data(const NormCase& c);
+using NormRun = RankRun<BlockRankOutputs<T>>;
+
+// Its steps (engine/steps.hpp):
+// The op's spec for this case (sequence_parallel_norm or megatron_sp_block): its tensors'
+// placements and its collectives (ops/norm/norm_spec.hpp).
+//
+// Every output of `run` (y, dx, dgamma, dbeta with beta; for the block also dw1, dw2)
+// materialized by its spec's placement and checked against `e`, appended to v (norm_suite.cpp;
+// `shardcheck compare` calls it too, compare/compare.hpp). run.outputs holds one entry per rank.
+SHARDCHECK_DECLARE_RANK_STEPS(NormImplementation, NormCase, NormCaseOptions, NormData, NormRun,
+                              NormExpected)
 
 }  // namespace shardcheck::check

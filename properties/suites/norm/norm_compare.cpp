@@ -6,8 +6,8 @@
 // megatron_sp_block is not comparable yet.
 #include "compare/compare.hpp"
 #include "compare/config_fields.hpp"
-#include "suites/norm/norm_expected.hpp"
-#include "suites/norm/norm_run.hpp"
+#include "suites/norm/norm_case.hpp"
+#include "suites/upstream_gradient.hpp"
 
 namespace shardcheck::check {
 namespace {
@@ -64,12 +64,8 @@ void read_tensors(CaseReader& r, const NormCase& c, NormData<T>& d, NormRun<T>& 
   r.input("x", d.x);
   r.input("gamma", d.gamma);
   if (beta) r.input("beta", d.beta);
-  const bool has_dy = r.input("dy", d.dy, false);
-  if (!has_dy) d.dy = Tensor<T>({c.tokens(), c.hidden});  // no gradient is judged without it
+  read_upstream_gradient(r, "dy", d.dy, {c.tokens(), c.hidden}, {"dx", "dgamma", "dbeta"});
   r.output("y", out, &O::y);
-  for (const char* g : {"dx", "dgamma", "dbeta"}) {
-    if (!has_dy && r.has_output(g)) r.require_input_for("dy", g);
-  }
   r.output("dx", out, &O::dx);
   r.output("dgamma", out, &O::dgamma);
   if (beta) r.output("dbeta", out, &O::dbeta);

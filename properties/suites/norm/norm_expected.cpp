@@ -1,4 +1,4 @@
-#include "suites/norm/norm_expected.hpp"
+#include "suites/norm/norm_case.hpp"
 
 #include "engine/instantiate.hpp"
 #include "reference/norm/norm.hpp"

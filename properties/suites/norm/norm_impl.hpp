@@ -20,6 +20,7 @@
 //           dw1 S(0)[ffn_split] ([ffn_r, hidden])   dw2 S(1)[ffn_split] ([hidden, ffn_r])
 #pragma once
 
+#include "engine/implementation.hpp"
 #include "engine/registry.hpp"
 #include "ops/linear/linear.hpp"
 #include "ops/norm/norm.hpp"
@@ -67,39 +68,30 @@ struct BlockRankOutputs {
   Tensor<T> y, dx, dgamma, dbeta, dw1, dw2;
 };
 
-class NormImplementation {
- public:
-  virtual ~NormImplementation() = default;
-#define SHARDCHECK_NORM_IMPL_METHODS(T)                                                \
-  virtual NormRankOutputs<T> norm(Communicator& sp, const SequenceParallelNormConfig&, \
-                                  const NormRankInputs<T>&) const = 0;                 \
-  virtual BlockRankOutputs<T> block(Communicator& tp, const BlockConfig&,              \
-                                    const BlockRankInputs<T>&) const = 0;
-  SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_NORM_IMPL_METHODS)
-#undef SHARDCHECK_NORM_IMPL_METHODS
-};
-
-template <class Impl>
-class NormAdapter final : public NormImplementation {
- public:
-  explicit NormAdapter(Impl impl = {}) : impl_(std::move(impl)) {}
-#define SHARDCHECK_NORM_ADAPT(T)                                                   \
-  NormRankOutputs<T> norm(Communicator& sp, const SequenceParallelNormConfig& cfg, \
-                          const NormRankInputs<T>& in) const override {            \
-    return impl_.template norm<T>(sp, cfg, in);                                    \
-  }                                                                                \
-  BlockRankOutputs<T> block(Communicator& tp, const BlockConfig& cfg,              \
-                            const BlockRankInputs<T>& in) const override {         \
-    return impl_.template block<T>(tp, cfg, in);                                   \
-  }
-  SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_NORM_ADAPT)
-#undef SHARDCHECK_NORM_ADAPT
-
- private:
-  Impl impl_;
-};
+// The interface (NormImplementation) and NormAdapter<Impl>, which adapts a type with member
+// templates norm<T> and block<T> (engine/implementation.hpp).
+#define SHARDCHECK_NORM_METHODS(M, T)                                                        \
+  M(T, NormRankOutputs<T>, norm,                                                             \
+    (Communicator & sp, const SequenceParallelNormConfig& cfg, const NormRankInputs<T>& in), \
+    (sp, cfg, in))                                                                           \
+  M(T, BlockRankOutputs<T>, block,                                                           \
+    (Communicator & tp, const BlockConfig& cfg, const BlockRankInputs<T>& in), (tp, cfg, in))
+SHARDCHECK_IMPLEMENTATION(NormImplementation, NormAdapter, SHARDCHECK_NORM_METHODS)
+#undef SHARDCHECK_NORM_METHODS
 
 using NormRegistry = ImplementationRegistry<NormImplementation>;
+
+// A rank's outputs from the norm's forward output y and its backward's gradients; for the block
+// also the linear layers' weight-gradient shards dw1, dw2.
+template <class T>
+NormRankOutputs<T> norm_outputs(Tensor<T> y, NormGrads<T> g) {
+  return {std::move(y), std::move(g.dx), std::move(g.dgamma), std::move(g.dbeta)};
+}
+template <class T>
+BlockRankOutputs<T> block_outputs(Tensor<T> y, NormGrads<T> g, Tensor<T> dw1, Tensor<T> dw2) {
+  return {std::move(y),       std::move(g.dx), std::move(g.dgamma),
+          std::move(g.dbeta), std::move(dw1),  std::move(dw2)};
+}
 
 // The block's linear configurations, derived from BlockConfig (no biases): the library's
 // (ops/norm/norm.hpp) with the block's kernel.
@@ -116,13 +108,8 @@ struct LibraryNorm {
   template <class T>
   NormRankOutputs<T> norm(Communicator& sp, const SequenceParallelNormConfig& cfg,
                           const NormRankInputs<T>& in) const {
-    NormRankOutputs<T> out;
-    out.y = sequence_parallel_norm(sp, cfg, in.x, in.gamma, in.beta);
-    auto g = sequence_parallel_norm_backward(sp, cfg, in.x, in.gamma, in.dy);
-    out.dx = std::move(g.dx);
-    out.dgamma = std::move(g.dgamma);
-    out.dbeta = std::move(g.dbeta);
-    return out;
+    return norm_outputs(sequence_parallel_norm(sp, cfg, in.x, in.gamma, in.beta),
+                        sequence_parallel_norm_backward(sp, cfg, in.x, in.gamma, in.dy));
   }
   template <class T>
   BlockRankOutputs<T> block(Communicator& tp, const BlockConfig& cfg,
@@ -130,19 +117,14 @@ struct LibraryNorm {
     const auto col = block_column_config(cfg);
     const auto row = block_row_config(cfg);
     const Tensor<T> none;
-    BlockRankOutputs<T> out;
     const Tensor<T> z = sequence_parallel_norm(tp, cfg.norm, in.x, in.gamma, in.beta);
     const Tensor<T> a = column_parallel_linear(tp, col, z, in.w1_shard, none).y;
-    out.y = row_parallel_linear(tp, row, a, in.w2_shard, none).y;
+    Tensor<T> y = row_parallel_linear(tp, row, a, in.w2_shard, none).y;
     auto gr = row_parallel_linear_backward(tp, row, a, in.w2_shard, false, in.dy);
     auto gc = column_parallel_linear_backward(tp, col, z, in.w1_shard, false, gr.dx);
-    auto gn = sequence_parallel_norm_backward(tp, cfg.norm, in.x, in.gamma, gc.dx);
-    out.dx = std::move(gn.dx);
-    out.dgamma = std::move(gn.dgamma);
-    out.dbeta = std::move(gn.dbeta);
-    out.dw1 = std::move(gc.dw);
-    out.dw2 = std::move(gr.dw);
-    return out;
+    return block_outputs(std::move(y),
+                         sequence_parallel_norm_backward(tp, cfg.norm, in.x, in.gamma, gc.dx),
+                         std::move(gc.dw), std::move(gr.dw));
   }
 };
 

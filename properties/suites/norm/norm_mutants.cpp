@@ -3,6 +3,7 @@
 // somewhere or is the obvious slip in code that handles sequence-parallel shards.
 #include "suites/norm/norm_mutants.hpp"
 
+#include "engine/slicing.hpp"
 #include "layout/split_policy.hpp"
 #include "ops/tp_transitions.hpp"
 #include "suites/norm/norm_impl.hpp"
@@ -24,16 +25,6 @@ enum class Bug {
   g_backward_all_gather,
   g_backward_split_without_reduce,
 };
-
-template <class T>
-Tensor<T> rows(const Tensor<T>& a, std::size_t offset, std::size_t size) {
-  Shape s = a.shape();
-  s[0] = size;
-  Tensor<T> out(s);
-  const std::size_t row = a.dim(1);
-  if (size != 0) std::memcpy(out.data(), a.data() + offset * row, size * row * sizeof(T));
-  return out;
-}
 
 template <Bug B>
 struct MutantNorm {
@@ -105,13 +96,8 @@ struct MutantNorm {
   template <class T>
   NormRankOutputs<T> norm(Communicator& sp, const SequenceParallelNormConfig& cfg,
                           const NormRankInputs<T>& in) const {
-    NormRankOutputs<T> out;
-    out.y = forward(cfg, in.x, in.gamma, in.beta);
-    auto g = backward(sp, cfg, in.x, in.gamma, in.dy);
-    out.dx = std::move(g.dx);
-    out.dgamma = std::move(g.dgamma);
-    out.dbeta = std::move(g.dbeta);
-    return out;
+    return norm_outputs(forward(cfg, in.x, in.gamma, in.beta),
+                        backward(sp, cfg, in.x, in.gamma, in.dy));
   }
 
   template <class T>
@@ -129,12 +115,11 @@ struct MutantNorm {
     }
     const auto row = block_row_config(cfg);
     const Tensor<T> none;
-    BlockRankOutputs<T> out;
     const Tensor<T> z = forward(ncfg, in.x, in.gamma, in.beta);
     // g forward, then the column-parallel product on the gathered tokens.
     const Tensor<T> zf = all_gather_tokens(tp, z, std::span<const std::size_t>(counts));
     const Tensor<T> a = linear(zf, in.w1_shard, none, cfg.kernel);
-    out.y = row_parallel_linear(tp, row, a, in.w2_shard, none).y;
+    Tensor<T> y = row_parallel_linear(tp, row, a, in.w2_shard, none).y;
     auto gr = row_parallel_linear_backward(tp, row, a, in.w2_shard, false, in.dy);
     // Column-parallel backward: z re-gathered for dW1, the partial dz, and g's backward.
     const Tensor<T> zf2 = all_gather_tokens(tp, z, std::span<const std::size_t>(counts));
@@ -150,13 +135,8 @@ struct MutantNorm {
       dz = reduce_scatter_tokens(tp, gl.dx, std::span<const std::size_t>(counts),
                                  ncfg.reduce_algorithm);
     }
-    auto gn = backward(tp, ncfg, in.x, in.gamma, dz);
-    out.dx = std::move(gn.dx);
-    out.dgamma = std::move(gn.dgamma);
-    out.dbeta = std::move(gn.dbeta);
-    out.dw1 = std::move(gl.dw);
-    out.dw2 = std::move(gr.dw);
-    return out;
+    return block_outputs(std::move(y), backward(tp, ncfg, in.x, in.gamma, dz), std::move(gl.dw),
+                         std::move(gr.dw));
   }
 };
 

@@ -1,4 +1,4 @@
-#include "suites/norm/norm_run.hpp"
+#include "suites/norm/norm_case.hpp"
 
 #include "engine/instantiate.hpp"
 #include "engine/slicing.hpp"

@@ -9,9 +9,8 @@
 #include "engine/slicing.hpp"
 #include "engine/verdict.hpp"
 #include "layout/materialize.hpp"
-#include "suites/norm/norm_expected.hpp"
+#include "suites/norm/norm_case.hpp"
 #include "suites/norm/norm_mutants.hpp"
-#include "suites/norm/norm_run.hpp"
 
 #include <rapidcheck.h>
 

@@ -18,6 +18,7 @@
 // Nothing here runs on ranks: the merge is local arithmetic; the suite plays the ring's order.
 #pragma once
 
+#include "engine/implementation.hpp"
 #include "engine/registry.hpp"
 #include "ops/softmax_merge/softmax_merge.hpp"
 
@@ -26,42 +27,17 @@
 
 namespace shardcheck::check {
 
-class SoftmaxMergeImplementation {
- public:
-  virtual ~SoftmaxMergeImplementation() = default;
-// A is a type here (the macros declare one method per accumulator type): no parentheses.
-// NOLINTBEGIN(bugprone-macro-parentheses)
-#define SHARDCHECK_MERGE_IMPL_METHODS(A)                                                      \
-  virtual SoftmaxPartial<A> merge(std::span<const SoftmaxPartial<A>> parts, std::size_t rows, \
-                                  std::size_t width) const = 0;                               \
-  virtual void merge_into(SoftmaxPartial<A>& acc, const SoftmaxPartial<A>& part) const = 0;
-  SHARDCHECK_MERGE_IMPL_METHODS(double)
-  SHARDCHECK_MERGE_IMPL_METHODS(float)
-#undef SHARDCHECK_MERGE_IMPL_METHODS
-  // NOLINTEND(bugprone-macro-parentheses)
-};
-
-template <class Impl>
-class SoftmaxMergeAdapter final : public SoftmaxMergeImplementation {
- public:
-  explicit SoftmaxMergeAdapter(Impl impl = {}) : impl_(std::move(impl)) {}
-// NOLINTBEGIN(bugprone-macro-parentheses)
-#define SHARDCHECK_MERGE_ADAPT(A)                                                         \
-  SoftmaxPartial<A> merge(std::span<const SoftmaxPartial<A>> parts, std::size_t rows,     \
-                          std::size_t width) const override {                             \
-    return impl_.template merge<A>(parts, rows, width);                                   \
-  }                                                                                       \
-  void merge_into(SoftmaxPartial<A>& acc, const SoftmaxPartial<A>& part) const override { \
-    impl_.template merge_into<A>(acc, part);                                              \
-  }
-  SHARDCHECK_MERGE_ADAPT(double)
-  SHARDCHECK_MERGE_ADAPT(float)
-#undef SHARDCHECK_MERGE_ADAPT
-  // NOLINTEND(bugprone-macro-parentheses)
-
- private:
-  Impl impl_;
-};
+// The interface (SoftmaxMergeImplementation) and SoftmaxMergeAdapter<Impl>, which adapts a type
+// with member templates merge<A> and merge_into<A>, one method per accumulator type A
+// (engine/implementation.hpp).
+#define SHARDCHECK_MERGE_METHODS(M, A)                                               \
+  M(A, SoftmaxPartial<A>, merge,                                                     \
+    (std::span<const SoftmaxPartial<A>> parts, std::size_t rows, std::size_t width), \
+    (parts, rows, width))                                                            \
+  M(A, void, merge_into, (SoftmaxPartial<A> & acc, const SoftmaxPartial<A>& part), (acc, part))
+SHARDCHECK_IMPLEMENTATION_OVER(SHARDCHECK_FOR_EACH_ACC_TYPE_WITH, SoftmaxMergeImplementation,
+                               SoftmaxMergeAdapter, SHARDCHECK_MERGE_METHODS)
+#undef SHARDCHECK_MERGE_METHODS
 
 using SoftmaxMergeRegistry = ImplementationRegistry<SoftmaxMergeImplementation>;
 

@@ -3,10 +3,13 @@
 // on the main thread before any rank runs.
 #pragma once
 
+#include "engine/steps.hpp"
 #include "engine/suite.hpp"
 #include "generators/values.hpp"
 #include "ops/vocab/vocab_cross_entropy.hpp"
 #include "ops/vocab/vocab_embedding.hpp"
+#include "ops/vocab/vocab_spec.hpp"
+#include "suites/vocab/vocab_impl.hpp"
 #include "tensor/tensor.hpp"
 
 #include <rapidcheck.h>
@@ -57,8 +60,6 @@ struct VocabCaseOptions {
   std::optional<LogitProfile> logits;
 };
 
-rc::Gen<VocabCase> gen_case(const RunConfig& config, const VocabCaseOptions& options);
-
 // The global tensors: embedding w [V, h], dy [tokens, h]; CE logits [tokens, V], dloss [tokens]
 // (none) or [1].
 template <class T>
@@ -66,7 +67,28 @@ struct VocabData {
   Tensor<T> w, dy, logits, dloss;
 };
 
+// What the vocab suite expects of a case: the exact values in high precision, each with its
+// elementwise a-priori bound for the case's element type (reference/vocab/vocab_embedding.hpp,
+// reference/vocab/vocab_cross_entropy.hpp; derivations in docs/vocab.md).
+struct VocabExpected {
+  ExpectedTensor y, dw;          // embedding (y's bound is 0: exact data movement)
+  ExpectedTensor loss, dlogits;  // cross_entropy
+};
+
+// Most elements any cross-entropy collective may move per token (the ledger property).
+constexpr std::uint64_t ce_max_elements_per_token = 3;
+
 template <class T>
-rc::Gen<VocabData<T>> gen_data(const VocabCase& c);
+using VocabRun = RankRun<VocabRankOutputs<T>>;
+
+// Its steps (engine/steps.hpp):
+// The op's spec for this case (vocab_parallel_embedding or vocab_parallel_cross_entropy): its
+// tensors' placements and its collectives (ops/vocab/vocab_spec.hpp).
+//
+// Every output of the case's op materialized by its spec's placement and checked against `e`,
+// appended to v: y and dw (embedding), loss and dlogits (cross_entropy) (vocab_suite.cpp;
+// `shardcheck compare` calls it too, compare/compare.hpp).
+SHARDCHECK_DECLARE_RANK_STEPS(VocabImplementation, VocabCase, VocabCaseOptions, VocabData, VocabRun,
+                              VocabExpected)
 
 }  // namespace shardcheck::check

@@ -17,8 +17,8 @@
 // class_weight not of length vocab or a token_weight not of length tokens.
 #include "compare/compare.hpp"
 #include "compare/config_fields.hpp"
-#include "suites/vocab/vocab_expected.hpp"
-#include "suites/vocab/vocab_run.hpp"
+#include "suites/upstream_gradient.hpp"
+#include "suites/vocab/vocab_case.hpp"
 
 #include <algorithm>
 #include <optional>
@@ -148,23 +148,18 @@ template <class T>
 void read_tensors(CaseReader& r, const VocabCase& c, VocabData<T>& d, VocabRun<T>& run) {
   using O = VocabRankOutputs<T>;
   auto& out = run.outputs;
-  // An upstream gradient, zero when absent: then the gradient output may not be given.
-  const auto upstream = [&r](const char* input, Tensor<T>& t, Shape shape, const char* grad) {
-    if (r.input(input, t, false)) return;
-    if (r.has_output(grad)) r.require_input_for(input, grad);
-    t = Tensor<T>(std::move(shape));
-  };
   Tensor<std::int64_t> ids;  // c.ids holds the values; read here for its presence and shape
   if (c.op == VocabOp::embedding) {
     r.input("ids", ids);
     r.input("w", d.w);
-    upstream("dy", d.dy, {c.tokens, c.hidden}, "dw");
+    read_upstream_gradient(r, "dy", d.dy, {c.tokens, c.hidden}, {"dw"});
     r.output("y", out, &O::y);
     r.output("dw", out, &O::dw);
   } else {
     r.input("targets", ids);
     r.input("logits", d.logits);
-    upstream("dloss", d.dloss, {c.ce.reduction == LossReduction::none ? c.tokens : 1}, "dlogits");
+    read_upstream_gradient(r, "dloss", d.dloss,
+                           {c.ce.reduction == LossReduction::none ? c.tokens : 1}, {"dlogits"});
     r.output("loss", out, &O::loss);
     r.output("dlogits", out, &O::dlogits);
   }

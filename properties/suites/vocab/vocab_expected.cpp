@@ -1,4 +1,4 @@
-#include "suites/vocab/vocab_expected.hpp"
+#include "suites/vocab/vocab_case.hpp"
 
 #include "engine/instantiate.hpp"
 #include "reference/vocab/vocab_cross_entropy.hpp"

@@ -23,6 +23,7 @@
 // given both whole, like the targets.
 #pragma once
 
+#include "engine/implementation.hpp"
 #include "engine/registry.hpp"
 #include "ops/vocab/vocab_cross_entropy.hpp"
 #include "ops/vocab/vocab_embedding.hpp"
@@ -49,38 +50,17 @@ struct VocabRankOutputs {
   Tensor<T> loss, dlogits;  // cross_entropy
 };
 
-class VocabImplementation {
- public:
-  virtual ~VocabImplementation() = default;
-#define SHARDCHECK_VOCAB_IMPL_METHODS(T)                                                      \
-  virtual VocabRankOutputs<T> embedding(Communicator& tp, const VocabEmbeddingConfig&,        \
-                                        const VocabRankInputs<T>&) const = 0;                 \
-  virtual VocabRankOutputs<T> cross_entropy(Communicator& tp, const VocabCrossEntropyConfig&, \
-                                            const VocabRankInputs<T>&) const = 0;
-  SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_VOCAB_IMPL_METHODS)
-#undef SHARDCHECK_VOCAB_IMPL_METHODS
-};
-
-// Adapts a type with member templates embedding<T> and cross_entropy<T>.
-template <class Impl>
-class VocabAdapter final : public VocabImplementation {
- public:
-  explicit VocabAdapter(Impl impl = {}) : impl_(std::move(impl)) {}
-#define SHARDCHECK_VOCAB_ADAPT(T)                                                         \
-  VocabRankOutputs<T> embedding(Communicator& tp, const VocabEmbeddingConfig& cfg,        \
-                                const VocabRankInputs<T>& in) const override {            \
-    return impl_.template embedding<T>(tp, cfg, in);                                      \
-  }                                                                                       \
-  VocabRankOutputs<T> cross_entropy(Communicator& tp, const VocabCrossEntropyConfig& cfg, \
-                                    const VocabRankInputs<T>& in) const override {        \
-    return impl_.template cross_entropy<T>(tp, cfg, in);                                  \
-  }
-  SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_VOCAB_ADAPT)
-#undef SHARDCHECK_VOCAB_ADAPT
-
- private:
-  Impl impl_;
-};
+// The interface (VocabImplementation) and VocabAdapter<Impl>, which adapts a type with member
+// templates embedding<T> and cross_entropy<T> (engine/implementation.hpp).
+#define SHARDCHECK_VOCAB_METHODS(M, T)                                                     \
+  M(T, VocabRankOutputs<T>, embedding,                                                     \
+    (Communicator & tp, const VocabEmbeddingConfig& cfg, const VocabRankInputs<T>& in),    \
+    (tp, cfg, in))                                                                         \
+  M(T, VocabRankOutputs<T>, cross_entropy,                                                 \
+    (Communicator & tp, const VocabCrossEntropyConfig& cfg, const VocabRankInputs<T>& in), \
+    (tp, cfg, in))
+SHARDCHECK_IMPLEMENTATION(VocabImplementation, VocabAdapter, SHARDCHECK_VOCAB_METHODS)
+#undef SHARDCHECK_VOCAB_METHODS
 
 using VocabRegistry = ImplementationRegistry<VocabImplementation>;
 

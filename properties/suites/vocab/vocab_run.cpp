@@ -1,4 +1,4 @@
-#include "suites/vocab/vocab_run.hpp"
+#include "suites/vocab/vocab_case.hpp"
 
 #include "engine/instantiate.hpp"
 #include "engine/slicing.hpp"
@@ -33,14 +33,12 @@ VocabRankInputs<T> vocab_rank_inputs(const VocabCase& c, const VocabData<T>& d, 
 
 template <class T>
 VocabRun<T> run_ranks(const VocabImplementation& impl, const VocabCase& c, const VocabData<T>& d) {
-  std::vector<VocabRankInputs<T>> inputs;
-  inputs.reserve(static_cast<std::size_t>(c.world));
-  for (int r = 0; r < c.world; ++r) inputs.push_back(vocab_rank_inputs(c, d, r));
-  return run_on_ranks<VocabRankOutputs<T>>(c.world, [&](Communicator& comm) {
-    const auto& in = inputs[static_cast<std::size_t>(comm.rank())];
-    return c.op == VocabOp::embedding ? impl.embedding(comm, c.embedding, in)
-                                      : impl.cross_entropy(comm, c.ce, in);
-  });
+  return run_on_ranks_with<VocabRankOutputs<T>>(
+      c.world, [&](int r) { return vocab_rank_inputs(c, d, r); },
+      [&](Communicator& comm, const VocabRankInputs<T>& in) {
+        return c.op == VocabOp::embedding ? impl.embedding(comm, c.embedding, in)
+                                          : impl.cross_entropy(comm, c.ce, in);
+      });
 }
 
 SHARDCHECK_INSTANTIATE_RUN_RANKS(VocabImplementation, VocabCase, VocabData, VocabRun)

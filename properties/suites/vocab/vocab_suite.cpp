@@ -7,9 +7,8 @@
 #include "engine/rank_family.hpp"
 #include "engine/verdict.hpp"
 #include "layout/materialize.hpp"
-#include "suites/vocab/vocab_expected.hpp"
+#include "suites/vocab/vocab_case.hpp"
 #include "suites/vocab/vocab_mutants.hpp"
-#include "suites/vocab/vocab_run.hpp"
 
 #include <rapidcheck.h>
 
