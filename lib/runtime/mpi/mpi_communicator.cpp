@@ -213,7 +213,7 @@ MPI_Comm MpiCommunicator::comm(std::string_view what) {
 
 GroupCalls MpiCommunicator::do_exchange(const CallDesc& call, const void* /*send*/,
                                         void* /*recv*/) {
-  const MPI_Comm c = comm(name(call.op));
+  MPI_Comm c = comm(name(call.op));
   const int p = size();
   my_call_ = call;
   const auto theirs =
@@ -410,7 +410,7 @@ std::uint64_t MpiCommunicator::group_key() const noexcept {
 }
 
 void MpiCommunicator::do_send(ConstBuffer buf, int dst, int tag) {
-  const MPI_Comm c = world_.p2p();
+  MPI_Comm c = world_.p2p();
   const int to = members_[static_cast<std::size_t>(dst)];
   const std::uint64_t seq = sent_[static_cast<std::size_t>(dst)]++;
   const std::uint64_t header[4] = {buf.count, static_cast<std::uint64_t>(buf.dtype),
@@ -438,7 +438,7 @@ void MpiCommunicator::do_send(ConstBuffer buf, int dst, int tag) {
 }
 
 void MpiCommunicator::do_recv(MutBuffer buf, int src, int tag) {
-  const MPI_Comm c = world_.p2p();
+  MPI_Comm c = world_.p2p();
   const int from = members_[static_cast<std::size_t>(src)];
   const std::uint64_t seq = received_[static_cast<std::size_t>(src)]++;
   std::uint64_t header[4] = {};

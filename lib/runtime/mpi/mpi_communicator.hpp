@@ -53,6 +53,8 @@ class MpiCommunicator final : public Communicator {
   ~MpiCommunicator() override;
   MpiCommunicator(const MpiCommunicator&) = delete;
   MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+  MpiCommunicator(MpiCommunicator&&) = delete;
+  MpiCommunicator& operator=(MpiCommunicator&&) = delete;
 
   int rank() const noexcept override { return rank_; }
   int size() const noexcept override { return static_cast<int>(members_.size()); }

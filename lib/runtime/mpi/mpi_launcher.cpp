@@ -7,6 +7,7 @@
 
 #include <mpi.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <exception>
 #include <numeric>
@@ -54,7 +55,7 @@ std::chrono::milliseconds default_timeout() {
     throw UsageError("SHARDCHECK_MPI_TIMEOUT='" + std::string(env) +
                      "' is not a positive number of seconds; set it to e.g. 60 or unset it");
   }
-  return std::chrono::milliseconds(static_cast<long long>(s * 1000 + 0.5));
+  return std::chrono::milliseconds(std::llround(s * 1000));
 }
 
 RunResult run(int world_size, const std::function<void(Communicator&)>& fn,

@@ -31,6 +31,8 @@ class Session {
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
+  Session(Session&&) = delete;
+  Session& operator=(Session&&) = delete;
 };
 
 // How long one rank may wait in one call. @throws UsageError for a malformed variable.

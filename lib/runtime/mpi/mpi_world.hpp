@@ -54,6 +54,8 @@ class World {
   ~World();
   World(const World&) = delete;
   World& operator=(const World&) = delete;
+  World(World&&) = delete;
+  World& operator=(World&&) = delete;
 
   int size() const noexcept { return size_; }
   int processes() const noexcept { return processes_; }

@@ -280,8 +280,12 @@ std::string judge(const Case& k, const Outcome& omp, const Outcome& mpi) {
   }
   const std::string text = m.what();
   for (const auto& part : k.mpi_mentions) {
-    if (text.find(part) == std::string::npos)
-      return "the MPI message lacks \"" + part + "\": " + text;
+    if (text.find(part) == std::string::npos) {
+      std::string why = "the MPI message lacks \"" + part;
+      why += "\": ";
+      why += text;
+      return why;
+    }
   }
   return {};
 }
