@@ -20,11 +20,13 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 using namespace shardcheck;
@@ -319,6 +321,41 @@ int main(int argc, char** argv) {
                   mpi.failure ? kind_of(mpi.failure->cause()).c_str() : "no error");
       std::fflush(stdout);
     }
+  }
+  // The launcher's own errors: a world larger than the job, and a malformed timeout variable.
+  int procs = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &procs);
+  const std::vector<std::pair<const char*, std::function<void()>>> usage = {
+      {"a world larger than the job", [&] { mpi::run(procs + 1, [](Communicator&) {}); }},
+      {"SHARDCHECK_MPI_TIMEOUT=soon",
+       [] {
+         setenv("SHARDCHECK_MPI_TIMEOUT", "soon", 1);
+         const auto restore = [] { unsetenv("SHARDCHECK_MPI_TIMEOUT"); };
+         try {
+           mpi::default_timeout();
+         } catch (...) {
+           restore();
+           throw;
+         }
+         restore();
+       }},
+  };
+  const std::vector<std::string> says = {"start more processes (mpirun -np)",
+                                         "not a positive number of seconds"};
+  for (std::size_t i = 0; i < usage.size(); ++i) {
+    std::string verdict = "no UsageError";
+    try {
+      usage[i].second();
+    } catch (const UsageError& e) {
+      const std::string text = e.what();
+      verdict = text.find(says[i]) == std::string::npos ? "the message lacks the fix: " + text : "";
+    }
+    int bad = verdict.empty() ? 0 : 1;
+    if (bad != 0) std::fprintf(stderr, "rank %d: %s: %s\n", me, usage[i].first, verdict.c_str());
+    int any = 0;
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    (any != 0 ? failed : passed) += 1;
+    if (me == 0) std::printf("%s  %-45s UsageError\n", any != 0 ? "FAIL" : "ok  ", usage[i].first);
   }
   if (me == 0) std::printf("mpi misuse: %d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
