@@ -76,6 +76,17 @@ class RankFailure : public Error {
   std::vector<RankError> all_;
 };
 
+// A captured exception's what(), or "unknown exception (...)" for one not derived from
+// std::exception: how launchers print a rank's failure. @pre e is not null.
+std::string describe_exception(const std::exception_ptr& e);
+
+// Throws the RankFailure a launcher reports after every rank stopped: errors[r] is rank r's
+// exception (null when it returned normally). The primary failure is the lowest rank whose
+// exception is not PeerAborted; the message names it and the ranks that only stopped because of
+// it. Shared by the OpenMP launcher (launcher.cpp) and the MPI one (mpi/mpi_launcher.cpp).
+// @pre some errors[r] is not null.
+[[noreturn]] void throw_rank_failure(const std::vector<std::exception_ptr>& errors);
+
 // Whether the captured exception `e` (a RankError's error, RankFailure::cause()) is an E or
 // derives from it. @pre e is not null.
 template <class E>

@@ -33,7 +33,9 @@ namespace {
 // A secondary failure: the rank only stopped because another one failed first.
 bool is_secondary(const std::exception_ptr& e) { return holds<PeerAborted>(e); }
 
-std::string what_of(const std::exception_ptr& e) {
+}  // namespace
+
+std::string describe_exception(const std::exception_ptr& e) {
   try {
     std::rethrow_exception(e);
   } catch (const std::exception& x) {
@@ -43,10 +45,10 @@ std::string what_of(const std::exception_ptr& e) {
   }
 }
 
-[[noreturn]] void throw_failure(const std::vector<std::exception_ptr>& errors) {
+void throw_rank_failure(const std::vector<std::exception_ptr>& errors) {
   std::vector<RankError> all;
   for (std::size_t r = 0; r < errors.size(); ++r) {
-    if (errors[r]) all.push_back({static_cast<int>(r), errors[r], what_of(errors[r])});
+    if (errors[r]) all.push_back({static_cast<int>(r), errors[r], describe_exception(errors[r])});
   }
   const RankError* primary = &all.front();
   for (const auto& e : all) {
@@ -67,8 +69,6 @@ std::string what_of(const std::exception_ptr& e) {
   std::exception_ptr cause = primary->error;
   throw RankFailure(message, rank, std::move(cause), std::move(all));
 }
-
-}  // namespace
 
 RunResult run(int world_size, const std::function<void(Communicator&)>& fn,
               const RunOptions& options) {
@@ -114,7 +114,7 @@ RunResult run(int world_size, const std::function<void(Communicator&)>& fn,
                 "OMP_DYNAMIC unset) so every rank gets its own thread");
   }
   for (const auto& e : errors) {
-    if (e) throw_failure(errors);
+    if (e) throw_rank_failure(errors);
   }
   return {world.take_ledgers()};
 }

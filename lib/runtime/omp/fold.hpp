@@ -1,8 +1,12 @@
-// The reduction kernel of the OpenMP-thread backend: an elementwise left fold of several
-// ranks' buffers in a given order, the order being what makes each algorithm's rounding its own.
+// The reduction kernel of the OpenMP-thread backend, shared with the MPI backend (runtime/mpi/):
+// an elementwise left fold of several ranks' buffers in a given order, the order being what
+// makes each algorithm's rounding its own. Nothing here depends on how the buffers arrived, so a
+// backend that gathers the contributions into local memory first gets the same bits.
 #pragma once
 
+#include "runtime/counts.hpp"
 #include "runtime/dtype.hpp"
+#include "runtime/ledger.hpp"
 #include "runtime/reduce_op.hpp"
 
 #include <algorithm>
@@ -10,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <vector>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -98,6 +103,17 @@ inline void fold_to(DType dtype, ReduceOp op, std::span<const void* const> input
                                                                       group_size);
     });
   });
+}
+
+// The group ranks whose contributions make chunk `owner`, in folding order (communicator.hpp):
+// ring: owner+1, owner+2, ..., owner (mod p); sequential: 0, 1, ..., p-1. reduce uses the ring
+// order with owner = root.
+inline std::vector<int> fold_order(Algorithm algo, int owner, int p) {
+  std::vector<int> order(static_cast<std::size_t>(p));
+  for (int j = 0; j < p; ++j) {
+    order[static_cast<std::size_t>(j)] = algo == Algorithm::ring ? wrap_rank(owner + 1 + j, p) : j;
+  }
+  return order;
 }
 
 // fold_to with one output.

@@ -11,15 +11,6 @@
 namespace shardcheck::omp {
 namespace {
 
-// The fold order of chunk `owner` (group ranks).
-std::vector<int> fold_order(Algorithm algo, int owner, int p) {
-  std::vector<int> order(static_cast<std::size_t>(p));
-  for (int j = 0; j < p; ++j) {
-    order[static_cast<std::size_t>(j)] = algo == Algorithm::ring ? wrap_rank(owner + 1 + j, p) : j;
-  }
-  return order;
-}
-
 void copy_bytes(void* dst, const void* src, std::size_t bytes) {
   if (bytes != 0 && dst != src) std::memmove(dst, src, bytes);
 }
