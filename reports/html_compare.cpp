@@ -36,6 +36,7 @@ std::string numerics(const CompareReport& r, html::PlotData& plots) {
     }
   }
   std::vector<html::RatioRow> list;
+  list.reserve(rows.size());
   for (auto& [k, row] : rows) list.push_back(row);
   return "<p>Bound ratio = a tensor's largest |error| / its a-priori bound (pass &le; 1), one per "
          "output tensor of a case. assert_close = torch.testing.assert_close with its default "
@@ -58,8 +59,10 @@ std::string profiles(const CompareReport& r, html::PlotData& plots) {
       }
     }
   }
+  // Sharded tensors first (where a boundary bug shows), then by ratio.
   std::stable_sort(failing.begin(), failing.end(), [](const Entry& a, const Entry& b) {
-    return ratio_of(*a.second) > ratio_of(*b.second);
+    const bool sa = a.second->profile.axis >= 0, sb = b.second->profile.axis >= 0;
+    return sa != sb ? sa : ratio_of(*a.second) > ratio_of(*b.second);
   });
   std::vector<Entry> shown = failing;
   for (const auto& [op, e] : worst) shown.push_back(e);
@@ -67,7 +70,8 @@ std::string profiles(const CompareReport& r, html::PlotData& plots) {
   if (shown.empty()) return "<p>No case had a non-zero error.</p>\n";
   std::string s =
       "<p>err/bound of every element along the sharded axis, rank boundaries as vertical "
-      "lines: failing tensors first, then each op's worst passing tensor.</p>\n";
+      "lines: failing tensors first (sharded ones first), then each op's worst passing "
+      "tensor.</p>\n";
   int n = 0;
   for (const auto& [c, t] : shown) {
     s += html::profile_section(plots, "profile-" + std::to_string(n++),
@@ -130,9 +134,9 @@ std::string to_html(const CompareReport& r) {
              escape(c.verdict.explain()) + "</pre>\n" +
              html::replay("shardcheck compare " + c.dir) + "</article>\n";
   }
-  const std::string intro = "<ul class=\"summary\"><li>command: <code>" + escape(r.command) +
+  const std::string intro = R"(<ul class="summary"><li>command: <code>)" + escape(r.command) +
                             "</code></li><li>started: " + escape(r.started) +
-                            " (UTC)</li><li class=\"" + (failed ? "bad" : "good") + "\">" +
+                            R"( (UTC)</li><li class=")" + (failed ? "bad" : "good") + R"(">)" +
                             std::to_string(r.cases.size()) +
                             " cases: " + std::to_string(static_cast<int>(r.cases.size()) - failed) +
                             " passed, " + std::to_string(failed) + " failed</li></ul>\n";

@@ -49,14 +49,14 @@ std::string json_str(const std::string& s) {
 std::string PlotData::figure(const std::string& id, const std::string& json,
                              const std::string& label, const std::string& caption, int height_px) {
   entries_.emplace_back(id, json);
-  return "<figure class=\"plot\" id=\"" + escape(id) +
-         "\"><div class=\"canvas-box\" style=\"height:" + std::to_string(height_px) +
-         "px\"><canvas role=\"img\" aria-label=\"" + escape(label) +
-         "\"></canvas></div><figcaption>" + escape(caption) + "</figcaption></figure>\n";
+  return R"(<figure class="plot" id=")" + escape(id) +
+         R"("><div class="canvas-box" style="height:)" + std::to_string(height_px) +
+         R"(px"><canvas role="img" aria-label=")" + escape(label) +
+         R"("></canvas></div><figcaption>)" + escape(caption) + "</figcaption></figure>\n";
 }
 
 std::string PlotData::script() const {
-  std::string s = "<script type=\"application/json\" id=\"plot-data\">{";
+  std::string s = R"(<script type="application/json" id="plot-data">{)";
   for (std::size_t i = 0; i < entries_.size(); ++i) {
     s += (i ? ",\n" : "\n") + json_str(entries_[i].first) + ": " + entries_[i].second;
   }
@@ -65,15 +65,15 @@ std::string PlotData::script() const {
 
 std::string table(const std::string& caption, const std::vector<std::string>& header,
                   const std::vector<std::vector<std::string>>& rows, const std::string& css_class) {
-  std::string s = "<div class=\"table-box\"><table" +
-                  (css_class.empty() ? std::string() : " class=\"" + css_class + "\"") +
+  std::string s = R"(<div class="table-box"><table)" +
+                  (css_class.empty() ? std::string() : R"( class=")" + css_class + R"(")") +
                   "><caption>" + escape(caption) + "</caption>\n<thead><tr>";
-  for (const auto& h : header) s += "<th scope=\"col\">" + escape(h) + "</th>";
+  for (const auto& h : header) s += R"(<th scope="col">)" + escape(h) + "</th>";
   s += "</tr></thead>\n<tbody>\n";
   for (const auto& row : rows) {
     s += "<tr>";
     for (std::size_t i = 0; i < row.size(); ++i) {
-      s += i == 0 ? "<th scope=\"row\">" + row[i] + "</th>" : "<td>" + row[i] + "</td>";
+      s += i == 0 ? R"(<th scope="row">)" + row[i] + "</th>" : "<td>" + row[i] + "</td>";
     }
     s += "</tr>\n";
   }
@@ -81,7 +81,7 @@ std::string table(const std::string& caption, const std::vector<std::string>& he
 }
 
 std::string replay(const std::string& command) {
-  return "<p class=\"replay-line\">Replay: <code class=\"replay\">" + escape(command) +
+  return R"(<p class="replay-line">Replay: <code class="replay">)" + escape(command) +
          "</code></p>\n";
 }
 
@@ -233,14 +233,14 @@ std::string document(const std::string& title, const std::string& intro,
       "<title>" +
       escape(title) + "</title>\n<style>\n" + std::string(report_css()) +
       "</style>\n</head>\n<body>\n<header>\n<h1>" + escape(title) + "</h1>\n" + intro +
-      "<noscript><p class=\"note\">The plots need JavaScript; every number they show "
+      R"(<noscript><p class="note">The plots need JavaScript; every number they show )"
       "is in the table under them.</p></noscript>\n<nav aria-label=\"Contents\"><ul>";
   for (const auto& sec : sections) {
-    s += "<li><a href=\"#" + escape(sec.id) + "\">" + escape(sec.heading) + "</a></li>";
+    s += R"(<li><a href="#)" + escape(sec.id) + R"(">)" + escape(sec.heading) + "</a></li>";
   }
   s += "</ul></nav>\n</header>\n<main>\n";
   for (const auto& sec : sections) {
-    s += "<section id=\"" + escape(sec.id) + "\">\n<h2>" + escape(sec.heading) + "</h2>\n" +
+    s += R"(<section id=")" + escape(sec.id) + "\">\n<h2>" + escape(sec.heading) + "</h2>\n" +
          sec.body + "</section>\n";
   }
   s += "</main>\n" + plots.script() + "<script>\n" + std::string(chart_js()) +

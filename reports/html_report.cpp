@@ -79,8 +79,10 @@ std::string profiles(const check::Collector& c, html::PlotData& plots) {
     auto& w = worst[{k.impl, k.op}];
     if (w.second == nullptr || s.max_ratio > w.second->max_ratio) w = {&k, &s};
   }
+  // Sharded tensors first (where a boundary bug shows), then by ratio.
   auto by_ratio = [](const Entry& a, const Entry& b) {
-    return a.second->max_ratio > b.second->max_ratio;
+    const bool sa = a.second->worst_profile.axis >= 0, sb = b.second->worst_profile.axis >= 0;
+    return sa != sb ? sa : a.second->max_ratio > b.second->max_ratio;
   };
   std::stable_sort(failing.begin(), failing.end(), by_ratio);
   std::vector<Entry> shown(failing.begin(), failing.end());
@@ -88,9 +90,9 @@ std::string profiles(const check::Collector& c, html::PlotData& plots) {
   if (shown.size() > kMaxProfiles) shown.resize(kMaxProfiles);
   if (shown.empty()) return "<p>No case recorded a non-zero error.</p>\n";
   std::string s =
-      "<p>The case with the largest bound ratio of each failing tensor, then of each op's "
-      "worst passing tensor: err/bound of every element along the sharded axis, rank "
-      "boundaries as vertical lines (a boundary bug shows as errors at a line).</p>\n";
+      "<p>The case with the largest bound ratio of each failing tensor (sharded tensors first), "
+      "then of each op's worst passing tensor: err/bound of every element along the sharded "
+      "axis, rank boundaries as vertical lines (a boundary bug shows as errors at a line).</p>\n";
   int n = 0;
   for (const auto& [k, st] : shown) {
     const std::string title = std::string(st->failed_cases ? "FAIL " : "") + k->impl + " / " +
@@ -130,8 +132,8 @@ std::string mutant_matrix(const Report& r, html::PlotData& plots) {
   for (const auto& m : r.mutants) by_suite[m.suite].push_back(&m);
   std::string s =
       "<p>Each mutant is a planted bug; the suite's properties run against it in order until "
-      "one fails (kills it). A cell: the cases that property needed to kill it, \"passed\" "
-      "when every case passed, \"not run\" after the kill, \"n/a\" when the property does "
+      R"(one fails (kills it). A cell: the cases that property needed to kill it, "passed" )"
+      R"(when every case passed, "not run" after the kill, "n/a" when the property does )"
       "not apply.</p>\n";
   for (const auto& [suite_name, mutants] : by_suite) {
     const auto* suite = check::SuiteRegistry::instance().find(suite_name);
@@ -173,23 +175,23 @@ std::string mutant_matrix(const Report& r, html::PlotData& plots) {
     }
     const std::string id = "mutants-" + suite_name;
     const int height = 80 + 24 * static_cast<int>(mutants.size());
+    const std::string matrix_json = R"({"type": "kill-matrix", "rows": [)" + names +
+                                    R"(], "cols": [)" + columns + R"(], "cells": [)" + cells + "]}";
+    const std::string cases_json =
+        R"({"type": "kill-cases", "rows": [)" + names + R"(], "cases": [)" + kill_cases + "]}";
+    s += "<h3>" + escape(suite_name) + "</h3>\n<div class=\"pair\">\n";
+    s += plots.figure(id + "-matrix", matrix_json,
+                      "Matrix of the " + suite_name +
+                          " mutants against its properties, coloured by cases to kill; the "
+                          "table below holds every cell.",
+                      "Kill matrix: cases to kill (darker: fewer), passed, not run, n/a.",
+                      height + 120);
+    s += plots.figure(id + "-cases", cases_json,
+                      "Bars: cases each " + suite_name +
+                          " mutant took to be killed (0: survived); the table below holds them.",
+                      "Cases to kill each mutant (log scale; 0: survived).", height);
+    s += "</div>\n";
     s +=
-        "<h3>" + escape(suite_name) + "</h3>\n<div class=\"pair\">\n" +
-        plots.figure(id + "-matrix",
-                     R"({"type": "kill-matrix", "rows": [)" + names + R"(], "cols": [)" + columns +
-                         R"(], "cells": [)" + cells + "]}",
-                     "Matrix of the " + suite_name +
-                         " mutants against its properties, coloured by cases to kill; the "
-                         "table below holds every cell.",
-                     "Kill matrix: cases to kill (darker: fewer), passed, not run, n/a.",
-                     height + 120) +
-        plots.figure(
-            id + "-cases",
-            R"({"type": "kill-cases", "rows": [)" + names + R"(], "cases": [)" + kill_cases + "]}",
-            "Bars: cases each " + suite_name +
-                " mutant took to be killed (0: survived); the table below holds them.",
-            "Cases to kill each mutant (log scale; 0: survived).", height) +
-        "</div>\n" +
         html::table("Mutants of " + suite_name + " against its properties", header, body, "matrix");
   }
   return s;
@@ -200,18 +202,17 @@ std::string mutant_matrix(const Report& r, html::PlotData& plots) {
 std::string to_html(const Report& r) {
   html::PlotData plots;
   const Counts n = count(r);
-  std::string intro = "<ul class=\"summary\"><li>command: <code>" + escape(r.command) +
+  std::string intro = R"(<ul class="summary"><li>command: <code>)" + escape(r.command) +
                       "</code></li><li>started: " + escape(r.started) + " (UTC)</li><li>seed " +
                       std::to_string(r.seed) + ", " + std::to_string(r.cases) +
                       " cases per property, max world " + std::to_string(r.config.max_world) +
-                      "</li><li class=\"" + (n.failed ? "bad" : "good") +
-                      "\">properties: " + std::to_string(n.passed) + " passed, " +
-                      std::to_string(n.failed) + " failed</li>";
+                      R"(</li><li class=")" + (n.failed ? "bad" : "good") + R"(">properties: )" +
+                      std::to_string(n.passed) + " passed, " + std::to_string(n.failed) +
+                      " failed</li>";
   if (!r.mutants.empty()) {
     const auto survived = static_cast<int>(r.mutants.size()) - n.killed;
-    intro += "<li class=\"" + std::string(survived ? "bad" : "good") +
-             "\">mutants: " + std::to_string(n.killed) + " killed, " + std::to_string(survived) +
-             " survived</li>";
+    intro += R"(<li class=")" + std::string(survived ? "bad" : "good") + R"(">mutants: )" +
+             std::to_string(n.killed) + " killed, " + std::to_string(survived) + " survived</li>";
   }
   intro += "</ul>\n";
   std::vector<html::Section> sections;

@@ -18,7 +18,7 @@
 // data removed or a console.error added: the check must then fail (the WILL_FAIL tests).
 // Chromium runs with --no-sandbox: its sandbox cannot start as root in a container.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -45,6 +45,10 @@ if (args.length !== 2) {
 }
 const [pagePath, screenshotPath] = args.map((a) => resolve(a));
 const problems = [];
+if (!existsSync(pagePath)) {
+  console.error(`check_page: ${pagePath} does not exist (was the report written?)`);
+  process.exit(1);
+}
 const profile = mkdtempSync(join(tmpdir(), 'shardcheck-chromium-'));
 
 let page = pagePath;
@@ -233,7 +237,9 @@ try {
   // Chromium's own stderr (minus its D-Bus noise: no system bus in a container) says why.
   const log = stderr.split('\n').filter((l) => !l.includes('dbus')).join('\n');
   problems.push(`${e.message}\n${log.slice(-2000)}`);
+  const exited = new Promise((ok) => browser.once('exit', ok));
   browser.kill('SIGKILL');
+  await exited;
 } finally {
   clearTimeout(timer);
   rmSync(profile, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });

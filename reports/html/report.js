@@ -177,7 +177,9 @@
   function killMatrix(canvas, spec) {
     var s = sized(canvas), ctx = s.ctx;
     var left = 12 + Math.max.apply(null, spec.rows.map(function (r) { return ctx.measureText(r).width; }));
-    var top = 110, right = 10, bottom = 8;
+    // Column labels at 45 degrees: room above and to the right for the longest.
+    var slant = 0.71 * Math.max.apply(null, spec.cols.map(function (c) { return ctx.measureText(c).width; }));
+    var top = 14 + slant, right = 10 + slant, bottom = 8;
     var cw = (s.w - left - right) / spec.cols.length, ch = (s.h - top - bottom) / spec.rows.length;
     var most = 1;
     spec.cells.forEach(function (row) { row.forEach(function (v) { most = Math.max(most, v); }); });
