@@ -175,10 +175,11 @@ std::string mutant_matrix(const Report& r, html::PlotData& plots) {
     }
     const std::string id = "mutants-" + suite_name;
     const int height = 80 + 24 * static_cast<int>(mutants.size());
-    const std::string matrix_json = R"({"type": "kill-matrix", "rows": [)" + names +
-                                    R"(], "cols": [)" + columns + R"(], "cells": [)" + cells + "]}";
-    const std::string cases_json =
-        R"({"type": "kill-cases", "rows": [)" + names + R"(], "cases": [)" + kill_cases + "]}";
+    std::string matrix_json = R"({"type": "kill-matrix", "rows": [)";
+    matrix_json.append(names).append(R"(], "cols": [)").append(columns);
+    matrix_json.append(R"(], "cells": [)").append(cells).append("]}");
+    std::string cases_json = R"({"type": "kill-cases", "rows": [)";
+    cases_json.append(names).append(R"(], "cases": [)").append(kill_cases).append("]}");
     s += "<h3>" + escape(suite_name) + "</h3>\n<div class=\"pair\">\n";
     s += plots.figure(id + "-matrix", matrix_json,
                       "Matrix of the " + suite_name +

@@ -38,7 +38,8 @@ TEST(ErrorProfile, HoldsEveryElementAlongTheShardedAxisWithTheRankBoundaries) {
   Tensor<double> exact(Shape{6, 3}), actual(Shape{6, 3}), bound(Shape{6, 3});
   for (std::size_t i = 0; i < exact.size(); ++i) {
     exact[i] = 1.0;
-    actual[i] = 1.0 + static_cast<double>(10 * (i / 3) + i % 3);
+    const std::size_t row = i / 3;  // row-major [6, 3]: element (row, i % 3)
+    actual[i] = 1.0 + static_cast<double>(10 * row + i % 3);
     bound[i] = 100.0;
   }
   const auto c = check::check_tensor("y", actual, exact, bound, Placement::shard(0), 3);
