@@ -32,7 +32,7 @@ void write_file_atomically(const std::string& path, const std::string& text) {
 }
 
 void write_report_files(const std::string& dir, const std::string& json,
-                        const std::string& markdown) {
+                        const std::string& markdown, const std::string& html) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) {
@@ -41,6 +41,7 @@ void write_report_files(const std::string& dir, const std::string& json,
   }
   write_file_atomically((std::filesystem::path(dir) / "report.json").string(), json);
   write_file_atomically((std::filesystem::path(dir) / "report.md").string(), markdown);
+  write_file_atomically((std::filesystem::path(dir) / "report.html").string(), html);
 }
 
 }  // namespace shardcheck::report

@@ -11,9 +11,10 @@ namespace shardcheck::report {
 // cannot be written or renamed.
 void write_file_atomically(const std::string& path, const std::string& text);
 
-// Creates `dir` (and its parents), then writes dir/report.json and dir/report.md atomically.
+// Creates `dir` (and its parents), then writes dir/report.json, dir/report.md and
+// dir/report.html, each atomically.
 // @throws UsageError naming the directory or file that cannot be created or written.
 void write_report_files(const std::string& dir, const std::string& json,
-                        const std::string& markdown);
+                        const std::string& markdown, const std::string& html);
 
 }  // namespace shardcheck::report

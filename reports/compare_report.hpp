@@ -36,8 +36,10 @@ std::vector<ToleranceRow> tolerance_table(const CompareReport& r);
 
 std::string to_json(const CompareReport& r);
 std::string to_markdown(const CompareReport& r);
+// report.html: the cases, the tolerance table and their plots (docs/reports.md).
+std::string to_html(const CompareReport& r);
 
-// Writes dir/report.json and dir/report.md (creating dir), each atomically.
+// Writes dir/report.json, dir/report.md and dir/report.html (creating dir), each atomically.
 // @throws UsageError naming the path when it cannot be created or written.
 void write_compare_report(const CompareReport& r, const std::string& dir);
 

@@ -127,8 +127,8 @@ std::string to_markdown(const Report& r) {
 }
 
 void write_report(const Report& r, const std::string& dir) {
-  // Both texts first: a failure to render leaves nothing half-written.
-  write_report_files(dir, to_json(r), to_markdown(r));
+  // Every text first: a failure to render leaves nothing half-written.
+  write_report_files(dir, to_json(r), to_markdown(r), to_html(r));
 }
 
 }  // namespace shardcheck::report

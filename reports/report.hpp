@@ -33,7 +33,7 @@ struct Report {
   const check::Collector* collector = nullptr;  // per (op, dtype, P, tensor) statistics
 };
 
-// Writes dir/report.json and dir/report.md (creating dir).
+// Writes dir/report.json, dir/report.md and dir/report.html (creating dir), each atomically.
 // @throws UsageError naming the path when it cannot be created or written.
 void write_report(const Report& r, const std::string& dir);
 
@@ -50,5 +50,13 @@ inline Counts count(const Report& r) {
 
 std::string to_json(const Report& r);
 std::string to_markdown(const Report& r);
+// report.html: one self-contained page (plots inlined, no network; docs/reports.md).
+std::string to_html(const Report& r);
+
+// The command that replays property `property` of `suite` on implementation `impl` as run in
+// `r` (its seed, cases, max world and, unless they are the default, dtypes):
+// "shardcheck check SUITE --impl IMPL --property P --seed S --cases N --max-world W".
+std::string replay_command(const Report& r, const std::string& suite, const std::string& property,
+                           const std::string& impl);
 
 }  // namespace shardcheck::report

@@ -1,11 +1,31 @@
 #include "engine/collector.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
 
 namespace shardcheck::check {
 namespace {
 Collector* g_active = nullptr;  // the main thread's; cases run on the main thread only
 }  // namespace
+
+std::size_t ratio_bin(double ratio) {
+  if (!(ratio > 0)) return std::isnan(ratio) ? kRatioBins - 1 : 0;
+  const auto* edge = std::lower_bound(kRatioEdges.begin() + 1, kRatioEdges.end(), ratio);
+  return static_cast<std::size_t>(edge - kRatioEdges.begin());
+}
+
+std::string ratio_bin_label(std::size_t bin) {
+  auto text = [](double v) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return std::string(buf);
+  };
+  if (bin == 0) return "0";
+  if (bin >= kRatioEdges.size()) return "> " + text(kRatioEdges.back());
+  return "(" + text(kRatioEdges[bin - 1]) + ", " + text(kRatioEdges[bin]) + "]";
+}
 
 Collector* Collector::active() { return g_active; }
 
@@ -27,9 +47,12 @@ void Collector::record(const CaseVerdict& v) {
     s.max_ulp = std::max(s.max_ulp, t.max_ulp);
     if (!t.fixed_tolerance_pass() && t.pass()) ++s.fixed_false_alarms;
     if (t.fixed_tolerance_pass() && !t.pass()) ++s.fixed_missed;
+    const double ratio = t.problem.empty() ? t.max_ratio : std::numeric_limits<double>::infinity();
+    ++s.ratio_histogram.at(ratio_bin(ratio));
     if (t.max_ratio >= s.max_ratio || s.worst_case.empty()) {
       s.max_ratio = std::max(s.max_ratio, t.max_ratio);
       s.worst_case = v.case_text + " | " + t.summary();
+      s.worst_profile = t.profile;
     }
   }
 }

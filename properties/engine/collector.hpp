@@ -1,11 +1,13 @@
 // Collects what the cases of a run measured, for the summary lines and the reports: per
 // (suite, property, implementation, op, dtype, P, tensor) the number of cases, the largest
 // error, bound ratio and ULP distance, how often a fixed assert_close tolerance disagreed with
-// the bound's verdict, and the worst case in words.
+// the bound's verdict, the distribution of the cases' bound ratios, and the worst case in words
+// with its per-element error profile (engine/tensor_check.hpp, at most 4096 cells).
 #pragma once
 
 #include "engine/verdict.hpp"
 
+#include <array>
 #include <map>
 #include <string>
 #include <tuple>
@@ -22,6 +24,15 @@ struct StatKey {
   friend bool operator<(const StatKey& a, const StatKey& b) { return a.tie() < b.tie(); }
 };
 
+// The bins of the bound-ratio histogram: a case's ratio (its tensor's largest err/bound) falls in
+// bin k when kRatioEdges[k-1] < ratio <= kRatioEdges[k] (bin 0: ratio == 0, an exact result; the
+// last bin: above 10, NaN/Inf mismatches included). Bins 0-6 pass (ratio <= 1), 7-8 fail.
+constexpr std::array<double, 8> kRatioEdges = {0, 1e-4, 1e-3, 1e-2, 0.1, 0.5, 1, 10};
+constexpr std::size_t kRatioBins = kRatioEdges.size() + 1;
+std::size_t ratio_bin(double ratio);
+// "0", "(0, 1e-4]", ..., "(1, 10]", "> 10"
+std::string ratio_bin_label(std::size_t bin);
+
 struct Stat {
   int cases = 0;
   int failed_cases = 0;
@@ -32,7 +43,9 @@ struct Stat {
   // (a false alarm) and cases it would pass although the bound fails (a missed bug).
   int fixed_false_alarms = 0;
   int fixed_missed = 0;
-  std::string worst_case;  // explanation of the case with the largest ratio
+  std::array<int, kRatioBins> ratio_histogram{};  // cases per bin of their bound ratio
+  std::string worst_case;                         // explanation of the case with the largest ratio
+  ErrorProfile worst_profile;  // that case's per-element errors along the sharded axis
 };
 
 class Collector {

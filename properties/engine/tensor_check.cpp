@@ -24,7 +24,30 @@ std::string where(const TensorCheck& c) {
   return s;
 }
 
+std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
+
 }  // namespace
+
+void ErrorProfile::reset(const Shape& shape, const Placement& placement, int parts) {
+  *this = ErrorProfile{};
+  if (numel(shape) == 0) return;
+  const std::size_t a = placement.is_shard() ? placement.dim() : 0;
+  axis = placement.is_shard() ? static_cast<int>(a) : -1;
+  length = shape.empty() ? 1 : shape.at(a);
+  inner_ = 1;
+  for (std::size_t d = a + 1; d < shape.size(); ++d) inner_ *= shape[d];
+  rest = numel(shape) / length;
+  row_block = ceil_div(length, rest == 1 ? kMaxCells : kMaxRows);
+  rows = ceil_div(length, row_block);
+  col_block = ceil_div(rest, kMaxCells / rows);
+  cols = ceil_div(rest, col_block);
+  error.assign(rows * cols, 0.0);
+  ratio.assign(rows * cols, 0.0);
+  if (placement.is_shard()) {
+    const auto pieces = split(placement.policy(), length, parts);
+    for (std::size_t r = 1; r < pieces.size(); ++r) boundaries.push_back(pieces[r].offset);
+  }
+}
 
 std::string TensorCheck::summary() const {
   std::string s = name + " " + format_shape(shape) + " " + placement + ": ";

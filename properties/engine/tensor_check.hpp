@@ -18,6 +18,7 @@
 #include "runtime/dtype.hpp"
 #include "tensor/tensor.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <limits>
@@ -40,6 +41,42 @@ constexpr FixedTolerance torch_default_tolerance(DType t) {
     default: return {0, 0};
   }
 }
+
+// The error of every element along the sharded axis, for the HTML report's plots, pooled to at
+// most kMaxCells cells. The tensor of shape [d0, ..., dk] with sharded dimension a (a = 0 when it
+// is replicated or partial) is viewed as a matrix [d_a, rest], rest = the product of the other
+// dimensions in row-major order (column c of row r is the element whose index along a is r and
+// whose other indices, read as one row-major number, are c). Cell (i, j) covers the block of
+// row_block x col_block elements starting at (i*row_block, j*col_block) and holds the block's
+// largest |error| and largest bound ratio (ratio inf: a NaN/Inf mismatch). A 1-D tensor (or
+// rest = 1) gets up to kMaxCells rows; otherwise at most kMaxRows rows and kMaxCells/rows columns.
+struct ErrorProfile {
+  static constexpr std::size_t kMaxCells = 4096;
+  static constexpr std::size_t kMaxRows = 64;
+  int axis = -1;           // the sharded dimension; -1: every rank holds every element
+  std::size_t length = 0;  // d_a: elements along the axis
+  std::size_t rest = 0;    // elements per index along the axis
+  std::size_t row_block = 1, col_block = 1;
+  std::size_t rows = 0, cols = 0;       // cells
+  std::vector<std::size_t> boundaries;  // element offsets along the axis where ranks 1.. begin
+  std::vector<double> error;            // rows x cols, row-major
+  std::vector<double> ratio;            // rows x cols, row-major
+
+  // Sizes the profile of a tensor of `shape` under `placement` split into `parts`.
+  void reset(const Shape& shape, const Placement& placement, int parts);
+  // Adds element `flat` (row-major index into the tensor) with its error and ratio.
+  void add(std::size_t flat, double err, double bound_ratio) {
+    const std::size_t k = flat % inner_;
+    const std::size_t outer = flat / (inner_ * length);
+    const std::size_t row = (flat / inner_) % length;
+    const std::size_t cell = (row / row_block) * cols + (outer * inner_ + k) / col_block;
+    error[cell] = std::max(error[cell], err);
+    ratio[cell] = std::max(ratio[cell], bound_ratio);
+  }
+
+ private:
+  std::size_t inner_ = 1;  // product of the dimensions after the axis
+};
 
 struct TensorCheck {
   std::string name;       // "y", "dx", ...
@@ -70,6 +107,8 @@ struct TensorCheck {
   double worst_actual = 0;
   double worst_exact = 0;
   double worst_bound = 0;
+
+  ErrorProfile profile;  // every element's error, pooled (empty when nothing was compared)
 
   std::vector<int> divergent_ranks;  // replicated tensor whose ranks disagree in some bit
   std::string problem;               // e.g. a piece of the wrong shape: nothing was compared
@@ -138,6 +177,7 @@ TensorCheck check_tensor(std::string name, const Tensor<T>& actual, const Tensor
   const auto tol = torch_default_tolerance(c.dtype);
   const double overflow = detail::overflow_threshold<T>();
   double worst = -1;
+  c.profile.reset(c.shape, placement, parts);
   for (std::size_t i = 0; i < exact.size(); ++i) {
     const T a_t = actual[i];
     const auto a = static_cast<double>(a_t);
@@ -171,6 +211,7 @@ TensorCheck check_tensor(std::string name, const Tensor<T>& actual, const Tensor
         c.bound_rtol = std::max(c.bound_rtol, (b_d - tol.atol) / std::fabs(e_d));
       }
     }
+    c.profile.add(i, err, ratio);
     if (special) ++c.special_mismatches;
     if (ratio > 1) ++c.over_bound;
     c.max_ratio = std::max(c.max_ratio, ratio);

@@ -1,0 +1,124 @@
+// Unit tests of what report.html is built from: the bound-ratio bins and the per-element error
+// profile (engine/collector.hpp, engine/tensor_check.hpp), escaping, and a page built from a
+// real collector (the replay command, no network address, every figure with its data).
+// The rendering itself is tested in a browser: check_page.mjs (ctest -L html).
+#include "engine/collector.hpp"
+#include "engine/tensor_check.hpp"
+#include "reports/html_page.hpp"
+#include "reports/report.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace shardcheck {
+namespace {
+
+TEST(RatioBins, EdgesBelongToTheLowerBinAndFailuresAreAboveOne) {
+  EXPECT_EQ(check::ratio_bin(0.0), 0U);
+  EXPECT_EQ(check::ratio_bin(1e-9), 1U);
+  EXPECT_EQ(check::ratio_bin(1e-4), 1U);
+  EXPECT_EQ(check::ratio_bin(0.5), 5U);
+  EXPECT_EQ(check::ratio_bin(1.0), 6U);
+  EXPECT_EQ(check::ratio_bin(1.0000001), 7U);
+  EXPECT_EQ(check::ratio_bin(10.0), 7U);
+  EXPECT_EQ(check::ratio_bin(11.0), 8U);
+  EXPECT_EQ(check::ratio_bin(std::numeric_limits<double>::infinity()), 8U);
+  EXPECT_EQ(check::ratio_bin(std::nan("")), 8U);
+  EXPECT_EQ(check::ratio_bin_label(0), "0");
+  EXPECT_EQ(check::ratio_bin_label(6), "(0.5, 1]");
+  EXPECT_EQ(check::ratio_bin_label(8), "> 10");
+}
+
+// A [6, 3] tensor sharded on dim 0 over 3 ranks: 2 rows each; the error of element (r, c) is
+// 10r + c, its bound 100, so every cell of the (unpooled) profile is known.
+TEST(ErrorProfile, HoldsEveryElementAlongTheShardedAxisWithTheRankBoundaries) {
+  Tensor<double> exact(Shape{6, 3}), actual(Shape{6, 3}), bound(Shape{6, 3});
+  for (std::size_t i = 0; i < exact.size(); ++i) {
+    exact[i] = 1.0;
+    const std::size_t row = i / 3;  // row-major [6, 3]: element (row, i % 3)
+    actual[i] = 1.0 + static_cast<double>(10 * row + i % 3);
+    bound[i] = 100.0;
+  }
+  const auto c = check::check_tensor("y", actual, exact, bound, Placement::shard(0), 3);
+  const auto& p = c.profile;
+  EXPECT_EQ(p.axis, 0);
+  EXPECT_EQ(p.rows, 6U);
+  EXPECT_EQ(p.cols, 3U);
+  EXPECT_EQ(p.boundaries, (std::vector<std::size_t>{2, 4}));
+  EXPECT_DOUBLE_EQ(p.error[4 * 3 + 2], 42.0);
+  EXPECT_DOUBLE_EQ(p.ratio[4 * 3 + 2], 0.42);
+}
+
+// Sharded on the last dim of [2, 5000]: the profile's rows run along dim 1, pooled by the
+// largest in each block, and at most 4096 cells.
+TEST(ErrorProfile, PoolsLargeTensorsByTheBlockMaximum) {
+  Tensor<double> exact(Shape{2, 5000}), actual(Shape{2, 5000}), bound(Shape{2, 5000});
+  for (std::size_t i = 0; i < exact.size(); ++i) {
+    exact[i] = 0;
+    actual[i] = i == 4999 ? 0.5 : 0.0;  // element (0, 4999)
+    bound[i] = 1;
+  }
+  const auto c = check::check_tensor("y", actual, exact, bound, Placement::shard(1), 4);
+  const auto& p = c.profile;
+  EXPECT_EQ(p.axis, 1);
+  EXPECT_EQ(p.length, 5000U);
+  EXPECT_EQ(p.rest, 2U);
+  EXPECT_LE(p.rows * p.cols, check::ErrorProfile::kMaxCells);
+  EXPECT_EQ(p.rows, 64U);
+  const std::size_t row = 4999 / p.row_block;
+  EXPECT_DOUBLE_EQ(p.ratio[row * p.cols + 0], 0.5);
+  EXPECT_DOUBLE_EQ(p.ratio[row * p.cols + p.cols - 1], 0.0);
+  EXPECT_EQ(p.boundaries, (std::vector<std::size_t>{1250, 2500, 3750}));
+}
+
+TEST(Html, EscapesMarkupAndKeepsScriptBlocksClosedOnlyByThemselves) {
+  EXPECT_EQ(report::html::escape("<a href=\"x\">&'"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;");
+  EXPECT_EQ(report::html::json_str("</script>"), "\"\\u003c/script>\"");
+}
+
+// A failing property recorded by a collector: the page holds its replay command, a figure per
+// plot with its data, and no address outside the file.
+TEST(Html, APageOfAFailingRunHasItsReplayCommandAndNoNetworkAddress) {
+  check::Collector collector;
+  collector.set_context("linear", "forward_within_bound", "mutant:x");
+  check::CaseVerdict v;
+  v.op = "column_parallel_linear";
+  v.world = 2;
+  v.case_text = "P=2";
+  Tensor<double> exact(Shape{4}), actual(Shape{4}), bound(Shape{4});
+  for (std::size_t i = 0; i < 4; ++i) {
+    exact[i] = 1;
+    actual[i] = i == 2 ? 3 : 1;  // the first element of rank 1's piece
+    bound[i] = 1;
+  }
+  v.tensors.push_back(check::check_tensor("y", actual, exact, bound, Placement::shard(0), 2));
+  collector.record(v);
+  report::Report r;
+  r.seed = 7;
+  r.cases = 20;
+  r.collector = &collector;
+  check::PropertyOutcome p;
+  p.suite = "linear";
+  p.property = "forward_within_bound";
+  p.impl = "mutant:x";
+  p.message = "y: worst element";
+  r.properties.push_back(p);
+  const std::string page = report::to_html(r);
+  EXPECT_NE(page.find("shardcheck check linear --impl mutant:x --property forward_within_bound "
+                      "--seed 7 --cases 20 --max-world 8"),
+            std::string::npos);
+  EXPECT_EQ(page.find("http://"), std::string::npos);
+  EXPECT_EQ(page.find("<script src"), std::string::npos);
+  for (const char* id : {"numerics-0-ratios", "numerics-0-assert-close", "profile-0"}) {
+    EXPECT_NE(page.find("<figure class=\"plot\" id=\"" + std::string(id) + "\""), std::string::npos)
+        << id;
+    EXPECT_NE(page.find("\"" + std::string(id) + "\": {"), std::string::npos) << id;
+  }
+  EXPECT_NE(page.find("\"boundaries\": [2]"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace shardcheck
