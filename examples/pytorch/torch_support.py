@@ -23,7 +23,7 @@ try:
 except ImportError:
     sys.exit("torch is missing: scripts/setup installs python3-torch (Debian)")
 
-from compare_support import Session, failing_tensors  # noqa: E402
+from compare_support import Session, all_passed, failing_tensors  # noqa: E402
 import shardcheck_case as sc  # noqa: E402,F401 (re-exported)
 
 DTYPES = {torch.float64: "float64", torch.float32: "float32"}
@@ -49,8 +49,7 @@ class Checks(Session):
         """All n cases under case_dir pass (exit 0); returns the output."""
         code, out = self.compare(case_dir)
         print(out)
-        self.expect(what + " (exit 0)",
-                    code == 0 and "%d cases, %d passed, 0 failed" % (n, n) in out, out)
+        self.expect(what + " (exit 0)", all_passed(code, out, n), out)
         return out
 
     def expect_fails(self, what, case_dir, tensors):

@@ -43,12 +43,15 @@ void expect_model(const std::vector<Measured>& measured, const Predict& predict)
   RC_ASSERT(d == std::string());
 }
 
-// One property per op: a generated case, a run in the drawn type, the model for it.
+// One property per op: a generated case, a run in the drawn type, the model for it. `run` names
+// a function template (run_column), so it cannot be parenthesized.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define SHARDCHECK_MEASURED(run, predict, k)      \
   for_drawn_type([&](auto t) {                    \
     using T = typename decltype(t)::type;         \
     expect_model(run<T>(k), predict(k, eb<T>())); \
   })
+// NOLINTEND(bugprone-macro-parentheses)
 
 // ------------------------------------------------------------------ column / row parallel
 
