@@ -57,6 +57,7 @@ def signature(log, frames=3):
     kind_m = KIND.search(log)
     kind = kind_m.group(0) if kind_m else "unknown"
     kind = re.sub(r"0x[0-9a-f]+|\d+", "N", kind).strip(" (").replace(" on", "")
+    kind = kind.replace("ERROR: ", "").replace("SUMMARY: ", "")
     if "runtime error:" in kind:  # keep the check, drop the values it names
         kind = "UBSan: " + re.sub(r"'[^']*'", "'T'", kind.split("runtime error:")[1]).strip()[:80]
     top = []
@@ -66,7 +67,7 @@ def signature(log, frames=3):
             if top and line.strip() == "":
                 break
             continue
-        fn = short_function(m.group(2))
+        fn = short_function(m.group(2).replace("(anonymous namespace)", "{anon}"))
         if RUNTIME_FRAME.match(fn) or "/compiler-rt/" in m.group(3) or "libFuzzer" in m.group(3):
             continue
         top.append(fn)
@@ -113,11 +114,13 @@ def fuzz(h, seconds, jobs, work, corpus, root):
     text = log.read_text(errors="replace")
     execs = [int(m) for m in re.findall(r"^#(\d+):", text, re.M)]
     cov = re.findall(r"cov: (\d+) ft: (\d+)", text)
+    rates = re.findall(r"exec/s:? (\d+)", text)
     return {
         "status": status,
         "seconds": round(elapsed, 1),
         "executions": execs[-1] if execs else 0,
         "exec_per_s": round(execs[-1] / elapsed, 1) if execs and elapsed > 0 else 0,
+        "libfuzzer_exec_per_s": int(rates[-1]) if rates else None,
         "edges": int(cov[-1][0]) if cov else None,
         "features": int(cov[-1][1]) if cov else None,
         "log": str(log),
@@ -152,23 +155,25 @@ def replay(h, input_path, work, root):
 
 
 def triage(h, crashes, seconds, work, root):
-    """Every crash minimized and replayed; grouped by signature. Returns one finding per
-    signature: its kind, frames, slug, minimized input, report and how many crashes it holds."""
-    findings = {}
-    per_crash = max(5, seconds / max(1, len(crashes)))
-    for i, crash in enumerate(crashes):
-        minimized = work / f"minimized-{i}"
-        minimize(h, crash, minimized, per_crash, work, root)
-        status, log = replay(h, minimized, work, root)
-        if status == 0:  # the minimized input no longer fails: judge the original
-            minimized = Path(crash)
-            status, log = replay(h, minimized, work, root)
+    """Every crash replayed and grouped by signature; the smallest input of each group then
+    minimized (kept only when the minimized input fails with the same signature). Returns one
+    finding per signature: its kind, frames, slug, input, report and how many crashes it holds."""
+    groups = {}
+    for crash in crashes:
+        status, log = replay(h, crash, work, root)
         kind, top = signature(log)
-        key = slug(kind, top)
-        f = findings.setdefault(key, {"slug": key, "kind": kind, "frames": top, "crashes": 0,
-                                      "input": str(minimized), "report": log,
-                                      "replays": status != 0})
-        f["crashes"] += 1
-        if Path(minimized).stat().st_size < Path(f["input"]).stat().st_size:
-            f["input"], f["report"], f["replays"] = str(minimized), log, status != 0
-    return list(findings.values())
+        g = groups.setdefault(slug(kind, top), {"kind": kind, "frames": top, "inputs": []})
+        g["inputs"].append((Path(crash).stat().st_size, str(crash), log, status))
+    findings = []
+    per_group = max(5, seconds / max(1, len(groups)))
+    for i, (key, g) in enumerate(sorted(groups.items())):
+        _, smallest, log, status = min(g["inputs"])
+        minimized = work / f"minimized-{i}"
+        minimize(h, smallest, minimized, per_group, work, root)
+        m_status, m_log = replay(h, minimized, work, root)
+        if m_status != 0 and slug(*signature(m_log)) == key:
+            smallest, log, status = str(minimized), m_log, m_status
+        findings.append({"slug": key, "kind": g["kind"], "frames": g["frames"],
+                         "crashes": len(g["inputs"]), "input": smallest, "report": log,
+                         "replays": status != 0})
+    return findings
