@@ -2,6 +2,7 @@
 // states the cases it ran and stops near its budget; a failure found in a later batch replays
 // with its batch's seed; the example database records a failure once, replays it first on the
 // next run (failing again, or reported as no longer failing), and refuses malformed lines.
+#include "tools/shardcheck/check_campaign.hpp"
 #include "tools/shardcheck/cli_test_support.hpp"
 
 #include <gtest/gtest.h>
@@ -76,6 +77,12 @@ TEST(CheckTime, RunsBatchesUntilItsBudgetAndStatesTheCasesRun) {
   // The budget holds: the batch running at the deadline stops at its next case.
   EXPECT_LT(took, 3.0 + 2.0) << r.out;
   EXPECT_GT(took, 2.5) << r.out;
+}
+
+TEST(CheckTime, BatchSeedsStartAtTheSeedAndStepByTheGoldenRatio) {
+  EXPECT_EQ(batch_seed(5, 0), 5U);
+  EXPECT_EQ(batch_seed(5, 2), 5U + 2U * 0x9E3779B97F4A7C15ULL);
+  EXPECT_NE(batch_seed(6, 1), batch_seed(5, 2));
 }
 
 TEST(CheckTime, AFailureReplaysWithItsBatchSeedAndOneHundredCases) {
