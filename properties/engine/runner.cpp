@@ -51,11 +51,15 @@ PropertyOutcome run_property(const Suite& suite, const std::string& property,
   rc::detail::TestListenerAdapter quiet;
   int skipped = 0;      // cases drawn after params.deadline, passed without running
   bool failed = false;  // a case failed: shrinking runs every candidate, deadline or not
+  int ran = 0;          // cases run so far (shrinking candidates included)
   const auto body = [&] {
-    if (params.deadline && !failed && std::chrono::steady_clock::now() >= *params.deadline) {
+    // The first case always runs, so a property never passes on no case at all.
+    if (params.deadline && !failed && ran > 0 &&
+        std::chrono::steady_clock::now() >= *params.deadline) {
       ++skipped;
       return;
     }
+    ++ran;
     try {
       suite.run_case(property, impl, config);
     } catch (const rc::detail::CaseResult& r) {

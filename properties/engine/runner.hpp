@@ -22,10 +22,10 @@ struct RunParams {
   int cases = 100;     // RapidCheck's max_success
   int max_size = 100;  // RapidCheck's max_size (keep <= 100: docs/building.md)
   bool shrink = true;
-  // When set, every case drawn after this moment passes at once without running (so RapidCheck
-  // finishes its max_success quickly) and is not counted in PropertyOutcome::cases; a failure
-  // found before it is shrunk in full (the deadline no longer applies once a case failed). A run
-  // that stops at the deadline replays exactly with the same seed and cases: the failing case
+  // When set, every case drawn after this moment (but the first) passes at once without running (so
+  // RapidCheck finishes its max_success quickly) and is not counted in PropertyOutcome::cases; a
+  // failure found before it is shrunk in full (the deadline no longer applies once a case failed).
+  // A run that stops at the deadline replays exactly with the same seed and cases: the failing case
   // comes before any skipped one.
   std::optional<std::chrono::steady_clock::time_point> deadline;
 };
