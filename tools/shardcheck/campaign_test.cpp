@@ -48,7 +48,7 @@ std::vector<std::string> lines_of(const std::filesystem::path& p) {
 }
 
 std::filesystem::path fresh(const char* name) {
-  const auto p = std::filesystem::temp_directory_path() / name;
+  auto p = std::filesystem::temp_directory_path() / name;
   std::filesystem::remove_all(p);
   return p;
 }
