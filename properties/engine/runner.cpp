@@ -5,6 +5,8 @@
 #include <rapidcheck.h>
 #include <rapidcheck/detail/TestListenerAdapter.h>
 
+#include <chrono>
+
 namespace shardcheck::check {
 
 namespace {
@@ -47,13 +49,34 @@ PropertyOutcome run_property(const Suite& suite, const std::string& property,
   tp.maxSize = params.max_size;
   tp.disableShrinking = !params.shrink;
   rc::detail::TestListenerAdapter quiet;
-  const auto result = rc::detail::checkTestable([&] { suite.run_case(property, impl, config); },
-                                                metadata, tp, quiet);
+  int skipped = 0;      // cases drawn after params.deadline, passed without running
+  bool failed = false;  // a case failed: shrinking runs every candidate, deadline or not
+  int ran = 0;          // cases run so far (shrinking candidates included)
+  const auto body = [&] {
+    // The first case always runs, so a property never passes on no case at all.
+    if (params.deadline && !failed && ran > 0 &&
+        std::chrono::steady_clock::now() >= *params.deadline) {
+      ++skipped;
+      return;
+    }
+    ++ran;
+    try {
+      suite.run_case(property, impl, config);
+    } catch (const rc::detail::CaseResult& r) {
+      failed = failed || r.type == rc::detail::CaseResult::Type::Failure;
+      throw;
+    } catch (...) {
+      failed = true;
+      throw;
+    }
+  };
+  const auto result = rc::detail::checkTestable(body, metadata, tp, quiet);
+  out.hit_deadline = skipped > 0;
 
   if (result.is<rc::detail::SuccessResult>()) {
     const auto& ok = result.get<rc::detail::SuccessResult>();
     out.passed = true;
-    out.cases = ok.numSuccess;
+    out.cases = ok.numSuccess - skipped;
     out.tags = ok.distribution;
   } else if (result.is<rc::detail::FailureResult>()) {
     const auto& fail = result.get<rc::detail::FailureResult>();

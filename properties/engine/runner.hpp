@@ -7,8 +7,10 @@
 #include "engine/collector.hpp"
 #include "engine/suite.hpp"
 
+#include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,14 +22,21 @@ struct RunParams {
   int cases = 100;     // RapidCheck's max_success
   int max_size = 100;  // RapidCheck's max_size (keep <= 100: docs/building.md)
   bool shrink = true;
+  // When set, every case drawn after this moment (but the first) passes at once without running (so
+  // RapidCheck finishes its max_success quickly) and is not counted in PropertyOutcome::cases; a
+  // failure found before it is shrunk in full (the deadline no longer applies once a case failed).
+  // A run that stops at the deadline replays exactly with the same seed and cases: the failing case
+  // comes before any skipped one.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
 };
 
 struct PropertyOutcome {
   std::string suite, property, impl;
   bool passed = false;
-  bool gave_up = false;  // too many discarded cases
-  int cases = 0;         // cases that passed (before the failure, if any)
-  std::string message;   // failure: the shrunk case explained; gave up: why
+  bool gave_up = false;       // too many discarded cases
+  int cases = 0;              // cases that ran and passed (before the failure, if any)
+  bool hit_deadline = false;  // RunParams::deadline passed before max_success cases ran
+  std::string message;        // failure: the shrunk case explained; gave up: why
   std::vector<std::pair<std::string, std::string>> counterexample;  // RapidCheck's
   std::map<std::vector<std::string>, int> tags;                     // RC_TAG distribution
   double max_ratio = 0;  // the largest bound ratio any case of this property recorded

@@ -5,6 +5,7 @@
 // that replaying reproduces it), the report files, and `list --json` (parsed with nlohmann-json).
 #include "tools/shardcheck/cli.hpp"
 #include "engine/suite.hpp"
+#include "tools/shardcheck/cli_test_support.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -22,28 +23,9 @@
 namespace shardcheck::cli {
 namespace {
 
-struct Result {
-  int status;
-  std::string out, err;
-};
-
-Result run_cli(std::vector<std::string> args) {
-  check::register_builtin_suites();
-  args.insert(args.begin(), "shardcheck");
-  std::vector<const char*> argv;
-  argv.reserve(args.size());
-  for (const auto& a : args) argv.push_back(a.c_str());
-  std::ostringstream out, err;
-  const int status = run(static_cast<int>(argv.size()), argv.data(), out, err);
-  return {status, out.str(), err.str()};
-}
-
-std::vector<std::string> split_words(const std::string& s) {
-  std::istringstream in(s);
-  std::vector<std::string> w;
-  for (std::string x; in >> x;) w.push_back(x);
-  return w;
-}
+using test_support::Result;
+using test_support::run_cli;
+using test_support::split_words;
 
 bool is_command(const std::string& name) {
   for (const auto& c : command_options()) {
@@ -100,6 +82,16 @@ TEST(Cli, UsageErrorsAreOneLineWithStatus2) {
   expect_usage_error({"check", "--bogus"}, "unknown option '--bogus' for check");
   expect_usage_error({"mutants", "--impl", "x"}, "unknown option '--impl' for mutants");
   expect_usage_error({"check", "--cases"}, "--cases needs a value");
+  expect_usage_error({"check", "--time", "10"}, "--time takes a duration like 90s, 10m or 8h");
+  expect_usage_error({"check", "--time", "0s"}, "(1s to 168h), not '0s'");
+  expect_usage_error({"check", "--time", "169h"}, "not '169h'");
+  expect_usage_error({"check", "--time", "1.5h"}, "not '1.5h'");
+  expect_usage_error({"check", "--time", "5m", "--cases", "10"}, "--time and --cases both given");
+  expect_usage_error({"check", "--replay-db"}, "--replay-db needs a value (FILE)");
+  expect_usage_error({"check", "--replay-db", "/proc"}, "--replay-db: cannot read '/proc'");
+  expect_usage_error({"check", "--replay-db", "/proc/shardcheck-db"},
+                     "--replay-db: cannot write '/proc/shardcheck-db'");
+  expect_usage_error({"mutants", "--time", "5m"}, "unknown option '--time' for mutants");
   expect_usage_error({"list", "extra"}, "list takes no arguments, not 'extra'");
   expect_usage_error({"--bogus"},
                      "unknown option '--bogus'; the commands are list, check, mutants, compare, "

@@ -96,6 +96,22 @@ void put_wrapped(std::ostream& out, const std::string& text, std::size_t indent,
   out << '\n';
 }
 
+long long parse_duration(const std::string& opt, const std::string& text) {
+  constexpr long long week = 168LL * 3600;
+  long long n = 0;
+  long long unit = 0;
+  if (!text.empty()) {
+    unit = text.back() == 's' ? 1 : text.back() == 'm' ? 60 : text.back() == 'h' ? 3600 : 0;
+  }
+  const char* end = text.data() + (text.empty() ? 0 : text.size() - 1);
+  const auto [stop, ec] = std::from_chars(text.data(), end, n);
+  if (unit == 0 || ec != std::errc{} || stop != end || n < 1 || n > week / unit) {
+    throw UsageError(opt + " takes a duration like 90s, 10m or 8h (1s to 168h), not '" + text +
+                     "'");
+  }
+  return n * unit;
+}
+
 std::string now_utc() {
   const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   std::tm tm{};

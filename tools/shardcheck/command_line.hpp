@@ -68,6 +68,11 @@ I parse_whole(const std::string& opt, const std::string& text, I lo, I hi) {
   return v;
 }
 
+// The duration `text` for option `opt`: a whole number and a unit, s, m or h ("90s", "10m",
+// "8h"), from 1 s to 168 h (a week), in seconds.
+// @throws UsageError "--time takes a duration like 90s, 10m or 8h (1s to 168h), not 'x'".
+long long parse_duration(const std::string& opt, const std::string& text);
+
 // The time now, ISO 8601 in UTC ("2026-12-01T21:30:00Z"), for a report's "started".
 std::string now_utc();
 

@@ -5,6 +5,8 @@
 #include "ops/op_spec.hpp"
 #include "reports/report.hpp"
 #include "runtime/errors.hpp"
+#include "tools/shardcheck/check_campaign.hpp"
+#include "tools/shardcheck/replay_db.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -23,7 +25,6 @@ namespace {
 
 constexpr int max_world_limit = 64;
 constexpr int max_cases = 1000000;
-constexpr DType all_dtypes[] = {DType::float64, DType::float32, DType::bfloat16, DType::float16};
 
 // What check and mutants read from the command line; the defaults are the help's.
 struct SuiteRun {
@@ -36,39 +37,12 @@ struct SuiteRun {
   std::optional<std::string> report_dir;
   bool shrink = true;
   bool dtype_given = false;
+  bool cases_given = false;
+  std::optional<long long> time_seconds;  // --time: the campaign's budget
+  std::optional<std::string> replay_db;   // --replay-db FILE
 };
 
 [[noreturn]] void usage_error(const std::string& msg) { throw UsageError(msg); }
-
-std::string dtype_list(const std::vector<DType>& dtypes) {
-  std::string s;
-  for (const DType t : dtypes) s += (s.empty() ? "" : ",") + std::string(name(t));
-  return s;
-}
-
-std::vector<DType> parse_dtypes(const std::string& text) {
-  std::vector<DType> out;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    const auto comma = text.find(',', start);
-    const std::string item =
-        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    bool found = false;
-    for (const DType t : all_dtypes) {
-      if (item == name(t)) {
-        out.push_back(t);
-        found = true;
-      }
-    }
-    if (!found) {
-      usage_error("--dtype: unknown element type '" + item + "'; use a comma-separated list of " +
-                  dtype_list({std::begin(all_dtypes), std::end(all_dtypes)}));
-    }
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
 
 // The options check and mutants share, in the order the help lists them.
 std::vector<Option> run_options(const std::shared_ptr<SuiteRun>& o) {
@@ -76,7 +50,10 @@ std::vector<Option> run_options(const std::shared_ptr<SuiteRun>& o) {
   return {
       {"--cases", "N", "cases per property, from 1 to " + std::to_string(max_cases),
        std::to_string(d.cases),
-       [o](const std::string& v) { o->cases = parse_whole<int>("--cases", v, 1, max_cases); }},
+       [o](const std::string& v) {
+         o->cases = parse_whole<int>("--cases", v, 1, max_cases);
+         o->cases_given = true;
+       }},
       {"--seed", "S",
        "the random seed (a whole number from 0 to 2^64 - 1); a run replays exactly "
        "with the same seed, cases, max-world and dtypes",
@@ -185,22 +162,14 @@ std::string ratio_text(double r) {
   return buf;
 }
 
-std::string replay_command(const SuiteRun& o, const check::PropertyOutcome& p) {
+// The command that replays p, which ran `cases` cases with `seed`.
+std::string replay_command(const SuiteRun& o, const check::PropertyOutcome& p, std::uint64_t seed,
+                           int cases) {
   std::string s = "shardcheck check " + p.suite + " --impl " + p.impl + " --property " +
-                  p.property + " --seed " + std::to_string(o.seed) + " --cases " +
-                  std::to_string(o.cases) + " --max-world " + std::to_string(o.config.max_world);
+                  p.property + " --seed " + std::to_string(seed) + " --cases " +
+                  std::to_string(cases) + " --max-world " + std::to_string(o.config.max_world);
   if (o.dtype_given) s += " --dtype " + dtype_list(o.config.dtypes);
   return s;
-}
-
-std::string indent(const std::string& text) {
-  std::string out = "    ";
-  for (const char c : text) {
-    out += c;
-    if (c == '\n') out += "    ";
-  }
-  while (!out.empty() && (out.back() == ' ' || out.back() == '\n')) out.pop_back();
-  return out;
 }
 
 // The suites and every op's spec as one JSON object (`list --json`).
@@ -255,52 +224,125 @@ int list(std::ostream& out) {
 
 struct Tally {
   int passed = 0, failed = 0, skipped = 0;
+  int appended = 0;  // new entries written to --replay-db
 };
+
+// A --time campaign's clock: each property gets an equal share of what is left when it starts.
+struct Clock {
+  std::chrono::steady_clock::time_point end;
+  int properties_left = 0;
+  std::chrono::steady_clock::time_point next_deadline() {
+    const auto now = std::chrono::steady_clock::now();
+    const auto left = end > now ? end - now : std::chrono::steady_clock::duration::zero();
+    return now + left / std::max(1, properties_left--);
+  }
+};
+
+// Appends the failure to --replay-db unless an entry already holds the same finding.
+void record_failure(const SuiteRun& o, const check::PropertyOutcome& r, std::uint64_t seed,
+                    int cases, std::vector<ReplayEntry>& known, Tally& t, std::ostream& out) {
+  if (!o.replay_db) return;
+  ReplayEntry e{
+      r.suite,   r.property, r.impl, seed, cases, o.config.max_world, dtype_list(o.config.dtypes),
+      r.message, now_utc()};
+  for (const auto& k : known) {
+    if (same_finding(k, e)) {
+      out << "  already in " << *o.replay_db << "\n";
+      return;
+    }
+  }
+  append_replay_entry(*o.replay_db, e);
+  known.push_back(std::move(e));
+  ++t.appended;
+  out << "  new: appended to " << *o.replay_db << "\n";
+}
 
 // One property of suite s on o.impl: its PASS, FAIL or SKIP line(s), counted in t.
 void check_property(const check::Suite& s, const check::PropertyInfo& p, const SuiteRun& o,
-                    check::Collector& collector, report::Report& rep, Tally& t, std::ostream& out) {
+                    Clock& clock, std::vector<ReplayEntry>& known, check::Collector& collector,
+                    report::Report& rep, Tally& t, std::ostream& out) {
   if (!s.applies(p.name, o.impl)) {
     out << "SKIP  " << s.name() << "/" << p.name << " [" << o.impl
         << "]: not applicable (the implementation does not claim the deterministic kernel)\n";
     ++t.skipped;
     return;
   }
-  check::RunParams params;
-  params.seed = o.seed;
-  params.cases = o.cases;
-  params.shrink = o.shrink;
-  auto result = check::run_property(s, p.name, o.impl, o.config, params, collector);
+  check::PropertyOutcome result;
+  std::uint64_t seed = o.seed;
+  int cases = o.cases;
+  std::string timing;
+  if (o.time_seconds) {
+    auto timed = run_property_until(s, p.name, o.impl, o.config, o.seed, o.shrink,
+                                    clock.next_deadline(), collector);
+    result = std::move(timed.outcome);
+    seed = timed.seed;
+    cases = timed_batch_cases;
+    timing = " in " + ratio_text(timed.seconds) + " s (" + std::to_string(timed.batches) +
+             (timed.batches == 1 ? " batch" : " batches") + ")";
+  } else {
+    check::RunParams params;
+    params.seed = o.seed;
+    params.cases = o.cases;
+    params.shrink = o.shrink;
+    result = check::run_property(s, p.name, o.impl, o.config, params, collector);
+  }
   if (result.passed) {
     ++t.passed;
     out << "PASS  " << s.name() << "/" << p.name << " [" << o.impl << "]  " << result.cases
-        << " cases, worst bound ratio " << ratio_text(result.max_ratio) << "\n";
+        << " cases" << timing << ", worst bound ratio " << ratio_text(result.max_ratio) << "\n";
   } else {
     ++t.failed;
     out << "FAIL  " << s.name() << "/" << p.name << " [" << o.impl << "]  after " << result.cases
-        << " passing cases; the smallest failing case:\n"
-        << indent(result.message) << "\n  replay: " << replay_command(o, result) << "\n";
+        << " passing cases" << timing << "; the smallest failing case:\n"
+        << indent(result.message) << "\n  replay: " << replay_command(o, result, seed, cases)
+        << "\n";
+    if (!result.gave_up) record_failure(o, result, seed, cases, known, t, out);
   }
   rep.properties.push_back(std::move(result));
 }
 
 int run_check(const SuiteRun& o, const std::string& command_line, std::ostream& out) {
+  if (o.time_seconds && o.cases_given) {
+    usage_error("--time and --cases both given: --time runs as many cases as fit; give one");
+  }
   const auto suites = selected(o);
   require_impl_and_property(suites, o);
   prepare_report_dir(o);
+  std::vector<ReplayEntry> known;
+  if (o.replay_db) {
+    known = read_replay_db(*o.replay_db);
+    for (const auto& e : known) parse_dtypes(e.dtypes);
+    require_writable_replay_db(*o.replay_db);
+  }
+  Clock clock;
+  clock.end = std::chrono::steady_clock::now() + std::chrono::seconds(o.time_seconds.value_or(0));
+  for (const auto* s : suites) {
+    for (const auto& p : s->properties()) {
+      clock.properties_left += (!o.property || p.name == *o.property) && s->applies(p.name, o.impl);
+    }
+  }
   check::Collector collector;
+  ReplayTally replayed;
+  if (o.replay_db) replayed = replay_entries(known, o.shrink, collector, out);
   report::Report rep = new_report(o, command_line);
   Tally t;
   for (const auto* s : suites) {
     for (const auto& p : s->properties()) {
-      if (!o.property || p.name == *o.property) check_property(*s, p, o, collector, rep, t, out);
+      if (!o.property || p.name == *o.property) {
+        check_property(*s, p, o, clock, known, collector, rep, t, out);
+      }
     }
   }
   finish_report(rep, collector, o, out);
+  if (o.replay_db) {
+    out << "replay-db " << *o.replay_db << ": " << replayed.still_failing << " still failing, "
+        << replayed.fixed << " no longer failing, " << replayed.not_registered
+        << " not registered; " << t.appended << " new\n";
+  }
   out << t.passed << " passed, " << t.failed << " failed";
   if (t.skipped != 0) out << ", " << t.skipped << " skipped";
   out << "\n";
-  return t.failed == 0 ? 0 : 1;
+  return t.failed == 0 && replayed.still_failing == 0 ? 0 : 1;
 }
 
 // Runs s's properties on mutant m until one fails (kills it).
@@ -397,8 +439,23 @@ Command check_command() {
   for (auto& opt : run_options(o)) c.options.push_back(std::move(opt));
   c.options.push_back({"--no-shrink", "", "report the first failing case as drawn, unshrunk",
                        "shrink", [o](const std::string&) { o->shrink = false; }});
-  c.exit_status = "0 every property passed; 1 a property failed; 2 a usage error (on stderr).";
+  c.options.push_back(
+      {"--time", "DURATION",
+       "run each property for its share of DURATION (90s, 10m, 8h: split equally among the "
+       "properties left), as many cases as fit, in batches of 100 cases with seeds S, S + "
+       "0x9E3779B97F4A7C15, ...; a failure's replay names its batch's seed. Not with --cases",
+       "off: --cases cases",
+       [o](const std::string& v) { o->time_seconds = parse_duration("--time", v); }});
+  c.options.push_back(
+      {"--replay-db", "FILE",
+       "an example database (JSON lines): replay every entry first (each fails again or is "
+       "reported as no longer failing), then run the properties and append each new failure",
+       "none", [o](const std::string& v) { o->replay_db = v; }});
+  c.exit_status =
+      "0 every property passed; 1 a property failed (or a --replay-db entry failed again); 2 a "
+      "usage error (on stderr).";
   c.examples = {"shardcheck check", "shardcheck check linear --cases 200 --report out",
+                "shardcheck check --time 8h --seed 20261202 --max-world 16 --replay-db db.jsonl",
                 "shardcheck check linear --impl mutant:bias-on-every-rank --property "
                 "matches_reference --dtype float32"};
   c.operand = suite_operand(o);
