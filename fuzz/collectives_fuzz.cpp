@@ -19,7 +19,7 @@
 #include "collectives_outcome.hpp"
 #include "collectives_program.hpp"
 
-#include "harness_init.hpp"
+#include "harness_support.hpp"
 #include "runtime/errors.hpp"
 
 #include <omp.h>

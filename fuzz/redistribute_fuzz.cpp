@@ -17,7 +17,7 @@
 //     is allowed too, redistributing back gives pieces that stand for G again (the very pieces
 //     we started from when `from` has no Partial).
 // A violation prints the problem and aborts.
-#include "harness_init.hpp"
+#include "harness_support.hpp"
 #include "redistribute_input.hpp"
 
 #include "layout/materialize_mesh.hpp"
@@ -38,12 +38,11 @@ namespace {
 using T = std::int64_t;
 
 [[noreturn]] void violation(const RedistributeInput& in, const std::string& what) {
-  std::fprintf(stderr,
-               "\n==== shardcheck redistribute fuzz: property violated ====\n%sviolation: %s\n",
-               describe(in).c_str(), what.c_str());
-  std::fflush(stderr);
-  std::abort();
+  report_violation("redistribute", describe(in), what);
 }
+
+// A value byte as a two's complement int8.
+T signed_byte(std::uint8_t b) { return b < 128 ? T{b} : T{b} - 256; }
 
 bool layout_ok(const std::vector<Placement>& ps, std::size_t rank) {
   return std::all_of(ps.begin(), ps.end(),
@@ -68,7 +67,7 @@ struct Problem {
 
   explicit Problem(const RedistributeInput& input) : in(input) {
     for (std::size_t k = 0; k < G.size(); ++k)
-      G.values()[k] = static_cast<std::int8_t>(in.rest[k % in.rest.size()]);
+      G.values()[k] = signed_byte(in.rest[k % in.rest.size()]);
   }
 
   // The piece of world rank r under ps, with Partial terms as the header says.
@@ -88,8 +87,7 @@ struct Problem {
     if (!op) return x;
     // The offsets of the ranks holding the same piece (same non-Partial coordinates).
     const auto offset = [&](int rank, std::size_t k) -> T {
-      return static_cast<std::int8_t>(
-          in.rest[(static_cast<std::size_t>(rank) * 37 + k + 11) % in.rest.size()]);
+      return signed_byte(in.rest[(static_cast<std::size_t>(rank) * 37 + k + 11) % in.rest.size()]);
     };
     for (std::size_t k = 0; k < x.size(); ++k) {
       if (*op == ReduceOp::max) {

@@ -186,7 +186,7 @@ int run(const std::filesystem::path& dir, long randoms) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   std::vector<std::string_view> args(argv + 1, argv + argc);
   bool as_double = false;
   if (args.size() >= 2 && args[0] == "--scalar" && args[1] == "double") {
@@ -201,4 +201,7 @@ int main(int argc, char** argv) {
   const std::filesystem::path dir(args[0]);
   return as_double ? run<shardcheck::fuzz::ScalarOf<double>>(dir, randoms)
                    : run<shardcheck::fuzz::Binary128>(dir, randoms);
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "softmax_merge_reference_check: %s\n", e.what());
+  return 2;
 }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -36,7 +37,9 @@ Bytes cat(std::initializer_list<Bytes> parts) {
 
 std::vector<Target> targets() {
   constexpr std::uint64_t max = std::numeric_limits<std::size_t>::max();
-  const auto ex = [](std::vector<std::size_t> s) { return SplitPolicy::explicit_sizes(s); };
+  const auto ex = [](std::vector<std::size_t> s) {
+    return SplitPolicy::explicit_sizes(std::move(s));
+  };
   return {
       {"chunk-5-over-4", {0, 4, 0, 5}, {SplitPolicy::chunk(), 5, 4}},
       {"balanced-5-over-4", {1, 4, 0, 5}, {SplitPolicy::balanced(), 5, 4}},

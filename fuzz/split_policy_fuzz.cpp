@@ -10,6 +10,7 @@
 //   - throw UsageError naming n and the number of parts, exactly when parts < 1 or the explicit
 //     sizes are not parts sizes whose true (unwrapped) sum is n.
 // Any other exception, a wrong answer or a sanitizer report prints the problem and aborts.
+#include "harness_support.hpp"
 #include "split_policy_input.hpp"
 
 #include "runtime/errors.hpp"
@@ -22,12 +23,10 @@ namespace shardcheck::fuzz {
 namespace {
 
 [[noreturn]] void violation(const SplitInput& in, const std::string& what) {
-  std::fprintf(stderr,
-               "\n==== shardcheck split_policy fuzz: property violated ====\n"
-               "split(%s, n=%zu, parts=%d)\nviolation: %s\n",
-               in.policy.to_string().c_str(), in.n, in.parts, what.c_str());
-  std::fflush(stderr);
-  std::abort();
+  report_violation("split_policy",
+                   "split(" + in.policy.to_string() + ", n=" + std::to_string(in.n) +
+                       ", parts=" + std::to_string(in.parts) + ")\n",
+                   what);
 }
 
 // Whether the policy can tile n over parts, from the contract alone.

@@ -31,6 +31,11 @@ class ByteReader {
  public:
   explicit ByteReader(std::span<const std::uint8_t> b) : b_(b) {}
   std::uint8_t byte() { return pos_ < b_.size() ? b_[pos_++] : 0; }
+  // The next byte as a two's complement int8: −128..127.
+  int int8() {
+    const int b = byte();
+    return b < 128 ? b : b - 256;
+  }
   std::uint64_t le(int bytes) {
     std::uint64_t v = 0;
     for (int k = 0; k < bytes; ++k) v |= std::uint64_t{byte()} << (8 * k);
@@ -47,7 +52,7 @@ inline SplitInput decode_split_input(std::span<const std::uint8_t> bytes) {
   ByteReader r(bytes);
   SplitInput in;
   const int kind = r.byte() % 3;
-  in.parts = static_cast<std::int8_t>(r.byte());
+  in.parts = r.int8();
   switch (r.byte() % 4) {
     case 0: in.n = r.byte(); break;
     case 1: in.n = r.le(2); break;

@@ -20,7 +20,7 @@
 //   reference finite, bound not finite     nothing to check (the bound gives up, e.g. when D ≈ 0).
 // A violation prints the problem, the element, both values and the bound, and aborts.
 #include "binary128.hpp"
-#include "harness_init.hpp"
+#include "harness_support.hpp"
 #include "vocab_cross_entropy_input.hpp"
 
 #include "reference/vocab/vocab_cross_entropy.hpp"
@@ -43,18 +43,7 @@ using R = Binary128;
 namespace ref = reference;
 
 [[noreturn]] void violation(const VocabInput& in, const std::string& what) {
-  std::fprintf(stderr,
-               "\n==== shardcheck vocab_cross_entropy fuzz: property violated ====\n%s"
-               "violation: %s\n",
-               describe(in).c_str(), what.c_str());
-  std::fflush(stderr);
-  std::abort();
-}
-
-std::string num(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g (%a)", v, v);
-  return buf;
+  report_violation("vocab_cross_entropy", describe(in), what);
 }
 
 template <class T>

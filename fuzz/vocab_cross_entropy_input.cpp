@@ -58,7 +58,7 @@ double value(ByteReader& r, bool is_float, bool raw_bits = true) {
       v = s[r.byte() % s.size()];
       break;
     }
-    case 2: v = static_cast<std::int8_t>(r.byte()) / 4.0; break;
+    case 2: v = r.int8() / 4.0; break;
     default: v = static_cast<std::int16_t>(r.le(2)) * 64.0; break;
   }
   return is_float ? static_cast<double>(static_cast<float>(v)) : v;
