@@ -11,8 +11,6 @@
 
 namespace {
 
-using shardcheck::format_placements;
-using shardcheck::fuzz::RedistributeInput;
 using Bytes = std::vector<std::uint8_t>;
 
 struct Target {

@@ -14,7 +14,6 @@
 
 namespace {
 
-using shardcheck::LossReduction;
 using shardcheck::fuzz::VocabInput;
 using Bytes = std::vector<std::uint8_t>;
 
