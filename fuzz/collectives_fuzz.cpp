@@ -19,7 +19,10 @@
 #include "collectives_outcome.hpp"
 #include "collectives_program.hpp"
 
+#include "harness_support.hpp"
 #include "runtime/errors.hpp"
+
+#include <omp.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -129,6 +132,20 @@ void check_failure(const Program& prog, const Prediction& pred, const RankFailur
 
 }  // namespace
 }  // namespace shardcheck::fuzz
+
+// Speed (fuzz/README.md, "Speed"; measured there: about 4x together):
+//  - libomp's idle threads spin for KMP_BLOCKTIME (200 ms) after every parallel region, taking
+//    the cores the next input's ranks need; with 0 they sleep at once. kmp_set_blocktime sets it
+//    for the teams this thread forks (every run() forks from libFuzzer's thread).
+//  - libFuzzer's entropic scheduler updates a frequency per feature per execution, and an input
+//    here touches some 25,000 features (eight rank threads through the whole runtime): that
+//    bookkeeping took half the time, so -entropic=0 is this harness's default (a -entropic flag
+//    on the command line overrides it).
+extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
+  shardcheck::fuzz::add_default_flags(argc, argv, {"-entropic=0"});
+  kmp_set_blocktime(0);
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace shardcheck;

@@ -70,13 +70,57 @@ inline int check_seeds(
 // target); anything else prints the usage on stderr and returns 2.
 inline int corpus_main(int argc, char** argv, int (*write)(const std::filesystem::path&),
                        int (*check)(const std::filesystem::path&)) {
-  if (argc == 3 && std::string_view(argv[1]) == "--check") return check(argv[2]);
-  if (argc == 2 && argv[1][0] != '-') return write(argv[1]);
+  if (check && argc == 3 && std::string_view(argv[1]) == "--check") return check(argv[2]);
+  if (write && argc == 2 && argv[1][0] != '-') return write(argv[1]);
   std::fprintf(stderr,
                "usage: %s <corpus dir>            write the seeds\n"
                "       %s --check <corpus dir>    check that the seeds meet their targets\n",
                argv[0], argv[0]);
   return 2;
 }
+
+// A corpus of named targets (T has a `name`): bytes(t) is its seed, miss(t, bytes) says how
+// bytes fail t ("" when they meet it), label(t) is the one line the writer prints. The writer
+// checks every target against its own bytes before writing it, so a wrong target is reported
+// at once, not by the next --check.
+template <class T>
+struct TargetCorpus {
+  std::function<std::vector<T>()> targets;
+  std::function<std::vector<std::uint8_t>(const T&)> bytes;
+  std::function<std::string(const T&, const std::vector<std::uint8_t>&)> miss;
+  std::function<std::string(const T&)> label;
+
+  int check(const std::filesystem::path& dir) const {
+    const std::vector<T> ts = targets();
+    std::vector<std::string> names;
+    names.reserve(ts.size());
+    for (const T& t : ts) names.push_back(t.name);
+    return check_seeds(dir, names, [&](std::size_t i, const std::vector<std::uint8_t>& b) {
+      return miss(ts[i], b);
+    });
+  }
+
+  int write(const std::filesystem::path& dir) const {
+    std::filesystem::create_directories(dir);
+    int bad_targets = 0;
+    for (const T& t : targets()) {
+      const std::vector<std::uint8_t> b = bytes(t);
+      if (const std::string m = miss(t, b); !m.empty()) {
+        std::fprintf(stderr, "target %s is wrong: it %s\n", t.name.c_str(), m.c_str());
+        ++bad_targets;
+      }
+      write_seed(dir / t.name, b);
+      std::printf("%-36s %4zu bytes  %s\n", t.name.c_str(), b.size(), label(t).c_str());
+    }
+    return bad_targets == 0 ? 0 : 1;
+  }
+
+  // corpus_main for this corpus.
+  int main(int argc, char** argv) const {
+    if (argc == 3 && std::string_view(argv[1]) == "--check") return check(argv[2]);
+    if (argc == 2 && argv[1][0] != '-') return write(argv[1]);
+    return corpus_main(argc, argv, nullptr, nullptr);
+  }
+};
 
 }  // namespace shardcheck::fuzz

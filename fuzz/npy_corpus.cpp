@@ -201,31 +201,13 @@ std::string miss(const Target& t, const Bytes& b) {
   return "";
 }
 
-int check(const std::filesystem::path& dir) {
-  const std::vector<Target> ts = targets();
-  std::vector<std::string> names;
-  names.reserve(ts.size());
-  for (const Target& t : ts) names.push_back(t.name);
-  return shardcheck::fuzz::check_seeds(
-      dir, names, [&](std::size_t i, const Bytes& bytes) { return miss(ts[i], bytes); });
-}
-
-int write(const std::filesystem::path& dir) {
-  std::filesystem::create_directories(dir);
-  int bad_targets = 0;
-  for (const Target& t : targets()) {
-    const std::string m = miss(t, t.bytes);
-    if (!m.empty()) {
-      std::fprintf(stderr, "target %s is wrong: it %s\n", t.name.c_str(), m.c_str());
-      ++bad_targets;
-    }
-    shardcheck::fuzz::write_seed(dir / t.name, t.bytes);
-    std::printf("%-36s %4zu bytes  %s\n", t.name.c_str(), t.bytes.size(),
-                t.error.empty() ? ("ok " + t.descr).c_str() : ("refused: " + t.error).c_str());
-  }
-  return bad_targets == 0 ? 0 : 1;
-}
-
 }  // namespace
 
-int main(int argc, char** argv) { return shardcheck::fuzz::corpus_main(argc, argv, write, check); }
+int main(int argc, char** argv) {
+  const shardcheck::fuzz::TargetCorpus<Target> corpus{
+      targets, [](const Target& t) { return t.bytes; }, miss,
+      [](const Target& t) {
+        return t.error.empty() ? ("ok " + t.descr) : ("refused: " + t.error);
+      }};
+  return corpus.main(argc, argv);
+}

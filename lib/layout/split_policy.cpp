@@ -2,7 +2,6 @@
 
 #include "runtime/errors.hpp"
 
-#include <numeric>
 #include <string>
 
 namespace shardcheck {
@@ -38,7 +37,8 @@ std::vector<std::size_t> split_sizes(const SplitPolicy& policy, std::size_t n, i
   switch (policy.kind()) {
     case SplitPolicy::Kind::chunk: {
       // torch.chunk: ceil(n/p) each, the last non-empty piece takes the rest, then empties.
-      const std::size_t c = (n + p - 1) / p;
+      // (n + p - 1) / p would wrap for n near SIZE_MAX (found by fuzz/split_policy_fuzz).
+      const std::size_t c = n / p + (n % p != 0 ? 1 : 0);
       std::size_t left = n;
       for (std::size_t k = 0; k < p; ++k) {
         sizes[k] = std::min(c, left);
@@ -51,15 +51,20 @@ std::vector<std::size_t> split_sizes(const SplitPolicy& policy, std::size_t n, i
       break;
     case SplitPolicy::Kind::explicit_sizes: {
       const auto& given = policy.sizes();
-      const std::size_t total = std::accumulate(given.begin(), given.end(), std::size_t{0});
-      if (given.size() != p || total != n) {
-        throw UsageError("split: explicit sizes [" + join(given) + "] (" +
-                         std::to_string(given.size()) + " sizes, sum " + std::to_string(total) +
-                         ") do not tile a dimension of " + std::to_string(n) + " over " +
-                         std::to_string(parts) +
-                         " ranks; give one non-negative size per rank "
-                         "adding up to " +
-                         std::to_string(n));
+      // A sum that wraps around size_t must not pass for n (found by fuzz/split_policy_fuzz:
+      // [SIZE_MAX, 2] "tiled" n = 1).
+      std::size_t total = 0;
+      bool wrapped = false;
+      for (const std::size_t s : given)
+        wrapped = __builtin_add_overflow(total, s, &total) || wrapped;
+      if (given.size() != p || wrapped || total != n) {
+        throw UsageError(
+            "split: explicit sizes [" + join(given) + "] (" + std::to_string(given.size()) +
+            " sizes, sum " + (wrapped ? std::string("beyond SIZE_MAX") : std::to_string(total)) +
+            ") do not tile a dimension of " + std::to_string(n) + " over " + std::to_string(parts) +
+            " ranks; give one non-negative size per rank "
+            "adding up to " +
+            std::to_string(n));
       }
       sizes = given;
       break;

@@ -154,7 +154,9 @@ TokenLoss<R> token_loss(const Tensor<R>& z, std::size_t t, std::size_t y,
   if (!spec.by_class()) {
     for (std::size_t v = 0; v < spec.V; ++v) r.z_sum += z(t, v);
     r.a = (1 - eps) * r.z_y;
-    r.b = spec.q * r.z_sum;
+    // Only with smoothing, as the class-weighted branch and the library: (ε/V)·Z with ε = 0 and a
+    // −inf logit is 0·(−inf) = NaN, not the 0 it stands for (found by fuzz/vocab_cross_entropy).
+    r.b = eps > 0 ? R(spec.q * r.z_sum) : R(0);
     r.w = r.a + r.b;
     r.l = s.lse - r.w;
   } else {

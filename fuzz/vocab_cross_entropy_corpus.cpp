@@ -1,0 +1,174 @@
+// Writes the seed corpus of vocab_cross_entropy_fuzz (one named input per feature or hazard, in
+// vocab_cross_entropy_input.hpp's layout) and checks it:
+//   vocab_cross_entropy_corpus <dir>            writes the seeds (fuzz/corpus/vocab_cross_entropy)
+//   vocab_cross_entropy_corpus --check <dir>    fails when a seed no longer decodes to its target
+#include "corpus_seeds.hpp"
+#include "vocab_cross_entropy_input.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace {
+
+using shardcheck::fuzz::VocabInput;
+using Bytes = std::vector<std::uint8_t>;
+
+struct Target {
+  std::string name;
+  Bytes bytes;
+  std::function<bool(const VocabInput&)> want;  // what the name promises
+};
+
+// Header: flags, tokens, V, P, split kind, then the explicit sizes' bytes.
+Bytes head(std::uint8_t flags, std::size_t tokens, std::size_t V, int P, std::uint8_t split,
+           Bytes sizes = {}) {
+  Bytes b{flags, static_cast<std::uint8_t>(tokens - 1), static_cast<std::uint8_t>(V - 1),
+          static_cast<std::uint8_t>(P - 1), split};
+  b.insert(b.end(), sizes.begin(), sizes.end());
+  return b;
+}
+// A valid target y < V (the decoder takes (b / 8) % V).
+std::uint8_t tgt(int y) { return static_cast<std::uint8_t>(8 * y); }
+Bytes small(double x) { return {2, static_cast<std::uint8_t>(static_cast<std::int8_t>(x * 4))}; }
+Bytes special(int i) { return {1, static_cast<std::uint8_t>(i)}; }  // vocab_specials()[i]
+Bytes large(int x) {                                                // x · 64
+  const auto v = static_cast<std::uint16_t>(static_cast<std::int16_t>(x));
+  return {3, static_cast<std::uint8_t>(v), static_cast<std::uint8_t>(v >> 8)};
+}
+Bytes cat(std::initializer_list<Bytes> parts) {
+  Bytes out;
+  for (const Bytes& p : parts) out.insert(out.end(), p.begin(), p.end());
+  return out;
+}
+Bytes values(std::initializer_list<double> xs) {
+  Bytes out;
+  for (double x : xs) {
+    const Bytes v = small(x);
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
+bool any_logit(const VocabInput& in, const std::function<bool(double)>& p) {
+  for (double v : in.logits) {
+    if (p(v)) return true;
+  }
+  return false;
+}
+
+// Flags: bit 0 float32, bits 1-2 reduction (0 none, 1 sum, 2 mean), bits 3-4 smoothing index,
+// bit 5 class weights, bit 6 token weights, bit 7 no ignore_index.
+std::vector<Target> targets() {
+  const auto isnan = [](double v) { return std::isnan(v); };
+  const auto isinf = [](double v) { return std::isinf(v); };
+  return {
+      {"ok-mean-float64-p2",
+       cat({head(4, 2, 5, 2, 0),
+            {tgt(1), tgt(4)},
+            values({0, 1, 2, -1, 0.5, 3, 0, 0, 1, -2}),
+            values({1})}),
+       [](const VocabInput& in) { return in.ranks == 2 && in.tokens == 2 && !in.is_float; }},
+      {"ok-sum-float32-p3-balanced",
+       cat({head(3, 3, 7, 3, 1),
+            {tgt(0), tgt(6), tgt(3)},
+            values({1, 2, 3, 4, 5, 6, 7, -1, -2, -3, 0, 1, 2, 3, 0, 0, 0, 0, 0, 0, 0}),
+            values({0.5})}),
+       [](const VocabInput& in) { return in.is_float && in.ranks == 3; }},
+      {"ok-none-smoothing-weights-explicit-empty-rank",
+       cat({head(0x08 | 0x20 | 0x40, 2, 4, 3, 2, {0, 4}),
+            {tgt(2), tgt(3)},
+            values({1, -1, 2, 0.25, 0, 0, 3, 1}),
+            values({1, 2, 0.5, 1}),
+            values({1, 0.5}),
+            values({1, -1})}),
+       [](const VocabInput& in) {
+         return in.cfg.label_smoothing > 0 && !in.cfg.class_weight.empty() &&
+                !in.cfg.token_weight.empty() && in.cfg.vocab_split.to_string() == "explicit[0,4,0]";
+       }},
+      {"ignored-token-mean",
+       cat({head(4, 2, 3, 2, 0), {5, tgt(1)}, values({1, 2, 3, 4, 5, 6}), values({1})}),
+       [](const VocabInput& in) { return in.targets[0] == -100; }},
+      {"every-token-ignored-mean",
+       cat({head(4, 2, 3, 1, 0), {5, 5}, values({1, 2, 3, 4, 5, 6}), values({1})}),
+       [](const VocabInput& in) { return in.targets[0] == -100 && in.targets[1] == -100; }},
+      {"target-out-of-range", cat({head(0, 1, 3, 2, 0), {6 + 8}, values({1, 2, 3}), values({1})}),
+       [](const VocabInput& in) { return in.targets[0] == 4; }},
+      {"target-negative-no-ignore-index",
+       cat({head(0x80, 1, 3, 2, 0), {7 + 8}, values({1, 2, 3}), values({1})}),
+       [](const VocabInput& in) { return in.targets[0] == -2 && !in.cfg.ignore_index; }},
+      {"nan-logit",
+       cat({head(0, 1, 4, 2, 0), {tgt(0)}, small(1), special(0), small(2), small(3), values({1})}),
+       [=](const VocabInput& in) { return any_logit(in, isnan); }},
+      {"plus-inf-logit-float32",
+       cat({head(1, 1, 4, 2, 0), {tgt(1)}, small(1), special(2), small(2), small(3), values({1})}),
+       [=](const VocabInput& in) { return in.is_float && any_logit(in, isinf); }},
+      {"minus-inf-target-logit",
+       cat({head(0, 1, 3, 3, 0), {tgt(1)}, small(1), special(3), small(2), values({1})}),
+       [=](const VocabInput& in) { return std::isinf(in.logits[1]); }},
+      // The reference gave NaN ((ε/V)·Z = 0·(−inf)); fixed in
+      // reference/vocab/vocab_cross_entropy_definition.hpp.
+      {"regression-reference-nan-for-minus-inf-logit",
+       cat({head(0, 1, 3, 3, 0), {tgt(0)}, small(1), special(3), small(2), values({1})}),
+       [=](const VocabInput& in) { return std::isinf(in.logits[1]) && in.targets[0] == 0; }},
+      {"huge-logits-1e300",
+       cat({head(4, 1, 3, 2, 0), {tgt(2)}, special(10), special(11), small(0), values({1})}),
+       [](const VocabInput& in) { return std::fabs(in.logits[0]) == 1e300; }},
+      {"large-logits",
+       cat({head(2, 1, 4, 2, 1),
+            {tgt(3)},
+            large(500),
+            large(-500),
+            large(12),
+            large(499),
+            values({1})}),
+       [](const VocabInput& in) { return in.logits[0] == 32000; }},
+      {"nan-class-weight-refused",
+       cat({head(4 | 0x20, 1, 2, 2, 0),
+            {tgt(0)},
+            values({1, 2}),
+            special(0),
+            small(1),
+            values({1})}),
+       [](const VocabInput& in) { return std::isnan(in.cfg.class_weight.at(0)); }},
+      {"inf-token-weight-refused",
+       cat({head(2 | 0x40, 1, 2, 1, 0), {tgt(0)}, values({1, 2}), special(2), values({1})}),
+       [](const VocabInput& in) { return std::isinf(in.cfg.token_weight.at(0)); }},
+      {"zero-weights-mean",
+       cat({head(4 | 0x40, 2, 2, 2, 0),
+            {tgt(0), tgt(1)},
+            values({1, 2, 3, 4}),
+            values({0, 0}),
+            values({1})}),
+       [](const VocabInput& in) {
+         return in.cfg.token_weight == std::vector<double>{0, 0};
+       }},
+      {"nan-dloss", cat({head(0, 1, 2, 2, 0), {tgt(0)}, values({1, 2}), special(0)}),
+       [](const VocabInput& in) { return std::isnan(in.dloss.at(0)); }},
+      {"subnormal-logits",
+       cat({head(0, 1, 3, 2, 0), {tgt(1)}, special(12), special(13), small(0), values({1})}),
+       [](const VocabInput& in) { return in.logits[0] > 0 && in.logits[0] < 1e-300; }},
+  };
+}
+
+std::string miss(const Target& t, const Bytes& b) {
+  const VocabInput in = shardcheck::fuzz::decode_vocab_input(b);
+  return t.want(in) ? "" : "decodes to\n" + shardcheck::fuzz::describe(in);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const shardcheck::fuzz::TargetCorpus<Target> corpus{
+      targets, [](const Target& t) { return t.bytes; }, miss,
+      [](const Target& t) {
+        const VocabInput in = shardcheck::fuzz::decode_vocab_input(t.bytes);
+        return std::string(in.is_float ? "float32" : "float64") +
+               " tokens=" + std::to_string(in.tokens) + " V=" + std::to_string(in.cfg.vocab) +
+               " P=" + std::to_string(in.ranks) + " " + std::string(name(in.cfg.reduction));
+      }};
+  return corpus.main(argc, argv);
+}
