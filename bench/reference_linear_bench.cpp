@@ -13,6 +13,7 @@
 // The Llama-2-7B MLP up projection, 2048 tokens, 4096 → 11008, is registered only with
 // SHARDCHECK_BENCH_BIG=1 (a few minutes; about 3 GB of memory).
 #include "bench_registry.hpp"
+#include "timing.hpp"
 
 #include "reference/bounds.hpp"
 #include "reference/linear/linear.hpp"
@@ -20,7 +21,6 @@
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
-#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <random>
@@ -40,13 +40,6 @@ Tensor<T> normal_tensor(Shape shape, std::uint64_t seed) {
   Tensor<T> t(std::move(shape));
   for (T& v : t.values()) v = static_cast<T>(normal(rng));
   return t;
-}
-
-template <class F>
-double seconds_of(const F& f) {
-  const auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 template <class T>

@@ -62,10 +62,7 @@ rc::Gen<ProductCase> genProductCase(Mix mix) {
     ProductCase c;
     c.m = *uniform<std::size_t>(0, 9);
     c.n = *uniform<std::size_t>(0, 9);
-    c.k = *rc::gen::weightedOneOf<std::size_t>({{1, rc::gen::just(std::size_t{0})},
-                                                {4, uniform<std::size_t>(1, 8)},
-                                                {4, uniform<std::size_t>(1, 64)},
-                                                {2, uniform<std::size_t>(65, 300)}});
+    c.k = *genInnerLength();
     auto draw = [&](std::size_t count) {
       std::vector<double> out;
       for (T v : *rc::gen::container<std::vector<T>>(count, genEntry<T>(mix)))

@@ -21,6 +21,7 @@
 
 #include "reference/contraction/contract.hpp"
 #include "reference/linear/linear.hpp"
+#include "reference/mlp/mlp.hpp"
 
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
@@ -60,10 +61,7 @@ LinearCase<T> draw_case(Mix mix) {
   LinearCase<T> c;
   c.tokens = *uniform<std::size_t>(0, 9);
   c.out = *uniform<std::size_t>(0, 9);
-  c.in = *rc::gen::weightedOneOf<std::size_t>({{1, rc::gen::just(std::size_t{0})},
-                                               {4, uniform<std::size_t>(1, 8)},
-                                               {4, uniform<std::size_t>(1, 64)},
-                                               {2, uniform<std::size_t>(65, 300)}});
+  c.in = *genInnerLength();
   auto draw = [&](std::vector<std::size_t> shape) {
     std::size_t n = 1;
     for (std::size_t d : shape) n *= d;
@@ -262,6 +260,48 @@ TEST(fast_linear, mutant_is_caught) {
   const bool passed = rc::check("linear's fast forward with a's last slice dropped",
                                 [&] { check_paths<double>(fast); });
   EXPECT_FALSE(passed) << "the paths' comparison did not notice a dropped slice: it cannot fail";
+}
+
+// The MLP's products of storage values (h = x·w_upᵀ + b_up, da = dy·w_down) on both paths:
+// each within gamma_{k+1}(2^-113)·(Σ|ab| + |b|) of the exact value (plain adds the bias first,
+// fast after the sum), so within twice that of each other; the rest is computed from them. The
+// entries span 2^-60..2^61, so the sums round in hp; a wrong layout or a lost bias fails by far.
+TEST(fast_linear, mlp_products_agree) {
+  SplitMix64 rng{20240611};
+  auto tensor = [&](Shape shape) {
+    Tensor<hp> t(std::move(shape));
+    for (std::size_t e = 0; e < t.size(); ++e) {
+      const double m = 1.0 + static_cast<double>(rng.below(1U << 20U)) / (1U << 20U);
+      t[e] = hp(std::ldexp(rng.below(2) == 0 ? m : -m, static_cast<int>(rng.below(121)) - 60));
+    }
+    return t;
+  };
+  const std::size_t n = 3, hid = 7, f = 4;
+  const Tensor<hp> x = tensor({n, hid}), w_up = tensor({2 * f, hid}), b_up = tensor({2 * f}),
+                   w_down = tensor({hid, f}), b_down = tensor({hid}), dy = tensor({n, hid});
+  const auto act = Activation::swiglu;
+  const auto ff = reference::mlp<hp>(x, w_up, b_up, w_down, b_down, act, ContractionPath::fast);
+  const auto fp = reference::mlp<hp>(x, w_up, b_up, w_down, b_down, act, ContractionPath::plain);
+  const auto gf =
+      reference::mlp_backward<hp>(x, w_up, w_down, ff, true, dy, act, ContractionPath::fast);
+  const auto gp =
+      reference::mlp_backward<hp>(x, w_up, w_down, fp, true, dy, act, ContractionPath::plain);
+  const hp u = reference::pow2<hp>(-113);
+  using std::abs;
+  for (std::size_t t = 0; t < n; ++t) {
+    for (std::size_t j = 0; j < 2 * f; ++j) {
+      hp mag = abs(b_up[j]);
+      for (std::size_t i = 0; i < hid; ++i) mag += abs(x(t, i) * w_up(j, i));
+      EXPECT_LE(abs(ff.h(t, j) - fp.h(t, j)), 2 * reference::gamma<hp>(hid + 1, u) * mag)
+          << "h(" << t << ", " << j << ")";
+    }
+    for (std::size_t j = 0; j < f; ++j) {
+      hp mag(0);
+      for (std::size_t i = 0; i < hid; ++i) mag += abs(dy(t, i) * w_down(i, j));
+      EXPECT_LE(abs(gf.da(t, j) - gp.da(t, j)), 2 * reference::gamma<hp>(hid, u) * mag)
+          << "da(" << t << ", " << j << ")";
+    }
+  }
 }
 
 // SHARDCHECK_REFERENCE: fast (or unset, or empty) and plain, anything else an error naming the

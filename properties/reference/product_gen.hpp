@@ -35,6 +35,14 @@ rc::Gen<T> genEntry(Mix mix) {
   }
 }
 
+// A contracted length: 0 (rarely), short, medium, or beyond one 256-long chunk's worth of slices.
+inline rc::Gen<std::size_t> genInnerLength() {
+  return rc::gen::weightedOneOf<std::size_t>({{1, rc::gen::just(std::size_t{0})},
+                                              {4, uniform<std::size_t>(1, 8)},
+                                              {4, uniform<std::size_t>(1, 64)},
+                                              {2, uniform<std::size_t>(65, 300)}});
+}
+
 inline Mix draw_mix() {
   return *rc::gen::weightedElement<Mix>({{4, Mix::tame},
                                          {2, Mix::wide},

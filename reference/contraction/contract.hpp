@@ -51,11 +51,14 @@ inline Layout transposed_layout(std::size_t rows, std::size_t cols) {
 
 // True when fast_contraction's accuracy argument holds in R: ≥ hp's precision and range.
 template <class R>
-inline constexpr bool fast_path_holds_in =
-    std::numeric_limits<R>::is_specialized&& std::numeric_limits<R>::digits >=
-    std::numeric_limits<hp>::digits&& std::numeric_limits<R>::max_exponent >=
-    std::numeric_limits<hp>::max_exponent&& std::numeric_limits<R>::min_exponent <=
-    std::numeric_limits<hp>::min_exponent;
+constexpr bool fast_path_holds_in_impl() {
+  using L = std::numeric_limits<R>;
+  using H = std::numeric_limits<hp>;
+  return L::is_specialized && L::digits >= H::digits && L::max_exponent >= H::max_exponent &&
+         L::min_exponent <= H::min_exponent;
+}
+template <class R>
+inline constexpr bool fast_path_holds_in = fast_path_holds_in_impl<R>();
 
 // The values of an R buffer as doubles, or nothing when one of them is not exactly a double
 // (NaN maps to NaN; ±inf and ±0 keep their signs).
