@@ -14,4 +14,9 @@ void register_barrier_benchmarks();
 // SHARDCHECK_BENCH_BIG=1): the reference's fast contraction beside Eigen's GEMM and the hp path.
 void register_fast_contraction_benchmarks();
 
+// reference_linear/<dtype>/tokens/in/out (64·256·256 with the plain path beside; the Llama-2-7B
+// MLP up projection 2048 × 4096 → 11008 with SHARDCHECK_BENCH_BIG=1): reference::linear and
+// reference::bounds end to end, as a suite pays for one checked forward.
+void register_reference_linear_benchmarks();
+
 }  // namespace shardcheck::bench

@@ -1,6 +1,6 @@
 // fast_contraction/<dtype>/m:M/k:K/n:N/hp:0|1: the reference's fast contraction
 // (reference/contraction/fast_contraction.hpp) beside Eigen's double GEMM and the plain hp path
-// (contract_parts element by element, as reference/linear/linear.hpp does), on the same
+// (contract_parts element by element, linear.hpp's ContractionPath::plain), on the same
 // operands, one after the other in every iteration, so each ratio compares figures measured
 // under the same load a few seconds apart (docs/fast-reference.md).
 //
@@ -9,7 +9,7 @@
 //          EIGEN_DONT_PARALLELIZE)
 //   fast   fast_contraction<hp>(A, B): every element's partial and Σ|ab| in hp (one part)
 //   hp     to_hp of both operands, then contract_parts per element in hp, one thread (as the
-//          reference runs today); only for the shapes where it takes seconds (m·k·n ≤ 256³)
+//          plain reference path runs); only for the shapes where it takes seconds (m·k·n ≤ 256³)
 // Operands: values of <dtype> (normal(0, 1) rounded to it, fixed seed), passed as doubles.
 // Counters: eigen_s, fast_s, hp_s (seconds per iteration), fast_over_eigen, hp_over_fast,
 // pairs (slice pairs s_a·s_b), rest (rest products added in hp), rho (the largest number of
@@ -17,13 +17,13 @@
 // the fast path's (manual time). The shape, 2048 × 11008 · 11008 × 4096, is registered only
 // when SHARDCHECK_BENCH_BIG=1 (fast and eigen only; a few minutes, several GB of memory).
 #include "bench_registry.hpp"
+#include "timing.hpp"
 
 #include "reference/contraction/fast_contraction.hpp"
 
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
-#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <random>
@@ -42,13 +42,6 @@ std::vector<double> operand(std::size_t count, std::uint64_t seed) {
   std::vector<double> out(count);
   for (double& v : out) v = static_cast<double>(static_cast<T>(normal(rng)));
   return out;
-}
-
-template <class F>
-double seconds(const F& f) {
-  const auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 constexpr std::size_t tile = 256;
@@ -99,10 +92,10 @@ void fast_contraction_bench(benchmark::State& state, std::size_t m, std::size_t 
   options.stats = &stats;
   options.tile = tile;
   for (auto _ : state) {
-    eigen_s += seconds([&] { eigen_gemm(ea, eb, ec); });
+    eigen_s += seconds_of([&] { eigen_gemm(ea, eb, ec); });
     benchmark::DoNotOptimize(ec.data());
     double fast_one = 0;
-    fast_one = seconds([&] {
+    fast_one = seconds_of([&] {
       auto c =
           reference::fast_contraction<hp>(reference::row_major_view(a.data(), m, k),
                                           reference::row_major_view(b.data(), k, n), {}, options);
@@ -112,7 +105,7 @@ void fast_contraction_bench(benchmark::State& state, std::size_t m, std::size_t 
     state.SetIterationTime(fast_one);
     if (with_hp) {
       double check = 0;
-      hp_s += seconds([&] { check = hp_checksum(a, b, m, k, n); });
+      hp_s += seconds_of([&] { check = hp_checksum(a, b, m, k, n); });
       benchmark::DoNotOptimize(check);
     }
   }

@@ -1,5 +1,6 @@
 // shardcheck_bench: the collectives' bus bandwidth beside memcpy, the barrier's latency beside
-// OpenMP's and the reference's fast contraction beside Eigen's GEMM, in one process
+// OpenMP's, the reference's fast contraction beside Eigen's GEMM and the reference linear layer
+// with its bounds (fast beside plain), in one process
 // (docs/benchmarks.md). Google Benchmark's flags apply; after the benchmarks a Markdown summary
 // with the ratios and the goals follows (on stdout with the console format, on stderr with
 // --benchmark_format=json so stdout stays valid JSON).
@@ -16,6 +17,7 @@ int main(int argc, char** argv) {
   shardcheck::bench::register_collective_benchmarks();
   shardcheck::bench::register_barrier_benchmarks();
   shardcheck::bench::register_fast_contraction_benchmarks();
+  shardcheck::bench::register_reference_linear_benchmarks();
 
   std::string_view format = "console";
   constexpr std::string_view flag = "--benchmark_format=";

@@ -23,6 +23,14 @@ inline double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
+// The wall-clock seconds one call of f() takes.
+template <class F>
+double seconds_of(const F& f) {
+  const auto t0 = Clock::now();
+  f();
+  return seconds_between(t0, Clock::now());
+}
+
 // nccl-tests reports GB/s with GB = 1e9 bytes.
 inline constexpr double bytes_per_GB = 1e9;
 

@@ -46,7 +46,9 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <exception>
 #include <span>
+#include <stdexcept>
 #include <vector>
 
 namespace shardcheck::reference {
@@ -98,17 +100,77 @@ R max_of(const R& a, const R& b) {
 }
 }  // namespace detail
 
-// The bound for one element. `parts`: the element's per-part terms in rank order (dot.hpp);
-// `bias`: the bias added to it, or nullptr; `operands`: Operands::unit for plain sums (db).
+// What element_bound takes from the parts' lengths and the formats alone: the same for every
+// element of a contraction, so bounds() computes it once. Each value is the very expression
+// element_bound evaluates (same operations, same order), so hoisting changes no bit.
+template <class R = hp>
+struct BoundConstants {
+  struct Part {
+    R gamma_acc{0};   // gamma_n(u_A), n = k_r − 1 with exact products, else k_r
+    R underflow{0};   // k_r·eta_A/2·(1 + gamma_{k_r−1}(u_A)), 0 for Operands::unit
+    R half_eta_k{0};  // k_r·eta_A/2
+    R growth{0};      // 1 + gamma_{k_r}(u_A)
+  };
+  std::vector<Part> parts;  // one per part (zeros for empty parts)
+  R u_r{0}, g{0}, raise{0}, u_t1{0}, half_eta_t{0}, omega_a{0}, omega_t{0};
+  R reduction_gamma{0};  // gamma_{q−1}(u_T) for q ≥ 2 non-empty parts, else 0
+  R margin{0};
+  std::size_t q = 0;  // non-empty parts
+  bool same = false;
+  std::exception_ptr error;  // gamma's domain_error: thrown for the first finite element
+};
+
+// The constants of elements whose parts have `parts`' lengths (their values are not read).
+template <class R = hp>
+BoundConstants<R> bound_constants(std::span<const PartTerms<R>> parts, const Arithmetic& arith,
+                                  Operands operands = Operands::general) {
+  BoundConstants<R> c;
+  const Format& st = arith.storage;
+  const Format& ac = arith.accumulate;
+  c.parts.resize(parts.size());
+  try {
+    c.u_r = unit_roundoff_of<R>();
+    std::size_t k = 0;
+    for (const auto& pt : parts) k += pt.length;
+    c.g = gamma<R>(k + parts.size() + 1, c.u_r);
+    c.raise = 2 * c.g;
+    const R u_a = unit_roundoff<R>(ac), eta_a = smallest_subnormal<R>(ac);
+    const R u_t = unit_roundoff<R>(st), eta_t = smallest_subnormal<R>(st);
+    c.u_t1 = u_t / (1 + u_t);  // one rounding's relative error bound (Jeannerod–Rump)
+    c.half_eta_t = eta_t / 2;
+    c.same = st == ac;
+    const bool exact_products = operands == Operands::unit || 2 * st.precision <= ac.precision;
+    c.omega_a = overflow_threshold<R>(ac);
+    c.omega_t = overflow_threshold<R>(st);
+    for (std::size_t r = 0; r < parts.size(); ++r) {
+      const std::size_t len = parts[r].length;
+      if (len == 0) continue;
+      ++c.q;
+      auto& cp = c.parts[r];
+      const std::size_t n = exact_products ? len - 1 : len;
+      cp.underflow =
+          operands == Operands::unit ? R(0) : R(len) * eta_a / 2 * (1 + gamma<R>(len - 1, u_a));
+      cp.gamma_acc = gamma<R>(n, u_a);
+      cp.half_eta_k = R(len) * eta_a / 2;
+      cp.growth = 1 + gamma<R>(len, u_a);
+    }
+    if (c.q >= 2) c.reduction_gamma = gamma<R>(c.q - 1, u_t);
+    c.margin = gamma<R>(24 * (parts.size() + 1), c.u_r);
+  } catch (const std::domain_error&) {
+    c.error = std::current_exception();
+  }
+  return c;
+}
+
+// The bound for one element whose parts have the lengths `c` was computed for. `parts`: the
+// element's per-part terms in rank order (dot.hpp); `bias`: the bias added to it, or nullptr.
 // @throws std::domain_error (gamma) when a part is too long for the accumulator.
 template <class R = hp>
-ElementBound<R> element_bound(std::span<const PartTerms<R>> parts, const R* bias,
-                              const Arithmetic& arith, Operands operands = Operands::general) {
+ElementBound<R> element_bound(const BoundConstants<R>& c, std::span<const PartTerms<R>> parts,
+                              const R* bias) {
   using std::abs;
   using std::isfinite;
   ElementBound<R> out;
-  const Format& st = arith.storage;
-  const Format& ac = arith.accumulate;
 
   // Operands: non-finite ⇒ compare classes, not magnitudes.
   bool finite = bias == nullptr || isfinite(*bias);
@@ -118,6 +180,7 @@ ElementBound<R> element_bound(std::span<const PartTerms<R>> parts, const R* bias
     out.status = BoundStatus::nonfinite_input;
     return out;
   }
+  if (c.error) std::rethrow_exception(c.error);
 
   // Reference term and margin. The reference's partials and Σ|ab| carry R roundings: each
   // product passes through ≤ k + p roundings (product, sums in the part, sum of parts, bias), so
@@ -129,70 +192,61 @@ ElementBound<R> element_bound(std::span<const PartTerms<R>> parts, const R* bias
   // Terms from the fast path (contraction/fast_contraction.hpp) are covered by the same g: their
   // GEMMs and integer sums are exact, and each product then passes through at most
   // rho ≤ k_r − 1 roundings in R inside its part (partial and abs_sum alike), as here.
-  const R u_r = unit_roundoff_of<R>();
-  std::size_t k = 0;
   R abs_total(0);
   R s(0);
   for (const auto& pt : parts) {
-    k += pt.length;
     abs_total += pt.abs_sum;
     s += pt.partial;
   }
   const R abs_bias = bias != nullptr ? R(abs(*bias)) : R(0);
-  const R g = gamma<R>(k + parts.size() + 1, u_r);
-  const R raise = 2 * g;
+  const R& raise = c.raise;
 
-  const R u_a = unit_roundoff<R>(ac), eta_a = smallest_subnormal<R>(ac);
-  const R u_t = unit_roundoff<R>(st), eta_t = smallest_subnormal<R>(st);
-  const R u_t1 = u_t / (1 + u_t);  // one rounding's relative error bound (Jeannerod–Rump)
-  const bool same = st == ac;
-  const bool exact_products = operands == Operands::unit || 2 * st.precision <= ac.precision;
-  const R omega_a = overflow_threshold<R>(ac), omega_t = overflow_threshold<R>(st);
-
-  R sum_e(0);         // Σ e_r
-  R sum_mag(0);       // Σ (|s_r| + e_r): bound on Σ |t_r|
-  std::size_t q = 0;  // non-empty parts
+  R sum_e(0);    // Σ e_r
+  R sum_mag(0);  // Σ (|s_r| + e_r): bound on Σ |t_r|
   bool may_overflow = false;
-  for (const auto& pt : parts) {
+  for (std::size_t r = 0; r < parts.size(); ++r) {
+    const auto& pt = parts[r];
     if (pt.length == 0) continue;
-    ++q;
+    const auto& cp = c.parts[r];
     const R a_r = pt.abs_sum * (1 + raise);
     const R s_r = abs(pt.partial) + raise * pt.abs_sum;
-    const std::size_t n = exact_products ? pt.length - 1 : pt.length;
-    const R underflow = operands == Operands::unit
-                            ? R(0)
-                            : R(pt.length) * eta_a / 2 * (1 + gamma<R>(pt.length - 1, u_a));
-    const R e_acc = gamma<R>(n, u_a) * a_r + underflow;
-    const R e_round = same ? R(0) : detail::max_of<R>(u_t1 * (s_r + e_acc), eta_t / 2);
+    const R e_acc = cp.gamma_acc * a_r + cp.underflow;
+    const R e_round = c.same ? R(0) : detail::max_of<R>(c.u_t1 * (s_r + e_acc), c.half_eta_t);
     out.terms.accumulation += e_acc;
     out.terms.storage_rounding += e_round;
     sum_e += e_acc + e_round;
     sum_mag += s_r + e_acc + e_round;
     // Every accumulator value (a computed sum over a subset of the part) is at most
     // (a_r + k_r·eta_A/2)·(1 + gamma_{k_r}(u_A)).
-    if ((a_r + R(pt.length) * eta_a / 2) * (1 + gamma<R>(pt.length, u_a)) >= omega_a) {
-      may_overflow = true;
-    }
+    if ((a_r + cp.half_eta_k) * cp.growth >= c.omega_a) may_overflow = true;
   }
-  const R reduction = q >= 2 ? R(gamma<R>(q - 1, u_t) * sum_mag) : R(0);
+  const R reduction = c.q >= 2 ? R(c.reduction_gamma * sum_mag) : R(0);
   out.terms.reduction = reduction;
   const R e = sum_e + reduction;
   // Every value in the cross-part sum is at most Σ|t_r|·(1 + gamma_{q−1}(u_T)).
   R largest_t = sum_mag + reduction;
   if (bias != nullptr) {
     const R sb = abs(s + *bias) + raise * (abs_total + abs_bias);
-    out.terms.bias_rounding = u_t1 * (sb + e);
+    out.terms.bias_rounding = c.u_t1 * (sb + e);
     largest_t = detail::max_of<R>(largest_t, sb + e);
   }
-  if (largest_t >= omega_t) may_overflow = true;
+  if (largest_t >= c.omega_t) may_overflow = true;
 
   const R model = e + out.terms.bias_rounding;
-  const R reference = g * (abs_total + abs_bias);
-  const R margin = gamma<R>(24 * (parts.size() + 1), u_r);
-  out.bound = (model + reference) * (1 + margin);
+  const R reference = c.g * (abs_total + abs_bias);
+  out.bound = (model + reference) * (1 + c.margin);
   out.terms.reference = out.bound - model;
   out.status = may_overflow ? BoundStatus::may_overflow : BoundStatus::holds;
   return out;
+}
+
+// The bound for one element. `parts`: the element's per-part terms in rank order (dot.hpp);
+// `bias`: the bias added to it, or nullptr; `operands`: Operands::unit for plain sums (db).
+// @throws std::domain_error (gamma) when a part is too long for the accumulator.
+template <class R = hp>
+ElementBound<R> element_bound(std::span<const PartTerms<R>> parts, const R* bias,
+                              const Arithmetic& arith, Operands operands = Operands::general) {
+  return element_bound<R>(bound_constants<R>(parts, arith, operands), parts, bias);
 }
 
 template <class R = hp>
@@ -201,16 +255,40 @@ struct Bounds {
   std::vector<BoundStatus> status;  // one per element
 };
 
-// The bound of every element of a reference contraction (linear.hpp) under `arith`.
+// The bound of every element of a reference contraction (linear.hpp) under `arith`. Elements
+// are independent, so large contractions share them among OpenMP threads (static schedule; the
+// result is the same for any thread count); an exception of an element (gamma's domain_error)
+// is rethrown after the loop, the lowest element's.
 template <class R = hp>
 Bounds<R> bounds(const Contraction<R>& c, const Arithmetic& arith) {
-  Bounds<R> out{Tensor<R>(c.value.shape()), std::vector<BoundStatus>(c.value.size())};
-  for (std::size_t e = 0; e < c.value.size(); ++e) {
-    const auto parts = c.parts_of(e);
-    const auto b = element_bound<R>(parts, c.bias_of(e), arith, c.operands);
-    out.bound[e] = b.bound;
-    out.status[e] = b.status;
+  const std::size_t n = c.value.size(), p = c.parts();
+  Bounds<R> out{Tensor<R>(c.value.shape()), std::vector<BoundStatus>(n)};
+  std::exception_ptr error;
+  std::size_t first_error = n;
+  constexpr std::size_t parallel_elements = 4096;
+  const BoundConstants<R> constants =
+      n == 0 ? BoundConstants<R>{} : bound_constants<R>(c.parts_of(0), arith, c.operands);
+#pragma omp parallel if (n >= parallel_elements)
+  {
+    std::vector<PartTerms<R>> parts(p);
+#pragma omp for schedule(static)
+    for (std::ptrdiff_t se = 0; se < static_cast<std::ptrdiff_t>(n); ++se) {
+      const auto e = static_cast<std::size_t>(se);
+      try {
+        for (std::size_t r = 0; r < p; ++r) parts[r] = c.terms[r * n + e];
+        const auto b = element_bound<R>(constants, parts, c.bias_of(e));
+        out.bound[e] = b.bound;
+        out.status[e] = b.status;
+      } catch (...) {
+#pragma omp critical(shardcheck_reference_bounds)
+        if (e < first_error) {
+          first_error = e;
+          error = std::current_exception();
+        }
+      }
+    }
   }
+  if (error) std::rethrow_exception(error);
   return out;
 }
 

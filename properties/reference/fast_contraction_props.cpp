@@ -18,6 +18,7 @@
 //   (4) bit-identical terms and values for 1 thread and tile 256 against 3 threads and tile 3.
 // The mutant (fast_contraction.mutant_is_caught): with the last slice of a dropped, (1)-(2) fail.
 // Shapes this small use chunks of 16..256 and up to 8 slices, the paths large shapes take.
+#include "reference/product_gen.hpp"
 #include "testing/reference_gen.hpp"
 
 #include "reference/contraction/fast_contraction.hpp"
@@ -42,12 +43,6 @@ using Exact = boost::multiprecision::number<
     boost::multiprecision::cpp_bin_float<256, boost::multiprecision::digit_base_2>,
     boost::multiprecision::et_off>;
 
-enum class Mix { tame, wide, tiny, cancellation, zeros, special };
-const char* mix_name(Mix m) {
-  const char* names[] = {"tame", "wide", "tiny", "cancellation", "zeros", "special"};
-  return names[static_cast<int>(m)];
-}
-
 // a [m, k] and b [k, n], row-major, as doubles (exact), with the parts of k.
 struct ProductCase {
   std::size_t m = 0, k = 0, n = 0;
@@ -62,28 +57,12 @@ struct ProductCase {
 };
 
 template <class T>
-rc::Gen<T> genEntry(Mix mix) {
-  const int lo = lowest_binade<T>(), hi = highest_binade<T>();
-  switch (mix) {
-    case Mix::wide: return genLogUniform<T>(lo, hi);
-    case Mix::tiny: return genLogUniform<T>(lo, lo + 40);
-    case Mix::zeros:
-      return rc::gen::weightedOneOf<T>(
-          {{2, rc::gen::element(T(0.0F), T(-0.0F))}, {1, genLogUniform<T>(-6, 6)}});
-    default: return genLogUniform<T>(-6, 6);
-  }
-}
-
-template <class T>
 rc::Gen<ProductCase> genProductCase(Mix mix) {
   return rc::gen::exec([mix] {
     ProductCase c;
     c.m = *uniform<std::size_t>(0, 9);
     c.n = *uniform<std::size_t>(0, 9);
-    c.k = *rc::gen::weightedOneOf<std::size_t>({{1, rc::gen::just(std::size_t{0})},
-                                                {4, uniform<std::size_t>(1, 8)},
-                                                {4, uniform<std::size_t>(1, 64)},
-                                                {2, uniform<std::size_t>(65, 300)}});
+    c.k = *genInnerLength();
     auto draw = [&](std::size_t count) {
       std::vector<double> out;
       for (T v : *rc::gen::container<std::vector<T>>(count, genEntry<T>(mix)))
@@ -208,15 +187,6 @@ std::string violation(const ProductCase& c, const reference::Contraction<hp>& go
   return {};
 }
 
-Mix draw_mix() {
-  return *rc::gen::weightedElement<Mix>({{4, Mix::tame},
-                                         {2, Mix::wide},
-                                         {2, Mix::tiny},
-                                         {3, Mix::cancellation},
-                                         {2, Mix::zeros},
-                                         {1, Mix::special}});
-}
-
 template <class T>
 void fast_meets_its_claim(bool mutant) {
   const Mix mix = draw_mix();
@@ -298,7 +268,7 @@ TEST(fast_contraction, extreme_rows) {
   EXPECT_GT(stats.fast_elements, 0U);
 }
 
-// The layout a later wiring into reference/linear/linear.hpp uses: y = x·Wᵀ with a = x and
+// The layout reference/linear/linear.hpp's fast path uses: y = x·Wᵀ with a = x and
 // b = transposed_view(w), row-parallel parts; the terms match the plain linear reference's within
 // both paths' bounds (gamma_{k_r−1}(2^-113)·Σ|ab| each), and the bias is added by finish_values.
 TEST(fast_contraction, matches_the_linear_forward_layout) {
@@ -316,7 +286,7 @@ TEST(fast_contraction, matches_the_linear_forward_layout) {
   reference::finish_values(c);
   const auto plain =
       reference::linear<hp>(Tensor<double>({tokens, in}, x), Tensor<double>({out, in}, w),
-                            Tensor<double>({out}, bias), parts);
+                            Tensor<double>({out}, bias), parts, reference::ContractionPath::plain);
   ASSERT_EQ(c.terms.size(), plain.terms.size());
   for (std::size_t e = 0; e < c.terms.size(); ++e) {
     const auto& f = c.terms[e];

@@ -8,8 +8,14 @@
 //   da = dy·w_down   dh = f'(h)⊙da (swiglu: dg = da⊙u⊙silu'(g), du = da⊙silu(g))
 //   dx = dh·w_up     dw_up = dhᵀ·x   db_up = Σ_t dh   dw_down = dyᵀ·a   db_down = Σ_t dy
 // Each result's elementwise bound is mlp_bound.hpp's. Inputs of a storage type T convert exactly.
+// `path` (contraction_path.hpp): with fast (the default) the two products whose operands are
+// storage values, h = x·w_upᵀ + b_up (the bias added after the sum) and da = dy·w_down, are
+// contraction/contract.hpp's; the products of values computed in R (y = a·w_downᵀ, dx = dh·w_up,
+// dw_up = dhᵀ·x, dw_down = dyᵀ·a) are plain loops either way, as is everything with plain.
 #pragma once
 
+#include "reference/contraction/contract.hpp"
+#include "reference/linear/linear.hpp"
 #include "reference/mlp/activation.hpp"
 #include "reference/precision.hpp"
 
@@ -52,12 +58,15 @@ void require_mlp_shapes(Activation act, const Tensor<R>& x, const Tensor<R>& w_u
 // The forward. @pre shapes as above.
 template <HighPrecision R = hp>
 MlpForward<R> mlp(const Tensor<R>& x, const Tensor<R>& w_up, const Tensor<R>& b_up,
-                  const Tensor<R>& w_down, const Tensor<R>& b_down, Activation act) {
+                  const Tensor<R>& w_down, const Tensor<R>& b_down, Activation act,
+                  ContractionPath path = default_contraction_path()) {
   detail::require_mlp_shapes(act, x, w_up, w_down);
   const std::size_t n = x.dim(0), hid = x.dim(1), f = w_down.dim(1), kf = w_up.dim(0);
-  MlpForward<R> o{Tensor<R>({n, kf}), Tensor<R>({n, f}), Tensor<R>({n, hid})};
+  const bool fast = path == ContractionPath::fast;
+  MlpForward<R> o{fast ? linear<R>(x, w_up, b_up, {}, path).value : Tensor<R>({n, kf}),
+                  Tensor<R>({n, f}), Tensor<R>({n, hid})};
   for (std::size_t t = 0; t < n; ++t) {
-    for (std::size_t j = 0; j < kf; ++j) {
+    for (std::size_t j = 0; j < kf && !fast; ++j) {
       R s = b_up.empty() ? R(0) : b_up[j];
       for (std::size_t i = 0; i < hid; ++i) s += x(t, i) * w_up(j, i);
       o.h(t, j) = s;
@@ -79,11 +88,16 @@ MlpForward<R> mlp(const Tensor<R>& x, const Tensor<R>& w_up, const Tensor<R>& b_
 template <HighPrecision R = hp>
 MlpGrads<R> mlp_backward(const Tensor<R>& x, const Tensor<R>& w_up, const Tensor<R>& w_down,
                          const MlpForward<R>& fwd, bool has_bias, const Tensor<R>& dy,
-                         Activation act) {
+                         Activation act, ContractionPath path = default_contraction_path()) {
   detail::require_mlp_shapes(act, x, w_up, w_down);
   const std::size_t n = x.dim(0), hid = x.dim(1), f = w_down.dim(1), kf = w_up.dim(0);
+  const bool fast = path == ContractionPath::fast;
   MlpGrads<R> g;
-  g.da = Tensor<R>({n, f});
+  const std::size_t all_hidden[] = {hid};
+  g.da = fast ? contraction<R>(dy, row_major_layout(n, hid), w_down, row_major_layout(hid, f),
+                               all_hidden, path)
+                    .value
+              : Tensor<R>({n, f});
   g.dh = Tensor<R>({n, kf});
   g.dx = Tensor<R>({n, hid});
   g.dw_up = Tensor<R>({kf, hid});
@@ -95,8 +109,12 @@ MlpGrads<R> mlp_backward(const Tensor<R>& x, const Tensor<R>& w_up, const Tensor
   for (std::size_t t = 0; t < n; ++t) {
     for (std::size_t j = 0; j < f; ++j) {
       R s(0);
-      for (std::size_t i = 0; i < hid; ++i) s += dy(t, i) * w_down(i, j);
-      g.da(t, j) = s;
+      if (fast) {
+        s = g.da(t, j);
+      } else {
+        for (std::size_t i = 0; i < hid; ++i) s += dy(t, i) * w_down(i, j);
+        g.da(t, j) = s;
+      }
       if (act == Activation::swiglu) {
         const R& gate = fwd.h(t, j);
         const R& up = fwd.h(t, f + j);

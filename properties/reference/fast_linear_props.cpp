@@ -1,0 +1,330 @@
+// The reference linear layer's two paths (reference/linear/linear.hpp, contraction_path.hpp) on
+// the same generated cases: y = x·Wᵀ + b with row-parallel parts of `in`, and the backward's dx
+// (column-parallel parts of `out`), dW and db, each computed with ContractionPath::fast and
+// ContractionPath::plain from the same storage-typed tensors (float64/float32/bfloat16/float16,
+// tokens, out in 0..9, in in 0..300, 1..8 parts with empty ones, product_gen.hpp's value mixes).
+//
+// Asserted, per term (part r of length k_r, g = gamma_{k_r−1}(2^-113)): both paths are within
+// g·Σ|ab| of the exact values (dot.hpp's contract for plain, fast_contraction.hpp's claim, which
+// fast_contraction_props.cpp checks against 256-bit sums, for fast), and Σ|ab| ≤ abs_sum_plain
+// /(1 − g), so
+//   |partial_fast − partial_plain| ≤ 2g·abs_sum_plain/(1 − g), and the same for abs_sum;
+// k_r ≤ 1 therefore means bit-identical. Non-finite terms (±inf/NaN operands) come from
+// contract_parts on both paths: the same bits. Values: each path sums its p parts and the bias
+// with finish_values (p roundings, within gamma_p·(Σ_r |partial_r| + |b|)), so they differ by at
+// most the parts' differences plus twice that. db is the same plain sum on both paths:
+// bit-identical. Shapes, lengths and part lengths are equal.
+// The planted bug (fast_linear.mutant_is_caught): a "fast" side whose a operand loses its last
+// slice (FastOptions::mutant_drop_last_slice) makes the property fail.
+#include "reference/product_gen.hpp"
+#include "testing/reference_gen.hpp"
+
+#include "reference/contraction/contract.hpp"
+#include "reference/linear/linear.hpp"
+#include "reference/mlp/mlp.hpp"
+
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace shardcheck::props::ref {
+namespace {
+
+using reference::Contraction;
+using reference::ContractionPath;
+using reference::hp;
+
+template <class T>
+struct LinearCase {
+  std::size_t tokens = 0, in = 0, out = 0;
+  Tensor<T> x, w, b, dy;
+  std::vector<std::size_t> in_parts, out_parts;
+  std::string describe() const {
+    auto list = [](const std::vector<std::size_t>& v) {
+      std::string s = "[";
+      for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+      return s + "]";
+    };
+    return "tokens " + std::to_string(tokens) + ", in " + std::to_string(in) + ", out " +
+           std::to_string(out) + (b.empty() ? ", no bias" : ", bias") + ", in_parts " +
+           list(in_parts) + ", out_parts " + list(out_parts);
+  }
+};
+
+template <class T>
+LinearCase<T> draw_case(Mix mix) {
+  LinearCase<T> c;
+  c.tokens = *uniform<std::size_t>(0, 9);
+  c.out = *uniform<std::size_t>(0, 9);
+  c.in = *genInnerLength();
+  auto draw = [&](std::vector<std::size_t> shape) {
+    std::size_t n = 1;
+    for (std::size_t d : shape) n *= d;
+    return Tensor<T>(std::move(shape), *rc::gen::container<std::vector<T>>(n, genEntry<T>(mix)));
+  };
+  c.x = draw({c.tokens, c.in});
+  c.w = draw({c.out, c.in});
+  c.dy = draw({c.tokens, c.out});
+  if (*rc::gen::arbitrary<bool>()) c.b = draw({c.out});
+  if (mix == Mix::cancellation && c.in >= 2) {
+    // x's second half of `in` is the first with the sign flipped and w's repeats its first, so
+    // y's exact sums cancel; one entry of x is perturbed so they are not all zero.
+    const std::size_t h = c.in / 2;
+    for (std::size_t t = 0; t < c.tokens; ++t) {
+      for (std::size_t q = 0; q < h; ++q) c.x(t, h + q) = T(-static_cast<double>(c.x(t, q)));
+    }
+    for (std::size_t o = 0; o < c.out; ++o) {
+      for (std::size_t q = 0; q < h; ++q) c.w(o, h + q) = c.w(o, q);
+    }
+    if (c.tokens > 0) c.x(0, c.in - 1) = *genLogUniform<T>(-30, -10);
+  }
+  if (mix == Mix::special) {
+    const T inf = std::numeric_limits<T>::infinity();
+    for (Tensor<T>* t : {&c.x, &c.w, &c.dy}) {
+      if (!t->empty() && *uniform(0, 2) == 0) {
+        (*t)[*uniform<std::size_t>(0, t->size() - 1)] =
+            *rc::gen::element(inf, -inf, std::numeric_limits<T>::quiet_NaN());
+      }
+    }
+  }
+  auto parts = [](std::size_t k) {
+    return draw_parts(k, *rc::gen::weightedOneOf<int>({{2, rc::gen::just(1)}, {5, uniform(2, 8)}}));
+  };
+  c.in_parts = parts(c.in);
+  c.out_parts = parts(c.out);
+  return c;
+}
+
+bool same_bits(const hp& x, const hp& y) {
+  using boost::multiprecision::isnan;
+  using boost::multiprecision::signbit;
+  return (isnan(x) && isnan(y)) || (x == y && signbit(x) == signbit(y));
+}
+
+bool finite(const hp& v) {
+  using boost::multiprecision::isfinite;
+  return isfinite(v);
+}
+
+// "" when `fast` is within the stated accuracy of `plain` (the header's assertions), else the
+// first violation.
+std::string differs(const char* what, const Contraction<hp>& fast, const Contraction<hp>& plain) {
+  const std::string name(what);
+  if (fast.value.shape() != plain.value.shape() || fast.part_lengths != plain.part_lengths ||
+      fast.terms.size() != plain.terms.size() || fast.operands != plain.operands) {
+    return name + ": the shapes, parts or operands differ";
+  }
+  const hp u = reference::pow2<hp>(-113);
+  const std::size_t n = plain.value.size(), p = plain.parts();
+  for (std::size_t r = 0; r < p; ++r) {
+    const std::size_t kr = plain.part_lengths[r];
+    const hp g = kr <= 1 ? hp(0) : reference::gamma<hp>(kr - 1, u);
+    for (std::size_t e = 0; e < n; ++e) {
+      const auto& f = fast.terms[r * n + e];
+      const auto& q = plain.terms[r * n + e];
+      const std::string at = name + " element " + std::to_string(e) + " part " + std::to_string(r) +
+                             " (length " + std::to_string(kr) + ")";
+      if (f.length != q.length) return at + ": lengths differ";
+      if (!finite(q.partial) || !finite(q.abs_sum) || !finite(f.partial) || !finite(f.abs_sum)) {
+        if (!same_bits(f.partial, q.partial) || !same_bits(f.abs_sum, q.abs_sum)) {
+          return at + ": non-finite terms differ: fast " + show_hp(f.partial) + " plain " +
+                 show_hp(q.partial);
+        }
+        continue;
+      }
+      using std::abs;
+      const hp tol = 2 * g * q.abs_sum / (1 - g);
+      if (abs(f.partial - q.partial) > tol || abs(f.abs_sum - q.abs_sum) > tol) {
+        return at + ": partial fast " + show_hp(f.partial) + " plain " + show_hp(q.partial) +
+               ", abs_sum fast " + show_hp(f.abs_sum) + " plain " + show_hp(q.abs_sum) +
+               ", allowed " + show_hp(tol);
+      }
+    }
+  }
+  const hp g_sum = p == 0 ? hp(0) : reference::gamma<hp>(p, u);
+  for (std::size_t e = 0; e < n; ++e) {
+    using std::abs;
+    const hp vf = fast.value[e], vp = plain.value[e];
+    if (!finite(vf) || !finite(vp)) {
+      if (!same_bits(vf, vp)) return name + " value " + std::to_string(e) + ": non-finite differ";
+      continue;
+    }
+    const hp* b = plain.bias_of(e);
+    hp diff(0), magnitude(b == nullptr ? hp(0) : hp(abs(*b)));
+    for (std::size_t r = 0; r < p; ++r) {
+      diff += abs(fast.terms[r * n + e].partial - plain.terms[r * n + e].partial);
+      magnitude += abs(plain.terms[r * n + e].partial) + abs(fast.terms[r * n + e].partial);
+    }
+    const hp tol = (diff + g_sum * magnitude) * (1 + g_sum);
+    if (abs(vf - vp) > tol) {
+      return name + " value " + std::to_string(e) + ": fast " + show_hp(vf) + " plain " +
+             show_hp(vp) + ", allowed " + show_hp(tol);
+    }
+  }
+  return "";
+}
+
+// The fast side's results: y and the backward.
+struct FastResult {
+  Contraction<hp> y;
+  reference::LinearBackward<hp> g;
+};
+template <class T>
+using FastSide = std::function<FastResult(const LinearCase<T>&)>;
+
+// The plain path against `fast` on one generated case.
+template <class T>
+void check_paths(const FastSide<T>& fast) {
+  const Mix mix = draw_mix();
+  const LinearCase<T> c = draw_case<T>(mix);
+  RC_TAG(type_name(T{}), mix_name(mix));
+  const auto y_plain = reference::linear<hp>(c.x, c.w, c.b, c.in_parts, ContractionPath::plain);
+  const auto g_plain = reference::linear_backward<hp>(c.x, c.w, !c.b.empty(), c.dy, c.out_parts,
+                                                      ContractionPath::plain);
+  const FastResult f = fast(c);
+  std::string v = differs("y", f.y, y_plain);
+  if (v.empty()) v = differs("dx", f.g.dx, g_plain.dx);
+  if (v.empty()) v = differs("dw", f.g.dw, g_plain.dw);
+  if (v.empty() && !c.b.empty()) {
+    for (std::size_t e = 0; e < g_plain.db.value.size(); ++e) {
+      if (!same_bits(f.g.db.value[e], g_plain.db.value[e])) v = "db differs";
+    }
+  }
+  if (!v.empty()) {
+    RC_FAIL(std::string(type_name(T{})) + " " + mix_name(mix) + ", " + c.describe() + ": " + v);
+  }
+}
+
+// The backward by linear.hpp's fast path.
+template <class T>
+reference::LinearBackward<hp> fast_backward(const LinearCase<T>& c) {
+  return reference::linear_backward<hp>(c.x, c.w, !c.b.empty(), c.dy, c.out_parts,
+                                        ContractionPath::fast);
+}
+
+template <class T>
+void linear_paths_agree() {
+  check_paths<T>([](const LinearCase<T>& c) {
+    return FastResult{reference::linear<hp>(c.x, c.w, c.b, c.in_parts, ContractionPath::fast),
+                      fast_backward(c)};
+  });
+}
+
+RC_GTEST_PROP(fast_linear, paths_agree_float64, ()) { linear_paths_agree<double>(); }
+RC_GTEST_PROP(fast_linear, paths_agree_float32, ()) { linear_paths_agree<float>(); }
+RC_GTEST_PROP(fast_linear, paths_agree_bfloat16, ()) { linear_paths_agree<bfloat16>(); }
+RC_GTEST_PROP(fast_linear, paths_agree_float16, ()) { linear_paths_agree<float16>(); }
+
+// The R-typed entry points (hp tensors holding storage values: converted to doubles, fast) and
+// an hp operand that is not a double (the plain path, bit-identical) agree with the above.
+TEST(fast_linear, hp_inputs_take_the_fast_path_only_when_exact) {
+  const Tensor<hp> x({2, 3}, {hp(1), hp(-2), hp(0.5), hp(3), hp(0.25), hp(-1)});
+  const Tensor<hp> w({2, 3}, {hp(0.5), hp(1), hp(-4), hp(2), hp(1), hp(0.125)});
+  const auto f = reference::linear<hp>(x, w, Tensor<hp>(), {}, ContractionPath::fast);
+  const auto p = reference::linear<hp>(x, w, Tensor<hp>(), {}, ContractionPath::plain);
+  EXPECT_EQ(differs("y", f, p), "");
+  Tensor<hp> x3 = x;
+  x3[0] = hp(1) / 3;  // not a double: this product takes the plain path
+  const auto f3 = reference::linear<hp>(x3, w, Tensor<hp>(), {}, ContractionPath::fast);
+  const auto p3 = reference::linear<hp>(x3, w, Tensor<hp>(), {}, ContractionPath::plain);
+  for (std::size_t e = 0; e < f3.terms.size(); ++e) {
+    EXPECT_TRUE(same_bits(f3.terms[e].partial, p3.terms[e].partial)) << e;
+    EXPECT_TRUE(same_bits(f3.terms[e].abs_sum, p3.terms[e].abs_sum)) << e;
+  }
+}
+
+// The planted bug: the forward and dx computed by the fast contraction with a's last slice
+// dropped. float64 operands need several slices, so the property must find a case it gets wrong.
+TEST(fast_linear, mutant_is_caught) {
+  using reference::fast_contraction_of;
+  using reference::to_double_matrix;
+  reference::FastOptions mutant;
+  mutant.mutant_drop_last_slice = true;
+  const FastSide<double> fast = [&](const LinearCase<double>& c) {
+    FastResult out{
+        fast_contraction_of<hp>(to_double_matrix(c.x), reference::row_major_layout(c.tokens, c.in),
+                                to_double_matrix(c.w), reference::transposed_layout(c.in, c.out),
+                                c.in_parts, mutant),
+        fast_backward(c)};
+    if (!c.b.empty()) {
+      out.y.bias = reference::to_hp<hp>(c.b);
+      reference::finish_values(out.y);
+    }
+    return out;
+  };
+  const bool passed = rc::check("linear's fast forward with a's last slice dropped",
+                                [&] { check_paths<double>(fast); });
+  EXPECT_FALSE(passed) << "the paths' comparison did not notice a dropped slice: it cannot fail";
+}
+
+// The MLP's products of storage values (h = x·w_upᵀ + b_up, da = dy·w_down) on both paths:
+// each within gamma_{k+1}(2^-113)·(Σ|ab| + |b|) of the exact value (plain adds the bias first,
+// fast after the sum), so within twice that of each other; the rest is computed from them. The
+// entries span 2^-60..2^61, so the sums round in hp; a wrong layout or a lost bias fails by far.
+TEST(fast_linear, mlp_products_agree) {
+  SplitMix64 rng{20240611};
+  auto tensor = [&](Shape shape) {
+    Tensor<hp> t(std::move(shape));
+    for (std::size_t e = 0; e < t.size(); ++e) {
+      const double m = 1.0 + static_cast<double>(rng.below(1U << 20U)) / (1U << 20U);
+      t[e] = hp(std::ldexp(rng.below(2) == 0 ? m : -m, static_cast<int>(rng.below(121)) - 60));
+    }
+    return t;
+  };
+  const std::size_t n = 3, hid = 7, f = 4;
+  const Tensor<hp> x = tensor({n, hid}), w_up = tensor({2 * f, hid}), b_up = tensor({2 * f}),
+                   w_down = tensor({hid, f}), b_down = tensor({hid}), dy = tensor({n, hid});
+  const auto act = Activation::swiglu;
+  const auto ff = reference::mlp<hp>(x, w_up, b_up, w_down, b_down, act, ContractionPath::fast);
+  const auto fp = reference::mlp<hp>(x, w_up, b_up, w_down, b_down, act, ContractionPath::plain);
+  const auto gf =
+      reference::mlp_backward<hp>(x, w_up, w_down, ff, true, dy, act, ContractionPath::fast);
+  const auto gp =
+      reference::mlp_backward<hp>(x, w_up, w_down, fp, true, dy, act, ContractionPath::plain);
+  const hp u = reference::pow2<hp>(-113);
+  using std::abs;
+  for (std::size_t t = 0; t < n; ++t) {
+    for (std::size_t j = 0; j < 2 * f; ++j) {
+      hp mag = abs(b_up[j]);
+      for (std::size_t i = 0; i < hid; ++i) mag += abs(x(t, i) * w_up(j, i));
+      EXPECT_LE(abs(ff.h(t, j) - fp.h(t, j)), 2 * reference::gamma<hp>(hid + 1, u) * mag)
+          << "h(" << t << ", " << j << ")";
+    }
+    for (std::size_t j = 0; j < f; ++j) {
+      hp mag(0);
+      for (std::size_t i = 0; i < hid; ++i) mag += abs(dy(t, i) * w_down(i, j));
+      EXPECT_LE(abs(gf.da(t, j) - gp.da(t, j)), 2 * reference::gamma<hp>(hid, u) * mag)
+          << "da(" << t << ", " << j << ")";
+    }
+  }
+}
+
+// SHARDCHECK_REFERENCE: fast (or unset, or empty) and plain, anything else an error naming the
+// variable, the value and what to set.
+TEST(fast_linear, the_environment_switch) {
+  EXPECT_EQ(reference::parse_contraction_path(nullptr), ContractionPath::fast);
+  EXPECT_EQ(reference::parse_contraction_path(""), ContractionPath::fast);
+  EXPECT_EQ(reference::parse_contraction_path("fast"), ContractionPath::fast);
+  EXPECT_EQ(reference::parse_contraction_path("plain"), ContractionPath::plain);
+  try {
+    (void)reference::parse_contraction_path("Plain ");
+    FAIL() << "no exception";
+  } catch (const std::invalid_argument& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("SHARDCHECK_REFERENCE=\"Plain \""), std::string::npos) << m;
+    EXPECT_NE(m.find("\"fast\""), std::string::npos) << m;
+    EXPECT_NE(m.find("\"plain\""), std::string::npos) << m;
+  }
+  // The process default is what the environment says (ctest leaves it unset: fast).
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): single-threaded test
+  EXPECT_EQ(reference::default_contraction_path(),
+            reference::parse_contraction_path(std::getenv("SHARDCHECK_REFERENCE")));
+}
+
+}  // namespace
+}  // namespace shardcheck::props::ref
