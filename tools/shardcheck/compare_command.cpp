@@ -94,8 +94,8 @@ Command compare_command() {
   c.operands_help =
       "case directories, case.json files, or directories of case directories (required)";
   c.options = {{"--report", "DIR",
-                "write DIR/report.md and DIR/report.json (every case, every tensor, and the "
-                "tolerance table per op x dtype x P x tensor), each atomically",
+                "write DIR/report.md, DIR/report.json and DIR/report.html (every case, every "
+                "tensor, and the tolerance table per op x dtype x P x tensor), each atomically",
                 "none", [a](const std::string& v) { a->report_dir = v; }}};
   c.exit_status =
       "0 every tensor of every case passed; 1 a tensor failed; 2 bad input (a malformed or "
@@ -124,7 +124,8 @@ Command compare_command() {
         << failed << " failed\n";
     if (a->report_dir) {
       report::write_compare_report(rep, *a->report_dir);
-      out << "report: " << *a->report_dir << "/report.md, " << *a->report_dir << "/report.json\n";
+      out << "report: " << *a->report_dir << "/report.md, " << *a->report_dir << "/report.json, "
+          << *a->report_dir << "/report.html\n";
     }
     return failed == 0 ? 0 : 1;
   };

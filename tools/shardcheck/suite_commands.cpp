@@ -75,8 +75,8 @@ std::vector<Option> run_options(const std::shared_ptr<SuiteRun>& o) {
          o->dtype_given = true;
        }},
       {"--report", "DIR",
-       "write DIR/report.md and DIR/report.json (the outcomes, the numerics of every op and "
-       "the failing cases); DIR is created before the run",
+       "write DIR/report.md, DIR/report.json and DIR/report.html (the outcomes, the numerics "
+       "of every op and the failing cases; the page with plots); DIR is created before the run",
        "no report", [o](const std::string& v) { o->report_dir = v; }},
   };
 }
@@ -153,7 +153,8 @@ void finish_report(report::Report& rep, const check::Collector& collector, const
   if (!o.report_dir) return;
   rep.collector = &collector;
   report::write_report(rep, *o.report_dir);
-  out << "report: " << *o.report_dir << "/report.md, " << *o.report_dir << "/report.json\n";
+  out << "report: " << *o.report_dir << "/report.md, " << *o.report_dir << "/report.json, "
+      << *o.report_dir << "/report.html\n";
 }
 
 std::string ratio_text(double r) {
