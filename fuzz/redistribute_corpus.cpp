@@ -61,6 +61,13 @@ std::vector<Target> targets() {
        "mesh (a=4, b=2), global [6, 2], [S(0), R] -> [R, S(1)]\n"},
       {"mesh-size-one-dimension", problem({1, 3}, {4}, {S(0), R, S(0), R}),
        "mesh (a=1, b=3), global [4], [S(0), S(0)] -> [R, R]\n"},
+      // The nightly's first find was the harness's: replicas of a Partial piece were given
+      // different offsets (the identity is the smallest transition that shows it).
+      {"regression-identity-partial-max-replicas-share-offsets",
+       problem({2, 2}, {1, 1}, {R, R, Pmax, Pmax}),
+       "mesh (a=2, b=2), global [1, 1], [R, P(max)] -> [R, P(max)]\n"},
+      {"mesh-2x2-replicated-partial-sum-to-shard", problem({2, 2}, {3, 2}, {R, R, Psum, S(0)}),
+       "mesh (a=2, b=2), global [3, 2], [R, P(sum)] -> [R, S(0)]\n"},
       {"refused-s-to-p", problem({2}, {4}, {S(0), Psum}),
        "mesh (a=2), global [4], [S(0)] -> [P(sum)]\n"},
       {"refused-psum-to-pmax", problem({2}, {4}, {Psum, Pmax}),

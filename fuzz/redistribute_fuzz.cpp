@@ -6,7 +6,8 @@
 //
 // Invariant. With G the global tensor and the ranks' pieces of G under `from` (a Partial
 // dimension's terms: offsets o_r on every rank but the first of its group, the first holding
-// G − Σ o_r for sum, G itself with the others holding G − |o_r| for max):
+// G − Σ o_r for sum, G itself with the others holding G − |o_r| for max; replicas, ranks that
+// differ only in Replicate coordinates, hold the same offsets):
 //   - refused exactly when the contract says so: a Shard of a dimension the tensor lacks, or on
 //     some mesh dimension S -> P or P(a) -> P(b) with a != b; then plan_redistribute throws
 //     UsageError and redistribute fails on the ranks with UsageError;
@@ -85,9 +86,16 @@ struct Problem {
       first = first && coords[i] == 0;
     }
     if (!op) return x;
-    // The offsets of the ranks holding the same piece (same non-Partial coordinates).
+    // A rank's offsets are keyed by its coordinates with every Replicate coordinate set to 0:
+    // ranks that differ only there are replicas and must hold the same bits (keying them by the
+    // world rank gave replicas different terms, which materialize rightly calls divergent:
+    // fuzz/corpus/redistribute/regression-identity-partial-max-replicas-share-offsets).
     const auto offset = [&](int rank, std::size_t k) -> T {
-      return signed_byte(in.rest[(static_cast<std::size_t>(rank) * 37 + k + 11) % in.rest.size()]);
+      auto key = mesh.coordinates(rank);
+      for (std::size_t i = 0; i < ps.size(); ++i)
+        if (ps[i].is_replicate()) key[i] = 0;
+      const auto slot = static_cast<std::size_t>(mesh.rank_of(key));
+      return signed_byte(in.rest[(slot * 37 + k + 11) % in.rest.size()]);
     };
     for (std::size_t k = 0; k < x.size(); ++k) {
       if (*op == ReduceOp::max) {
@@ -170,6 +178,10 @@ struct Problem {
     std::vector<Tensor<T>> start(static_cast<std::size_t>(world)), out(start.size()),
         home(start.size());
     for (int r = 0; r < world; ++r) start[static_cast<std::size_t>(r)] = piece(in.from, r);
+    // The harness checks its own pieces first: a reduce-scatter can turn wrong terms into a right
+    // result, so a fault here would otherwise show only on some transitions, blamed on the
+    // library (the identity of [R, P(max)] did).
+    stands_for_g(start, in.from, "the harness's own pieces (a harness bug)");
     RunResult res;
     try {
       RunOptions opt;
