@@ -205,11 +205,10 @@ std::string to_html(const Report& r) {
   const Counts n = count(r);
   std::string intro = R"(<ul class="summary"><li>command: <code>)" + escape(r.command) +
                       "</code></li><li>started: " + escape(r.started) + " (UTC)</li><li>seed " +
-                      std::to_string(r.seed) + ", " + std::to_string(r.cases) +
-                      " cases per property, max world " + std::to_string(r.config.max_world) +
-                      R"(</li><li class=")" + (n.failed ? "bad" : "good") + R"(">properties: )" +
-                      std::to_string(n.passed) + " passed, " + std::to_string(n.failed) +
-                      " failed</li>";
+                      std::to_string(r.seed) + ", " + cases_text(r) + ", max world " +
+                      std::to_string(r.config.max_world) + R"(</li><li class=")" +
+                      (n.failed ? "bad" : "good") + R"(">properties: )" + std::to_string(n.passed) +
+                      " passed, " + std::to_string(n.failed) + " failed</li>";
   if (!r.mutants.empty()) {
     const auto survived = static_cast<int>(r.mutants.size()) - n.killed;
     intro += R"(<li class=")" + std::string(survived ? "bad" : "good") + R"(">mutants: )" +

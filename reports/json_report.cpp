@@ -27,7 +27,12 @@ std::string to_json(const Report& r) {
   o << "{\n  \"schema\": \"shardcheck-report/1\",\n";
   o << "  \"command\": " << str(r.command) << ",\n";
   o << "  \"started\": " << str(r.started) << ",\n";
-  o << "  \"seed\": " << r.seed << ",\n  \"cases\": " << r.cases << ",\n";
+  o << "  \"seed\": " << r.seed << ",\n  \"cases\": ";
+  if (r.time_seconds) {
+    o << "null,\n  \"time_seconds\": " << *r.time_seconds << ",\n";
+  } else {
+    o << r.cases << ",\n";
+  }
   o << R"(  "config": {"max_world": )" << r.config.max_world << ", \"dtypes\": [";
   for (std::size_t i = 0; i < r.config.dtypes.size(); ++i) {
     o << (i ? ", " : "") << str(std::string(name(r.config.dtypes[i])));

@@ -44,12 +44,20 @@ struct Row {
 
 }  // namespace
 
+std::string cases_text(const Report& r) {
+  if (r.time_seconds) {
+    return "a timed campaign of " + std::to_string(*r.time_seconds) +
+           " s (each property's cases below)";
+  }
+  return std::to_string(r.cases) + " cases per property";
+}
+
 std::string to_markdown(const Report& r) {
   std::ostringstream o;
   const Counts n = count(r);
   o << "# shardcheck report\n\n";
   o << "- command: `" << r.command << "`\n- started: " << r.started << " (UTC)\n- seed: " << r.seed
-    << ", cases per property: " << r.cases << ", max world: " << r.config.max_world
+    << ", " << cases_text(r) << ", max world: " << r.config.max_world
     << "\n- properties: " << n.passed << " passed, " << n.failed << " failed\n";
   if (!r.mutants.empty()) {
     o << "- mutants: " << n.killed << " killed, " << r.mutants.size() - n.killed << " survived\n";

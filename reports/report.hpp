@@ -7,6 +7,7 @@
 #include "engine/suite.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,11 +23,17 @@ struct MutantOutcome {
   std::string counterexample;  // the shrunk failing case, explained
 };
 
+struct Report;
+// "100 cases per property", or "a timed campaign of 600 s" (under --time).
+std::string cases_text(const Report& r);
+
 struct Report {
   std::string command;  // the command line that produced it
   std::string started;  // ISO 8601, UTC
   std::uint64_t seed = 0;
-  int cases = 0;
+  int cases = 0;  // cases per property (--cases); 0 for a timed campaign
+  // --time: the campaign's budget in seconds; each property's own `cases` says how many ran.
+  std::optional<long long> time_seconds;
   check::RunConfig config;
   std::vector<check::PropertyOutcome> properties;
   std::vector<MutantOutcome> mutants;

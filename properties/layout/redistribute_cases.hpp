@@ -5,6 +5,7 @@
 // zeros, P(op) with one reduce op per case), every pair a valid transition.
 #pragma once
 
+#include "generators/structure.hpp"
 #include "layout/device_mesh.hpp"
 #include "layout/placement.hpp"
 #include "layout/sharding.hpp"
@@ -37,11 +38,12 @@ inline std::ostream& operator<<(std::ostream& os, const Case& c) {
 // and P -> S are the transitions with the fewest cases otherwise).
 inline rc::Gen<Placement> genPlacement(std::size_t ndim, ReduceOp op, bool allow_partial) {
   return rc::gen::exec([=] {
-    const int kind = *rc::gen::weightedElement<int>({{2, 0}, {3, 1}, {allow_partial ? 2 : 0, 2}});
+    const int kind = *gen::weightedStructure<int>(
+        {{2, 0}, {3, 1}, {allow_partial ? std::size_t{2} : std::size_t{0}, 2}});
     if (kind == 0) return Placement::replicate();
     if (kind == 2) return Placement::partial(op);
-    const auto d = *rc::gen::inRange<std::size_t>(0, ndim);
-    return Placement::shard(d, *rc::gen::element(SplitPolicy::chunk(), SplitPolicy::balanced()));
+    const auto d = *gen::structure<std::size_t>(0, ndim - 1);
+    return Placement::shard(d, *gen::structureOf({SplitPolicy::chunk(), SplitPolicy::balanced()}));
   });
 }
 
@@ -70,7 +72,7 @@ inline void add_explicit_splits(std::vector<Placement>& layout, const DeviceMesh
     for (std::size_t j = 0; j < layout.size(); ++j) {
       if (j != i && layout[j].is_shard() && layout[j].dim() == d) alone = false;
     }
-    if (alone && *rc::gen::inRange(0, 3) == 0) {
+    if (alone && *gen::chance(33)) {
       layout[i] = Placement::shard(d, *genExplicit(global[d], mesh.size(i)));
     }
   }
@@ -85,21 +87,22 @@ inline bool valid(const Placement& f, const Placement& t) {
 inline rc::Gen<Case> genCase() {
   return rc::gen::exec([] {
     Case c;
-    const auto n = static_cast<std::size_t>(*rc::gen::inRange(1, 4));
+    const auto n = *gen::structure<std::size_t>(1, 3);
     const auto names = *rc::gen::unique<std::vector<int>>(n, rc::gen::inRange(0, 4));
     std::vector<MeshDim> dims;
     dims.reserve(names.size());
-    for (const int k : names) dims.push_back({kMeshNames[k], *rc::gen::inRange(1, 4)});
+    for (const int k : names) dims.push_back({kMeshNames[k], *gen::structure<int>(1, 3)});
     c.mesh = DeviceMesh(dims);
-    const auto nd = static_cast<std::size_t>(*rc::gen::inRange(1, 4));
+    const auto nd = *gen::structure<std::size_t>(1, 3);
     c.global = *rc::gen::container<Shape>(nd, rc::gen::inRange<std::size_t>(0, 7));
-    c.op = *rc::gen::weightedElement<ReduceOp>(
+    c.op = *gen::weightedStructure<ReduceOp>(
         {{3, ReduceOp::sum}, {1, ReduceOp::avg}, {1, ReduceOp::max}, {1, ReduceOp::min}});
     for (std::size_t i = 0; i < c.mesh.ndim(); ++i) {
       const auto f = *genPlacement(nd, c.op, true);
       auto t = *genPlacement(nd, c.op, !f.is_shard());
-      // Mostly a change on this dimension, sometimes the same placement.
-      if (*rc::gen::inRange(0, 4) == 0) t = f;
+      // Mostly a change on this dimension, sometimes the same placement: a quarter of the cases
+      // from the first on (the scaled inRange(0, 4) made it certain in cases 0-16).
+      if (*gen::chance(25)) t = f;
       RC_PRE(valid(f, t));
       c.from.push_back(f);
       c.to.push_back(t);

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -89,6 +90,24 @@ TEST(CheckTime, RunsBatchesUntilItsBudgetAndStatesTheCasesRun) {
   // The budget holds: the batch running at the deadline stops at its next case.
   EXPECT_LT(took, 3.0 + 2.0) << r.out;
   EXPECT_GT(took, 2.5) << r.out;
+}
+
+TEST(CheckTime, TheReportStatesTheBudgetNotTheDefaultCaseCount) {
+  // report.json said "cases": 100 (the --cases default) for a timed run that ran other counts.
+  const auto dir = fresh("shardcheck-timed-report");
+  const auto r = run_cli({"check", "linear", "--property", "matches_reference", "--time", "1s",
+                          "--max-world", "2", "--report", dir.string()});
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::ifstream in(dir / "report.json");
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_TRUE(j["cases"].is_null()) << j.dump();
+  EXPECT_EQ(j["time_seconds"], 1);
+  EXPECT_EQ(j["properties"][0]["cases"],
+            cases_of(r.out, "PASS  linear/matches_reference [shardcheck]  "));
+  std::ifstream md(dir / "report.md");
+  const std::string text((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("a timed campaign of 1 s"), std::string::npos) << text;
+  EXPECT_EQ(text.find("cases per property"), std::string::npos) << text;
 }
 
 TEST(CheckTime, BatchSeedsStartAtTheSeedAndStepByTheGoldenRatio) {

@@ -143,7 +143,8 @@ report::Report new_report(const SuiteRun& o, const std::string& command_line) {
   rep.command = command_line;
   rep.started = now_utc();
   rep.seed = o.seed;
-  rep.cases = o.cases;
+  rep.cases = o.time_seconds ? 0 : o.cases;
+  rep.time_seconds = o.time_seconds;
   rep.config = o.config;
   return rep;
 }

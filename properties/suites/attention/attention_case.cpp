@@ -2,6 +2,7 @@
 
 #include "engine/instantiate.hpp"
 #include "generators/layout_gen.hpp"
+#include "generators/structure.hpp"
 #include "runtime/format_list.hpp"
 
 #include <algorithm>
@@ -16,6 +17,40 @@ constexpr std::size_t max_head_dim = 4;
 constexpr std::size_t max_hidden = 8;
 
 }  // namespace
+
+std::vector<std::pair<int, std::size_t>> head_configurations(int max_tp) {
+  std::vector<std::pair<int, std::size_t>> out;
+  for (int tp = 1; tp <= max_tp; ++tp) {
+    const auto t = static_cast<std::size_t>(tp);
+    // Replicated kv heads: g < tp, g | tp.
+    for (std::size_t g = 1; g < t; ++g)
+      if (t % g == 0) out.emplace_back(tp, g);
+    // Partitioned kv heads: g from tp up to max(4, tp).
+    for (std::size_t g = t; g <= std::max<std::size_t>(4, t); ++g) out.emplace_back(tp, g);
+  }
+  // The simplest first (shrinking goes there): tp = 1, g = 1.
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a.first * static_cast<int>(a.second) < b.first * static_cast<int>(b.second);
+  });
+  return out;
+}
+
+std::vector<std::string> configuration_labels(const AttentionCase& c) {
+  std::vector<std::string> out;
+  const auto& a = c.attention();
+  if (c.op == AttentionOp::layer) {
+    out.push_back("tp=" + std::to_string(c.tp) + " g=" + std::to_string(a.kv_heads));
+    const auto sizes = split_sizes(c.layer.kv_head_split, a.kv_heads, c.tp);
+    if (a.kv_heads >= static_cast<std::size_t>(c.tp) &&
+        std::find(sizes.begin(), sizes.end(), std::size_t{0}) != sizes.end())
+      out.emplace_back("a tp rank without heads");
+  }
+  out.push_back("cp=" + std::to_string(c.cp));
+  if (c.layer.context_parallel) {
+    out.push_back(to_string(c.context().algorithm) + " " + to_string(c.context().layout));
+  }
+  return out;
+}
 
 bool row_is_empty(const AttentionMask& m, std::size_t b, std::size_t t) {
   for (std::size_t s = 0; s < m.k_len; ++s) {
@@ -49,7 +84,7 @@ rc::Gen<AttentionCase> gen_case(const RunConfig& config, const AttentionCaseOpti
   return rc::gen::exec([config, options] {
     AttentionCase c;
     c.op = options.op ? *options.op
-                      : *rc::gen::weightedElement<AttentionOp>(
+                      : *gen::weightedStructure<AttentionOp>(
                             {{3, AttentionOp::context_parallel}, {2, AttentionOp::layer}});
     c.dtype = *gen::genFloatDType(config.dtypes);
     const bool layer = c.op == AttentionOp::layer;
@@ -58,38 +93,45 @@ rc::Gen<AttentionCase> gen_case(const RunConfig& config, const AttentionCaseOpti
     auto& a = c.layer.attention;
     if (layer) {
       // A (cp, tp) mesh with a valid head mapping: g ≥ tp any split of the kv heads; g < tp
-      // needs g | tp and (tp/g) | (h/g).
-      // No retry loops in a generator (a shrink would replay them forever): draw tp, then a cp
-      // range that makes tp·cp ≥ lo and ≤ max_world.
-      c.tp = *rc::gen::inRange(1, std::min(4, config.max_world) + 1);
+      // needs g | tp and (tp/g) | (h/g). The (tp, g) pair is swept (structure.hpp: case i of a
+      // run draws the list's entry i mod its length), so every pair with tp up to 8 appears in
+      // the first cases at every seed: a GQA bug wrong only at tp = 4, g = 2 survived 100 cases
+      // of the scaled draw at two seeds of three, and tp = 8 was never drawn.
+      // No retry loops in a generator (a shrink would replay them forever): draw (tp, g), then
+      // a cp range that makes tp·cp ≥ lo and ≤ max_world.
+      const auto [tp_drawn, g_drawn] =
+          *gen::sweepOf(head_configurations(std::min(8, config.max_world)));
+      c.tp = tp_drawn;
       // cp up to 4: a ring of three or more is where a summation order can differ between the
       // tp ranks (issue 16's dbo needed cp ≥ 3 and a tp rank without heads).
       const int cp_max = std::max(1, std::min(4, config.max_world / c.tp));
       const int cp_min = std::min(cp_max, (lo + c.tp - 1) / c.tp);
-      c.cp = *rc::gen::inRange(cp_min, cp_max + 1);
-      std::size_t g = *rc::gen::inRange<std::size_t>(1, 5);
+      c.cp = *gen::structure<int>(cp_min, cp_max);
+      const std::size_t g = g_drawn;
       const auto tp = static_cast<std::size_t>(c.tp);
       std::size_t group = 0;
-      if (g < tp && tp % g != 0) g = tp;
       if (g < tp) {
-        group = (tp / g) * *rc::gen::inRange<std::size_t>(1, 3);
+        group = (tp / g) * *gen::structure<std::size_t>(1, 2);
       } else {
-        group = *rc::gen::inRange<std::size_t>(1, 4);
-        // A tp rank without heads a quarter of the time (genSplit alone rarely gives one).
-        c.layer.kv_head_split = *rc::gen::weightedOneOf<SplitPolicy>(
-            {{3, gen::genSplit(g, c.tp)}, {1, gen::genSplitWithEmptyPiece(g, c.tp)}});
+        group = *gen::structure<std::size_t>(1, 3);
+        // A tp rank without heads half of the time (genSplit alone rarely gives one).
+        c.layer.kv_head_split =
+            *gen::chance(50) ? *gen::genSplitWithEmptyPiece(g, c.tp) : *gen::genSplit(g, c.tp);
       }
       a.kv_heads = g;
       a.q_heads = g * group;
       a.head_dim = *rc::gen::inRange<std::size_t>(1, max_head_dim + 1);
       c.layer.hidden = *gen::genDim(max_hidden);
-      c.layer.has_bias = *rc::gen::arbitrary<bool>();
-      c.layer.reduce_algorithm = *rc::gen::element(Algorithm::ring, Algorithm::sequential);
+      c.layer.has_bias = *gen::chance(50);
+      c.layer.reduce_algorithm = *gen::structureOf({Algorithm::ring, Algorithm::sequential});
     } else {
       c.tp = 1;
-      c.cp = *rc::gen::inRange(lo, std::max(lo, config.max_world) + 1);
-      a.kv_heads = *rc::gen::inRange<std::size_t>(1, 4);
-      a.q_heads = a.kv_heads * *rc::gen::inRange<std::size_t>(1, 4);
+      // cp swept over [lo, max_world]: every ring size within the first max_world cases.
+      std::vector<int> cps;
+      for (int p = lo; p <= std::max(lo, config.max_world); ++p) cps.push_back(p);
+      c.cp = *gen::sweepOf(cps);
+      a.kv_heads = *gen::structure<std::size_t>(1, 3);
+      a.q_heads = a.kv_heads * *gen::structure<std::size_t>(1, 3);
       a.head_dim = *rc::gen::inRange<std::size_t>(1, max_head_dim + 1);
     }
     c.batch = *rc::gen::inRange<std::size_t>(1, 3);
@@ -112,15 +154,15 @@ rc::Gen<AttentionCase> gen_case(const RunConfig& config, const AttentionCaseOpti
       }
     }
 
-    const bool with_cp = !layer || c.cp > 1 || *rc::gen::arbitrary<bool>();
+    const bool with_cp = !layer || c.cp > 1 || *gen::chance(50);
     if (with_cp) {
       ContextParallelConfig cc;
       cc.seq_len = len;
-      cc.layout = *rc::gen::element(CpLayout::contiguous, CpLayout::zigzag);
+      cc.layout = *gen::structureOf({CpLayout::contiguous, CpLayout::zigzag});
       cc.split = *gen::genSplit(len, cc.layout == CpLayout::zigzag ? 2 * c.cp : c.cp);
       cc.algorithm = options.algorithm
                          ? *options.algorithm
-                         : *rc::gen::weightedElement<CpAlgorithm>(
+                         : *gen::weightedStructure<CpAlgorithm>(
                                {{3, CpAlgorithm::ring}, {1, CpAlgorithm::all_gather}});
       c.layer.context_parallel = cc;
     }

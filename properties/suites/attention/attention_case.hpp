@@ -13,6 +13,8 @@
 
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace shardcheck::check {
 
@@ -49,6 +51,16 @@ struct AttentionCaseOptions {
 };
 
 rc::Gen<AttentionCase> gen_case(const RunConfig& config, const AttentionCaseOptions& options);
+
+// The layer's (tp, g) head configurations for tp ≤ max_tp, simplest first: every g < tp with
+// g | tp (kv heads replicated over tp/g ranks) and g from tp to max(4, tp) (kv heads split).
+// gen_case sweeps this list (generators/structure.hpp), so each pair appears in the first
+// cases of every run.
+std::vector<std::pair<int, std::size_t>> head_configurations(int max_tp);
+
+// The configurations a case covers, as the coverage test names them: "tp=4 g=2",
+// "a tp rank without heads", "cp=3", "ring zigzag".
+std::vector<std::string> configuration_labels(const AttentionCase& c);
 
 // The global tensors. Core: q [batch, L, h, d], k, v [batch, L, g, d], dout like q.
 // Layer: x, dy [batch, L, hidden] and the dense weights.

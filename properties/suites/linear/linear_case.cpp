@@ -2,6 +2,7 @@
 
 #include "engine/instantiate.hpp"
 #include "generators/layout_gen.hpp"
+#include "generators/structure.hpp"
 
 namespace shardcheck::check {
 namespace {
@@ -54,30 +55,30 @@ rc::Gen<LinearCase> gen_case(const RunConfig& config, const LinearCaseOptions& o
     LinearCase c;
     c.layer = options.layer
                   ? *options.layer
-                  : *rc::gen::element(LinearLayer::column_parallel, LinearLayer::row_parallel);
+                  : *gen::structureOf({LinearLayer::column_parallel, LinearLayer::row_parallel});
     c.dtype = *gen::genFloatDType(config.dtypes);
     c.world = options.world ? *options.world : *gen::genWorld(config.max_world);
     c.tokens = *gen::genDim(max_tokens);
     c.in = *gen::genDim(max_features);
     c.out = *gen::genDim(max_features);
-    c.has_bias = *rc::gen::weightedElement<bool>({{3, true}, {1, false}});
+    c.has_bias = *gen::weightedStructure<bool>({{3, true}, {1, false}});
     c.profile = options.profile ? *options.profile : *gen::genProfile();
     const Kernel kernel =
-        options.kernel ? *options.kernel : *rc::gen::element(Kernel::deterministic, Kernel::fast);
-    const Algorithm algo = *rc::gen::element(Algorithm::ring, Algorithm::sequential);
-    const bool sp = *rc::gen::weightedElement<bool>({{2, false}, {1, true}});
+        options.kernel ? *options.kernel : *gen::structureOf({Kernel::deterministic, Kernel::fast});
+    const Algorithm algo = *gen::structureOf({Algorithm::ring, Algorithm::sequential});
+    const bool sp = *gen::weightedStructure<bool>({{2, false}, {1, true}});
     if (c.layer == LinearLayer::column_parallel) {
       c.column.out_features = c.out;
       c.column.tokens = c.tokens;
       c.column.out_split = *gen::genSplit(c.out, c.world);
-      c.column.gather_output = *rc::gen::arbitrary<bool>();
+      c.column.gather_output = *gen::chance(50);
       c.column.sequence_parallel_input = sp;
       c.column.token_split = *gen::genSplit(c.tokens, c.world);
       c.column.all_reduce_algorithm = algo;
       c.column.kernel = kernel;
     } else {
       c.row.in_split = *gen::genSplit(c.in, c.world);
-      c.row.input_is_parallel = *rc::gen::weightedElement<bool>({{3, true}, {1, false}});
+      c.row.input_is_parallel = *gen::weightedStructure<bool>({{3, true}, {1, false}});
       c.row.sequence_parallel_output = sp;
       c.row.token_split = *gen::genSplit(c.tokens, c.world);
       c.row.reduce_algorithm = algo;

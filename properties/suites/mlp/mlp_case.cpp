@@ -2,6 +2,7 @@
 
 #include "engine/instantiate.hpp"
 #include "generators/layout_gen.hpp"
+#include "generators/structure.hpp"
 
 namespace shardcheck::check {
 namespace {
@@ -51,17 +52,17 @@ rc::Gen<MlpCase> gen_case(const RunConfig& config, const MlpCaseOptions& options
     c.cfg.activation =
         options.activation
             ? *options.activation
-            : *rc::gen::element(Activation::gelu, Activation::gelu_tanh, Activation::swiglu);
-    c.has_bias = *rc::gen::weightedElement<bool>({{3, true}, {1, false}});
+            : *gen::structureOf({Activation::gelu, Activation::gelu_tanh, Activation::swiglu});
+    c.has_bias = *gen::weightedStructure<bool>({{3, true}, {1, false}});
     c.profile = *gen::genProfile();
     c.cfg.ffn_split = *gen::genSplit(c.ffn(), c.world);
     c.cfg.tokens = c.tokens;
     c.cfg.sequence_parallel = options.sequence_parallel
                                   ? *options.sequence_parallel
-                                  : *rc::gen::weightedElement<bool>({{1, false}, {1, true}});
+                                  : *gen::weightedStructure<bool>({{1, false}, {1, true}});
     c.cfg.token_split = *gen::genSplit(c.tokens, c.world);
-    c.cfg.reduce_algorithm = *rc::gen::element(Algorithm::ring, Algorithm::sequential);
-    c.cfg.kernel = *rc::gen::element(Kernel::deterministic, Kernel::fast);
+    c.cfg.reduce_algorithm = *gen::structureOf({Algorithm::ring, Algorithm::sequential});
+    c.cfg.kernel = *gen::structureOf({Kernel::deterministic, Kernel::fast});
     RC_CLASSIFY(gen::has_empty_piece(c.cfg.ffn_split, c.ffn(), c.world), "empty ffn shard");
     RC_TAG(gen::policy_kind(c.cfg.ffn_split));
     return c;

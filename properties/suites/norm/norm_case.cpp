@@ -2,6 +2,7 @@
 
 #include "engine/instantiate.hpp"
 #include "generators/layout_gen.hpp"
+#include "generators/structure.hpp"
 
 #include <cstdio>
 
@@ -50,28 +51,28 @@ rc::Gen<NormCase> gen_case(const RunConfig& config, const NormCaseOptions& optio
   return rc::gen::exec([config, options] {
     NormCase c;
     c.op = options.op ? *options.op
-                      : *rc::gen::weightedElement<NormOp>({{3, NormOp::norm}, {1, NormOp::block}});
+                      : *gen::weightedStructure<NormOp>({{3, NormOp::norm}, {1, NormOp::block}});
     c.dtype = *gen::genFloatDType(config.dtypes);
     if (options.world) {
       c.world = *options.world;
     } else if (options.min_world && config.max_world >= *options.min_world) {
-      c.world = *rc::gen::inRange(*options.min_world, config.max_world + 1);
+      c.world = *gen::structure<int>(*options.min_world, config.max_world);
     } else {
       c.world = *gen::genWorld(config.max_world);
     }
     const bool block = c.op == NormOp::block;
     auto& n = c.block.norm;
     n.norm.kind =
-        *rc::gen::element(NormKind::layer_norm, NormKind::layer_norm_no_bias, NormKind::rms_norm);
-    n.norm.eps = *rc::gen::element(1e-5, 1e-6, 0.0625);
+        *gen::structureOf({NormKind::layer_norm, NormKind::layer_norm_no_bias, NormKind::rms_norm});
+    n.norm.eps = *gen::structureOf({1e-5, 1e-6, 0.0625});
     n.tokens = *gen::genDim(block ? max_block_tokens : max_tokens);
     c.hidden = *gen::genDim(block ? max_block_hidden : max_hidden);
     n.token_split = *gen::genSplit(n.tokens, c.world);
-    n.reduce_algorithm = *rc::gen::element(Algorithm::ring, Algorithm::sequential);
+    n.reduce_algorithm = *gen::structureOf({Algorithm::ring, Algorithm::sequential});
     if (block) {
       c.block.ffn = *gen::genDim(max_ffn);
       c.block.ffn_split = *gen::genSplit(c.block.ffn, c.world);
-      c.block.kernel = *rc::gen::element(Kernel::deterministic, Kernel::fast);
+      c.block.kernel = *gen::structureOf({Kernel::deterministic, Kernel::fast});
     }
     c.profile = *gen::genProfile();
     RC_CLASSIFY(gen::has_empty_piece(n.token_split, n.tokens, c.world), "empty token shard");
