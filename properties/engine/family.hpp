@@ -83,6 +83,8 @@ struct Mutant {
   // Claims the deterministic kernel, so the bit-exactness properties apply to it (a bug in the
   // algorithm, not in the summation order).
   bool deterministic = true;
+  // Claims ImplementationInfo::two_way_tree (softmax_merge: merge() is a chain of two-way steps).
+  bool two_way_tree = false;
 };
 
 // make() for a catalog entry: the family's adapter over a mutant type.
@@ -141,7 +143,9 @@ void register_family() {
   reg.add_once({"shardcheck", F::library_description, false, true},
                std::make_shared<const typename F::Library>());
   for (const auto& m : F::mutants()) {
-    reg.add_once({std::string("mutant:") + m.name, m.description, true, m.deterministic}, m.make());
+    reg.add_once(
+        {std::string("mutant:") + m.name, m.description, true, m.deterministic, m.two_way_tree},
+        m.make());
   }
   auto& suites = SuiteRegistry::instance();
   if (suites.find(F::name) == nullptr) suites.add(std::make_unique<FamilySuite<F>>());

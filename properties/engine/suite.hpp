@@ -28,6 +28,11 @@ struct ImplementationInfo {
   bool is_mutant = false;
   // Claims the in-order (deterministic) kernel, so the bit-exactness properties apply.
   bool deterministic = false;
+  // softmax_merge only: claims that merge() may evaluate as any tree of two-way steps (a chain
+  // of online merges in any order, as FlashAttention-style kernels run it), so the merge
+  // properties bound it by reference/softmax_merge/softmax_merge_tree.hpp instead of the n-way
+  // bound, which assumes one rounding of the lse (docs/softmax_merge.md "Chained merges").
+  bool two_way_tree = false;
 };
 
 struct PropertyInfo {

@@ -1,6 +1,7 @@
 #include "suites/softmax_merge/softmax_merge_expected.hpp"
 
 #include "reference/bounds.hpp"
+#include "reference/softmax_merge/softmax_merge_tree.hpp"
 
 #include <limits>
 
@@ -51,8 +52,12 @@ Rows exact_rows(const SoftmaxPartial<A>& p) {
 }
 
 template <class A>
-Rows bounded_merge(const std::vector<Rows>& inputs, std::size_t rows, std::size_t width) {
+Rows bounded_merge(const std::vector<Rows>& inputs, std::size_t rows, std::size_t width,
+                   MergeForm form) {
   constexpr auto f = reference::format_of<A>();
+  if (form == MergeForm::two_way_tree) {
+    return reference::softmax_merge_tree<hp>(inputs, rows, width, f);
+  }
   return reference::softmax_merge<hp>(inputs, rows, width, &f);
 }
 
@@ -71,7 +76,7 @@ ExpectedTensor expect_lse(const Rows& value, const Rows& bound) {
 #define SHARDCHECK_INSTANTIATE(A)                                                 \
   template MergeInputs<A> merge_inputs<A>(const MergeCase&, const MergeData<A>&); \
   template Rows exact_rows<A>(const SoftmaxPartial<A>&);                          \
-  template Rows bounded_merge<A>(const std::vector<Rows>&, std::size_t, std::size_t);
+  template Rows bounded_merge<A>(const std::vector<Rows>&, std::size_t, std::size_t, MergeForm);
 SHARDCHECK_INSTANTIATE(double)
 SHARDCHECK_INSTANTIATE(float)
 #undef SHARDCHECK_INSTANTIATE

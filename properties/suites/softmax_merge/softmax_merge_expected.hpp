@@ -31,10 +31,17 @@ MergeInputs<A> merge_inputs(const MergeCase& c, const MergeData<A>& d);
 template <class A>
 Rows exact_rows(const SoftmaxPartial<A>& p);
 
-// The library's merge in A of `inputs` (values with their bounds) is within .err of the exact
-// merge of the exact inputs: reference::softmax_merge with A's format.
+// How an implementation's merge() evaluates (its declared contract, ImplementationInfo::
+// two_way_tree): the n-way form of lib/ops/softmax_merge/softmax_merge.hpp, or any tree of
+// two-way steps (chained online merges in any order).
+enum class MergeForm { nway, two_way_tree };
+
+// A merge in A of `inputs` (values with their bounds) of the given form is within .err of the
+// exact merge of the exact inputs: reference::softmax_merge (n-way) or
+// reference::softmax_merge_tree (any tree of two-way steps) with A's format.
 template <class A>
-Rows bounded_merge(const std::vector<Rows>& inputs, std::size_t rows, std::size_t width);
+Rows bounded_merge(const std::vector<Rows>& inputs, std::size_t rows, std::size_t width,
+                   MergeForm form = MergeForm::nway);
 
 // The exact merge of `inputs` (err: their propagated errors and hp's own rounding).
 Rows exact_merge(const std::vector<Rows>& inputs, std::size_t rows, std::size_t width);

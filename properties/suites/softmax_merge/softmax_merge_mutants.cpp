@@ -196,12 +196,12 @@ constexpr Mutant<SoftmaxMergeImplementation> catalog[] = {
      "log1p(exp(min - max)), out = out_a*exp(lse_a - lse) + out_b*exp(lse_b - lse); "
      "min - max is NaN when both are -inf (an empty accumulator meets an empty block), and an "
      "empty block's NaN out leaks through 0*NaN",
-     &make<Bug::te_log1p_two_way>, false},
+     &make<Bug::te_log1p_two_way>, false, /*two_way_tree=*/true},
     {"ring-flash-sigmoid",
      "ring-flash-attention's form, chained from the first partial: out = out - sigmoid(lse_b - "
      "lse)*(out - out_b), lse = lse - logsigmoid(lse - lse_b): NaN as soon as the "
      "accumulator's lse is -inf (-inf - logsigmoid(-inf) = -inf + inf)",
-     &make<Bug::sigmoid_two_way>, false},
+     &make<Bug::sigmoid_two_way>, false, /*two_way_tree=*/true},
     {"no-normalization",
      "out = sum_j w_j*out_j with w_j = exp(lse_j - m): the division by l = sum_j w_j is "
      "forgotten (right only when one part holds all the mass)",
@@ -225,7 +225,7 @@ constexpr Mutant<SoftmaxMergeImplementation> catalog[] = {
     {"chain-lse-not-updated",
      "the two-way step updates the accumulator's out but leaves its lse as it was, so every "
      "later ring step weights the accumulator with a stale lse (the n-way merge is the chain)",
-     &make<Bug::chain_lse_not_updated>, false},
+     &make<Bug::chain_lse_not_updated>, false, /*two_way_tree=*/true},
 };
 
 }  // namespace

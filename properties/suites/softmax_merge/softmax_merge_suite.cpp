@@ -14,6 +14,7 @@
 #include <rapidcheck.h>
 
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,16 @@ namespace {
 
 // Each property is a check of its own: which merge it runs and what it compares.
 enum class MergeCheck { partition, permutation, associative, lse, ring_chain, special_values };
+
+// The implementation's declared evaluation (ImplementationInfo::two_way_tree), found by its
+// registry entry.
+MergeForm form_of(const SoftmaxMergeImplementation& impl) {
+  for (const auto& e : SoftmaxMergeRegistry::instance().entries()) {
+    if (e.impl.get() == &impl)
+      return e.info.two_way_tree ? MergeForm::two_way_tree : MergeForm::nway;
+  }
+  return MergeForm::nway;
+}
 
 template <class A>
 struct Checker {
@@ -39,13 +50,13 @@ void check_both(Checker<A>& check, const std::string& prefix, const SoftmaxParti
 }
 
 template <class A>
-void run_merge_property(MergeCheck property, const SoftmaxMergeImplementation& impl,
+void run_merge_property(MergeCheck property, const SoftmaxMergeImplementation& impl, MergeForm form,
                         const MergeCase& c, const MergeInputs<A>& in, Checker<A>& check) {
   const std::size_t rows = c.rows, width = c.width;
   const std::span<const SoftmaxPartial<A>> parts(in.parts);
   if (property == MergeCheck::partition || property == MergeCheck::lse) {
     const auto got = impl.merge(parts, rows, width);
-    const Rows bound = bounded_merge<A>(in.rounded, rows, width);
+    const Rows bound = bounded_merge<A>(in.rounded, rows, width, form);
     if (property == MergeCheck::partition) {
       check_both(check, "", got, in.full, bound);
     } else {
@@ -54,7 +65,7 @@ void run_merge_property(MergeCheck property, const SoftmaxMergeImplementation& i
   } else if (property == MergeCheck::permutation) {
     std::vector<SoftmaxPartial<A>> permuted;
     for (const auto j : c.permutation) permuted.push_back(in.parts[j]);
-    const Rows bound = bounded_merge<A>(in.exact_given, rows, width);
+    const Rows bound = bounded_merge<A>(in.exact_given, rows, width, form);
     const Rows value = exact_merge(in.exact_given, rows, width);
     check_both(check, "", impl.merge(parts, rows, width), value, bound);
     check_both(check, "permuted ", impl.merge(permuted, rows, width), value, bound);
@@ -70,7 +81,7 @@ void run_merge_property(MergeCheck property, const SoftmaxMergeImplementation& i
         sub_rows.push_back(in.exact_given[j]);
       }
       auto got = impl.merge(sub, rows, width);
-      const Rows bound = bounded_merge<A>(sub_rows, rows, width);
+      const Rows bound = bounded_merge<A>(sub_rows, rows, width, form);
       check_both(check, "group " + std::to_string(g) + " ", got, exact_merge(sub_rows, rows, width),
                  bound);
       results_rows.push_back(reference::rows_of<reference::hp>(got.out, got.lse, &bound));
@@ -78,7 +89,7 @@ void run_merge_property(MergeCheck property, const SoftmaxMergeImplementation& i
     }
     const auto got = impl.merge(results, rows, width);
     check_both(check, "", got, exact_merge(in.exact_given, rows, width),
-               bounded_merge<A>(results_rows, rows, width));
+               bounded_merge<A>(results_rows, rows, width, form));
   } else if (property == MergeCheck::ring_chain) {
     const std::size_t n = c.parts;
     std::vector<std::size_t> order;
@@ -108,7 +119,7 @@ void run_merge_property(MergeCheck property, const SoftmaxMergeImplementation& i
     check_both(check, "", acc, exact_merge(in.exact_given, rows, width), acc_rows);
     const auto nway = impl.merge(parts, rows, width);
     Rows nway_rows = reference::rows_of<reference::hp>(nway.out, nway.lse);
-    const Rows nway_bound = bounded_merge<A>(in.exact_given, rows, width);
+    const Rows nway_bound = bounded_merge<A>(in.exact_given, rows, width, form);
     nway_rows.out_err = nway_bound.out_err;
     nway_rows.lse_err = nway_bound.lse_err;
     check_both(check, "chain vs n-way ", acc, nway_rows, acc_rows);
@@ -117,6 +128,7 @@ void run_merge_property(MergeCheck property, const SoftmaxMergeImplementation& i
 
 template <class A>
 void run_typed(MergeCheck property, const SoftmaxMergeImplementation& impl, const MergeCase& c) {
+  const MergeForm form = form_of(impl);
   CaseVerdict v;
   begin_verdict(v, property == MergeCheck::ring_chain ? "merge_into chain" : "softmax_merge",
                 dtype_of<A>, static_cast<int>(c.parts), c.describe());
@@ -134,7 +146,7 @@ void run_typed(MergeCheck property, const SoftmaxMergeImplementation& impl, cons
     try {
       const auto got = impl.merge(parts, c.rows, c.width);
       check_both(check, "", got, exact_merge(rows_in, c.rows, c.width),
-                 bounded_merge<A>(rows_in, c.rows, c.width));
+                 bounded_merge<A>(rows_in, c.rows, c.width, form));
     } catch (const std::exception& e) {
       v.failures.push_back(std::string("the case stopped with an exception: ") + e.what());
     }
@@ -144,7 +156,7 @@ void run_typed(MergeCheck property, const SoftmaxMergeImplementation& impl, cons
   const MergeData<A> d = *gen_data<A>(c);
   try {
     const MergeInputs<A> in = merge_inputs(c, d);
-    run_merge_property(property, impl, c, in, check);
+    run_merge_property(property, impl, form, c, in, check);
   } catch (const std::exception& e) {
     v.failures.push_back(std::string("the case stopped with an exception: ") + e.what());
   }
@@ -244,6 +256,14 @@ struct SoftmaxMergeFamily
 
 }  // namespace
 
-void register_softmax_merge_suite() { register_family<SoftmaxMergeFamily>(); }
+void register_softmax_merge_suite() {
+  register_family<SoftmaxMergeFamily>();
+  SoftmaxMergeRegistry::instance().add_once(
+      {.name = "chained-online",
+       .description = "a correct merge as FlashAttention-style kernels run it: merge_into folded "
+                      "from the identity over the partials in order (claims two_way_tree)",
+       .two_way_tree = true},
+      std::make_shared<const SoftmaxMergeAdapter<ChainedSoftmaxMerge>>());
+}
 
 }  // namespace shardcheck::check
