@@ -1,5 +1,6 @@
 #include "engine/runner.hpp"
 
+#include "engine/verdict.hpp"
 #include "runtime/errors.hpp"
 
 #include <rapidcheck.h>
@@ -39,6 +40,7 @@ PropertyOutcome run_property(const Suite& suite, const std::string& property,
   out.impl = impl;
   collector.set_context(suite.name(), property, impl);
   const ActiveCollector active(collector);
+  const ShrinkClarity clarity;  // the counterexample fails at least min(2, first ratio) clearly
 
   rc::detail::TestMetadata metadata;
   metadata.id = suite.name() + "/" + property + "/" + impl;

@@ -41,7 +41,10 @@ inline bool mask_visible(const AttentionMask& m, std::size_t b, std::size_t t, s
   if (!m.key_lengths.empty() && s >= m.key_lengths[b]) return false;
   switch (m.kind) {
     case MaskKind::none: return true;
-    case MaskKind::causal: return s + m.q_len <= t + m.k_len;  // s ≤ t + (Lk − Lq)
+    case MaskKind::causal:
+      return m.alignment == CausalAlignment::top_left
+                 ? s <= t
+                 : s + m.q_len <= t + m.k_len;  // s ≤ t + (Lk − Lq)
     case MaskKind::explicit_mask: return m.allowed[(b * m.q_len + t) * m.k_len + s] != 0;
   }
   return false;

@@ -310,6 +310,10 @@ std::string to_string(MaskKind k) {
   return "?";
 }
 
+std::string to_string(CausalAlignment a) {
+  return a == CausalAlignment::top_left ? "top_left" : "bottom_right";
+}
+
 double effective_scale(const AttentionConfig& cfg) {
   return cfg.scale != 0 ? cfg.scale : 1.0 / std::sqrt(static_cast<double>(cfg.head_dim));
 }

@@ -57,6 +57,7 @@
 namespace shardcheck {
 
 std::string to_string(MaskKind k);
+std::string to_string(CausalAlignment a);  // "bottom_right", "top_left"
 
 // Whether query position t sees key position s in sequence b (global positions): the rule of
 // AttentionMask (attention_config.hpp).
@@ -64,7 +65,10 @@ inline bool visible(const AttentionMask& m, std::size_t b, std::size_t t, std::s
   if (!m.key_lengths.empty() && s >= m.key_lengths[b]) return false;
   switch (m.kind) {
     case MaskKind::none: return true;
-    case MaskKind::causal: return s + m.q_len <= t + m.k_len;  // s ≤ t + (Lk − Lq), no underflow
+    case MaskKind::causal:
+      return m.alignment == CausalAlignment::top_left
+                 ? s <= t
+                 : s + m.q_len <= t + m.k_len;  // s ≤ t + (Lk − Lq), no underflow
     case MaskKind::explicit_mask: return m.allowed[(b * m.q_len + t) * m.k_len + s] != 0;
   }
   return false;

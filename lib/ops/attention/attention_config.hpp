@@ -20,13 +20,24 @@ namespace shardcheck {
 
 enum class MaskKind {
   none,    // every key visible
-  causal,  // bottom-right aligned (FlashAttention ≥ 2.1): t sees s iff s ≤ t + (Lk − Lq)
+  causal,  // t sees s iff s ≤ t + (Lk − Lq) (bottom-right) or s ≤ t (top-left): CausalAlignment
   explicit_mask  // any boolean mask [batch, Lq, Lk] (1 = visible)
 };
 
+// Where a causal mask's diagonal sits when Lq ≠ Lk (the two conventions in use; equal when
+// Lq = Lk):
+//   bottom_right  the last query sees every key: s ≤ t + (Lk − Lq). FlashAttention ≥ 2.1's
+//                 causal=True, and what decode (Lq = 1 against a KV cache) and chunked prefill
+//                 (a chunk of Lq new tokens after Lk − Lq cached ones) need.
+//   top_left      query t sees keys 0..t: s ≤ t. PyTorch's
+//                 scaled_dot_product_attention(is_causal=True) and FlashAttention < 2.1 (the
+//                 change in 2.1 is the classic silent bug of code ported across it).
+enum class CausalAlignment { bottom_right, top_left };
+
 // Query position t sees key position s in sequence b (global positions) iff s is not padded
 // (key_lengths empty, or s < key_lengths[b]) and the kind allows it: none always, causal when
-// s ≤ t + (k_len − q_len), explicit_mask when allowed[b, t, s] ≠ 0.
+// s ≤ t + (k_len − q_len) (bottom_right) or s ≤ t (top_left), explicit_mask when
+// allowed[b, t, s] ≠ 0.
 // q_len and k_len are the GLOBAL lengths. They must be set (and every query / key position
 // must lie in [0, q_len) / [0, k_len)) whenever the mask depends on positions: causal and
 // explicit_mask need both, key padding needs k_len. With kind none and no padding they may be
@@ -41,6 +52,7 @@ struct AttentionMask {
   std::vector<std::size_t> key_lengths;
   // explicit_mask only: [batch, q_len, k_len], 1 = visible.
   Tensor<std::uint8_t> allowed;
+  CausalAlignment alignment = CausalAlignment::bottom_right;  // causal only
 };
 
 struct AttentionConfig {

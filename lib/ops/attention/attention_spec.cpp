@@ -58,12 +58,26 @@ std::string zigzag_note(const ContextParallelConfig& cc) {
 
 }  // namespace
 
-std::vector<std::size_t> cp_lengths(const ContextParallelConfig& cc, int cp) {
-  if (cc.layout == CpLayout::contiguous) return split_sizes(cc.split, cc.seq_len, cp);
-  const auto chunks = split_sizes(cc.split, cc.seq_len, 2 * cp);
+namespace {
+
+std::vector<std::size_t> layout_lengths(CpLayout layout, const SplitPolicy& policy, std::size_t len,
+                                        int cp) {
+  if (layout == CpLayout::contiguous) return split_sizes(policy, len, cp);
+  const auto chunks = split_sizes(policy, len, 2 * cp);
   std::vector<std::size_t> lens(static_cast<std::size_t>(cp));
   for (std::size_t j = 0; j < lens.size(); ++j) lens[j] = chunks[j] + chunks[chunks.size() - 1 - j];
   return lens;
+}
+
+}  // namespace
+
+std::vector<std::size_t> cp_lengths(const ContextParallelConfig& cc, int cp) {
+  return layout_lengths(cc.layout, cc.split, cc.seq_len, cp);
+}
+
+std::vector<std::size_t> cp_query_lengths(const ContextParallelConfig& cc, int cp) {
+  if (cc.q_seq_len == 0) return cp_lengths(cc, cp);
+  return layout_lengths(cc.layout, cc.q_split, cc.q_seq_len, cp);
 }
 
 std::string to_json(const AttentionConfig& cfg) {
@@ -75,6 +89,7 @@ std::string to_json(const AttentionConfig& cfg) {
       .field("scale", cfg.scale)
       .raw("mask", spec::JsonObject()
                        .field("kind", to_string(m.kind))
+                       .field("alignment", to_string(m.alignment))
                        .field("q_len", m.q_len)
                        .field("k_len", m.k_len)
                        .raw("key_lengths", spec::json_sizes(m.key_lengths))
@@ -89,6 +104,8 @@ std::string to_json(const ContextParallelConfig& cc) {
       .field("layout", to_string(cc.layout))
       .raw("split", spec::json_split(cc.split))
       .field("algorithm", to_string(cc.algorithm))
+      .field("q_seq_len", cc.q_seq_len)
+      .raw("q_split", spec::json_split(cc.q_split))
       .str();
 }
 
@@ -107,26 +124,31 @@ spec::OpSpec context_parallel_attention_spec(const AttentionConfig& cfg,
                                              const ContextParallelConfig& cc, std::size_t batch,
                                              int cp) {
   const std::size_t L = cc.seq_len, h = cfg.q_heads, g = cfg.kv_heads, d = cfg.head_dim;
-  spec::OpSpec s{
-      "context_parallel_attention",
-      "attention",
-      spec::JsonObject().raw("attention", to_json(cfg)).raw("cp", to_json(cc)).str(),
-      {{"batch", batch}, {"seq_len", L}, {"q_heads", h}, {"kv_heads", g}, {"head_dim", d}},
-      {{"cp", static_cast<std::size_t>(cp)}},
-      {},
-      {},
-      {"q", "k", "v", "out", "lse"}};
-  const auto lens = cp_lengths(cc, cp);
-  const std::vector<Placement> seq{by_lengths(1, lens)};
-  const std::vector<Placement> lse{by_lengths(2, lens)};
+  const std::size_t Lq = cc.q_seq_len == 0 ? L : cc.q_seq_len;
+  spec::OpSpec s{"context_parallel_attention",
+                 "attention",
+                 spec::JsonObject().raw("attention", to_json(cfg)).raw("cp", to_json(cc)).str(),
+                 {{"batch", batch},
+                  {"seq_len", L},
+                  {"q_seq_len", Lq},
+                  {"q_heads", h},
+                  {"kv_heads", g},
+                  {"head_dim", d}},
+                 {{"cp", static_cast<std::size_t>(cp)}},
+                 {},
+                 {},
+                 {"q", "k", "v", "out", "lse"}};
+  const std::vector<Placement> seq{by_lengths(1, cp_lengths(cc, cp))};
+  const std::vector<Placement> qseq{by_lengths(1, cp_query_lengths(cc, cp))};
+  const std::vector<Placement> lse{by_lengths(2, cp_query_lengths(cc, cp))};
   const std::string note = zigzag_note(cc);
-  s.tensors = {spec::tensor("q", Role::input, {batch, L, h, d}, seq, note),
+  s.tensors = {spec::tensor("q", Role::input, {batch, Lq, h, d}, qseq, note),
                spec::tensor("k", Role::input, {batch, L, g, d}, seq, note),
                spec::tensor("v", Role::input, {batch, L, g, d}, seq, note),
-               spec::tensor("out", Role::output, {batch, L, h, d}, seq, note),
-               spec::tensor_of(Elem::acc, "lse", Role::output, {batch, h, L}, lse, note),
-               spec::tensor("dout", Role::grad_output, {batch, L, h, d}, seq, note),
-               spec::tensor("dq", Role::grad_input, {batch, L, h, d}, seq, note),
+               spec::tensor("out", Role::output, {batch, Lq, h, d}, qseq, note),
+               spec::tensor_of(Elem::acc, "lse", Role::output, {batch, h, Lq}, lse, note),
+               spec::tensor("dout", Role::grad_output, {batch, Lq, h, d}, qseq, note),
+               spec::tensor("dq", Role::grad_input, {batch, Lq, h, d}, qseq, note),
                spec::tensor("dk", Role::grad_input, {batch, L, g, d}, seq, note),
                spec::tensor("dv", Role::grad_input, {batch, L, g, d}, seq, note)};
   for (int r = 0; r < cp; ++r) s.calls.push_back(core_calls(cc, batch, g * d, cp, r));

@@ -37,8 +37,12 @@ spec::OpSpec context_parallel_attention_spec(const AttentionConfig& cfg,
                                              int cp);
 spec::OpSpec attention_layer_spec(const HeadParallelConfig& cfg, std::size_t batch, int cp, int tp);
 
-// The lengths L_j of the cp ranks' pieces of the sequence under cc's layout and split.
+// The lengths L_j of the cp ranks' pieces of the sequence under cc's layout and split (the keys'
+// pieces; the queries' too under self-attention).
 std::vector<std::size_t> cp_lengths(const ContextParallelConfig& cc, int cp);
+// The lengths Lq_j of the cp ranks' query pieces: cp_lengths when cc.q_seq_len is 0, else
+// q_seq_len cut by cc.q_split under the same layout.
+std::vector<std::size_t> cp_query_lengths(const ContextParallelConfig& cc, int cp);
 
 std::string to_json(const AttentionConfig& cfg);
 std::string to_json(const ContextParallelConfig& cc);

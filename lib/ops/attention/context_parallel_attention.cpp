@@ -36,15 +36,18 @@ Shape with_len(const Shape& s, std::size_t len) {
   return out;
 }
 
-// Causal self-attention: a key chunk wholly after every query is invisible (the step is
-// skipped; its K/V still travel). Padding and explicit masks are left to the kernel.
+// Causal: a key chunk wholly after every query's diagonal is invisible (the step is skipped;
+// its K/V still travel): the last query does not see the first key. Padding and explicit masks
+// are left to the kernel.
 bool skip_block(const AttentionConfig& cfg, const std::vector<std::size_t>& q_pos,
                 const std::vector<std::size_t>& k_pos) {
   if (q_pos.empty() || k_pos.empty()) return true;
   if (cfg.mask.kind != MaskKind::causal) return false;
   const std::size_t q_max = *std::max_element(q_pos.begin(), q_pos.end());
   const std::size_t k_min = *std::min_element(k_pos.begin(), k_pos.end());
-  return k_min + cfg.mask.q_len > q_max + cfg.mask.k_len;
+  AttentionMask causal_only = cfg.mask;
+  causal_only.key_lengths.clear();
+  return !visible(causal_only, 0, q_max, k_min);
 }
 
 template <class T>
@@ -59,7 +62,8 @@ void require_local(const std::string& where, const char* name, const Tensor<T>& 
 }
 
 struct Setup {
-  std::vector<std::vector<std::size_t>> positions;  // by cp rank
+  std::vector<std::vector<std::size_t>> positions;  // of the keys, by cp rank
+  std::vector<std::size_t> queries;                 // this rank's query positions
   const std::vector<std::size_t>& mine(int r) const {
     return positions[static_cast<std::size_t>(r)];
   }
@@ -70,22 +74,27 @@ Setup setup(const char* op, Communicator& cp, const AttentionConfig& cfg,
             const ContextParallelConfig& cc, const Tensor<T>& q, const Tensor<T>& k,
             const Tensor<T>& v) {
   const std::string where = on_rank(op, cp);
-  if (cfg.mask.q_len != cc.seq_len || cfg.mask.k_len != cc.seq_len) {
-    throw UsageError(where + "context parallelism is self-attention over seq_len = " +
-                     std::to_string(cc.seq_len) +
-                     " positions but the mask has q_len = " + std::to_string(cfg.mask.q_len) +
-                     ", k_len = " + std::to_string(cfg.mask.k_len) + ": set both to seq_len");
+  const std::size_t lq = cc.q_seq_len == 0 ? cc.seq_len : cc.q_seq_len;
+  if (cfg.mask.q_len != lq || cfg.mask.k_len != cc.seq_len) {
+    const std::string want =
+        cc.q_seq_len == 0
+            ? "self-attention over seq_len = " + std::to_string(cc.seq_len) + " positions"
+            : "q_seq_len = " + std::to_string(lq) +
+                  " queries against seq_len = " + std::to_string(cc.seq_len) + " keys";
+    throw UsageError(where + "the context-parallel config is " + want +
+                     " but the mask has q_len = " + std::to_string(cfg.mask.q_len) + ", k_len = " +
+                     std::to_string(cfg.mask.k_len) + ": set q_len = " + std::to_string(lq) +
+                     " and k_len = " + std::to_string(cc.seq_len));
   }
   Setup s;
-  for (int j = 0; j < cp.size(); ++j) {
-    try {
-      s.positions.push_back(cp_positions(cc, cp.size(), j));
-    } catch (const UsageError& e) {
-      throw UsageError(where + e.what());
-    }
+  try {
+    for (int j = 0; j < cp.size(); ++j) s.positions.push_back(cp_positions(cc, cp.size(), j));
+    s.queries = cp_query_positions(cc, cp.size(), cp.rank());
+  } catch (const UsageError& e) {
+    throw UsageError(where + e.what());
   }
   const std::size_t len = s.mine(cp.rank()).size();
-  require_local(where, "q", q, len, "q [batch, L_r, h, d]");
+  require_local(where, "q", q, s.queries.size(), "q [batch, Lq_r, h, d]");
   require_local(where, "k", k, len, "k [batch, L_r, g, d]");
   require_local(where, "v", v, len, "v [batch, L_r, g, d]");
   return s;
@@ -190,19 +199,25 @@ std::vector<std::size_t> concat(const Setup& s) {
 
 }  // namespace
 
-std::vector<std::size_t> cp_positions(const ContextParallelConfig& cfg, int cp_size, int rank) {
+namespace {
+
+// The positions rank `rank` of `cp_size` holds of a sequence of `len` cut by `policy` into the
+// layout's pieces; `what` names the sequence and its split for the error.
+std::vector<std::size_t> layout_positions(CpLayout layout, const SplitPolicy& policy,
+                                          std::size_t len, int cp_size, int rank,
+                                          const std::string& what) {
   if (cp_size < 1 || rank < 0 || rank >= cp_size) {
     throw UsageError("cp_positions: rank " + std::to_string(rank) + " is not in a cp group of " +
                      std::to_string(cp_size) + " ranks");
   }
-  const int parts = cfg.layout == CpLayout::zigzag ? 2 * cp_size : cp_size;
+  const int parts = layout == CpLayout::zigzag ? 2 * cp_size : cp_size;
   std::vector<Piece> pieces;
   try {
-    pieces = split(cfg.split, cfg.seq_len, parts);
+    pieces = split(policy, len, parts);
   } catch (const UsageError& e) {
-    throw UsageError("cp_positions (" + to_string(cfg.layout) +
+    throw UsageError("cp_positions (" + to_string(layout) +
                      " layout, cp = " + std::to_string(cp_size) + ", " + std::to_string(parts) +
-                     " pieces of seq_len = " + std::to_string(cfg.seq_len) + "): " + e.what());
+                     " pieces of " + what + " = " + std::to_string(len) + "): " + e.what());
   }
   std::vector<std::size_t> pos;
   auto append = [&](const Piece& p) {
@@ -210,8 +225,20 @@ std::vector<std::size_t> cp_positions(const ContextParallelConfig& cfg, int cp_s
   };
   const auto r = static_cast<std::size_t>(rank);
   append(pieces[r]);
-  if (cfg.layout == CpLayout::zigzag) append(pieces[static_cast<std::size_t>(parts) - 1 - r]);
+  if (layout == CpLayout::zigzag) append(pieces[static_cast<std::size_t>(parts) - 1 - r]);
   return pos;
+}
+
+}  // namespace
+
+std::vector<std::size_t> cp_positions(const ContextParallelConfig& cfg, int cp_size, int rank) {
+  return layout_positions(cfg.layout, cfg.split, cfg.seq_len, cp_size, rank, "seq_len");
+}
+
+std::vector<std::size_t> cp_query_positions(const ContextParallelConfig& cfg, int cp_size,
+                                            int rank) {
+  if (cfg.q_seq_len == 0) return cp_positions(cfg, cp_size, rank);
+  return layout_positions(cfg.layout, cfg.q_split, cfg.q_seq_len, cp_size, rank, "q_seq_len");
 }
 
 namespace {
@@ -275,7 +302,7 @@ AttentionOutput<T> context_parallel_attention(Communicator& cp, const AttentionC
   using A = acc_t<T>;
   const Setup s = setup("context_parallel_attention", cp, cfg, cc, q, k, v);
   const int p = cp.size(), r = cp.rank();
-  const auto& mine = s.mine(r);
+  const auto& queries = s.queries;  // this rank's query positions
   const std::size_t batch = q.dim(0), h = q.dim(2), d = q.dim(3);
   const auto ws = Workspace::of_this_rank();
 
@@ -283,21 +310,21 @@ AttentionOutput<T> context_parallel_attention(Communicator& cp, const AttentionC
     const auto lens = lengths(s);
     const auto k_all = gather_sequence(cp, ws, k, lens);
     const auto v_all = gather_sequence(cp, ws, v, lens);
-    auto part = attention_block_forward(cfg, q, *k_all, *v_all, mine, concat(s));
+    auto part = attention_block_forward(cfg, q, *k_all, *v_all, queries, concat(s));
     return {round_tensor<T>(part.out), std::move(part.lse)};
   }
 
-  Tensor<A> out(Shape{batch, mine.size(), h, d});
-  Tensor<A> lse(Shape{batch, h, mine.size()});
+  Tensor<A> out(Shape{batch, queries.size(), h, d});
+  Tensor<A> lse(Shape{batch, h, queries.size()});
   std::fill(lse.values().begin(), lse.values().end(), -std::numeric_limits<A>::infinity());
   auto kv = ws.hold(pack(k, v));  // the chunk held, then each received one
   for (int step = 0; step < p; ++step) {
     const int src = (r - step + p) % p;
     const auto& pos = s.mine(src);
-    if (!skip_block(cfg, mine, pos)) {
+    if (!skip_block(cfg, queries, pos)) {
       const Tensor<T> kc = unpack(*kv, 0, with_len(k.shape(), pos.size()));
       const Tensor<T> vc = unpack(*kv, kc.size(), with_len(v.shape(), pos.size()));
-      const auto part = attention_block_forward(cfg, q, kc, vc, mine, pos);
+      const auto part = attention_block_forward(cfg, q, kc, vc, queries, pos);
       merge_attention_into(out, lse, part.out, part.lse);
     }
     if (step + 1 < p) {
@@ -321,7 +348,7 @@ AttentionGrads<T> context_parallel_attention_backward(Communicator& cp, const At
   const Setup s = setup("context_parallel_attention_backward", cp, cfg, cc, q, k, v);
   const std::string where = on_rank("context_parallel_attention_backward", cp);
   const int p = cp.size(), r = cp.rank();
-  const auto& mine = s.mine(r);
+  const auto& queries = s.queries;  // this rank's query positions
   if (dout.shape() != q.shape() || fwd.out.shape() != q.shape()) {
     throw UsageError(where + "dout is " + format_shape(dout.shape()) + " and out is " +
                      format_shape(fwd.out.shape()) + "; both must have q's shape " +
@@ -334,8 +361,8 @@ AttentionGrads<T> context_parallel_attention_backward(Communicator& cp, const At
     const auto lens = lengths(s);
     const auto k_all = gather_sequence(cp, ws, k, lens);
     const auto v_all = gather_sequence(cp, ws, v, lens);
-    auto g =
-        attention_block_backward(cfg, q, *k_all, *v_all, fwd.out, fwd.lse, dout, mine, concat(s));
+    auto g = attention_block_backward(cfg, q, *k_all, *v_all, fwd.out, fwd.lse, dout, queries,
+                                      concat(s));
     std::vector<std::size_t> counts;
     counts.reserve(lens.size());
     for (auto l : lens) counts.push_back(batch * l * row_kv);
@@ -360,10 +387,10 @@ AttentionGrads<T> context_parallel_attention_backward(Communicator& cp, const At
     const auto& pos = s.mine(src);
     const Shape chunk = with_len(k.shape(), pos.size());
     std::vector<A> block(2 * numel(chunk), A(0));
-    if (!skip_block(cfg, mine, pos)) {
+    if (!skip_block(cfg, queries, pos)) {
       const Tensor<T> kc = unpack(*kv, 0, chunk);
       const Tensor<T> vc = unpack(*kv, kc.size(), chunk);
-      const auto g = attention_block_backward(cfg, q, kc, vc, fwd.out, fwd.lse, dout, mine, pos);
+      const auto g = attention_block_backward(cfg, q, kc, vc, fwd.out, fwd.lse, dout, queries, pos);
       add_into(dq.values(), g.dq.span());
       block = pack(g.dk, g.dv);
     }

@@ -7,6 +7,13 @@
 // [batch, L_r, g, d] for its global positions (cp_positions), L_r may be 0. Results: out
 // [batch, L_r, h, d] and lse [batch, h, L_r] for the same positions, equal to the dense op's rows
 // at those positions (ops/attention/attention.hpp) up to the order of the softmax's sums.
+// Lq ≠ Lk (cross-attention; chunked prefill, a chunk of Lq new tokens against Lk = cached + Lq
+// keys; decode, Lq = 1 against a KV cache): q_seq_len = Lq > 0, and the queries are split by
+// the same layout over Lq (cp_query_positions, with q_split), the keys over Lk = seq_len. Rank r
+// then holds q [batch, Lq_r, h, d] and k, v [batch, Lk_r, g, d]; out and lse are its query
+// rows. The mask is evaluated on the global positions with q_len = Lq and k_len = Lk, so either
+// causal alignment (attention_config.hpp) works: with bottom_right the diagonal sits at the end
+// of the keys, and every query of a decode step sees the whole cache.
 //
 // Layouts (which global positions rank r holds):
 //   contiguous  the sequence cut into cp pieces by `split`: rank r holds piece r.
@@ -49,17 +56,29 @@ std::string to_string(CpLayout l);
 std::string to_string(CpAlgorithm a);
 
 struct ContextParallelConfig {
-  std::size_t seq_len = 0;  // the global sequence length, known to every rank
+  std::size_t seq_len = 0;  // the global sequence length (of the keys), known to every rank
   CpLayout layout = CpLayout::contiguous;
   // contiguous: the sequence over the cp ranks; zigzag: the sequence into 2·cp chunks
   // (explicit sizes then list 2·cp chunks). Uneven and empty pieces allowed.
   SplitPolicy split = SplitPolicy::chunk();
   CpAlgorithm algorithm = CpAlgorithm::ring;
+  // The queries' global length when it is not seq_len (Lq ≠ Lk); 0: self-attention, the
+  // queries are at the keys' positions. The queries are cut by the same layout with q_split
+  // (explicit sizes then list the pieces of q_seq_len).
+  std::size_t q_seq_len = 0;
+  SplitPolicy q_split = SplitPolicy::chunk();
 };
 
-// The global positions rank `rank` of `cp_size` holds, in its local order.
+// The global key positions rank `rank` of `cp_size` holds, in its local order (the query
+// positions too under self-attention).
 // @throws UsageError when the split cannot tile seq_len into the layout's pieces.
 std::vector<std::size_t> cp_positions(const ContextParallelConfig& cfg, int cp_size, int rank);
+
+// The global query positions rank `rank` holds: cp_positions when q_seq_len is 0, else the
+// layout's pieces of q_seq_len cut by q_split.
+// @throws UsageError when q_split cannot tile q_seq_len into the layout's pieces.
+std::vector<std::size_t> cp_query_positions(const ContextParallelConfig& cfg, int cp_size,
+                                            int rank);
 
 // Rows [batch, L, ...] of a dense tensor (dim 1 is the sequence) at `positions`, in order: a
 // rank's local piece of q, k, v, out or dout. And the converse for lse [batch, h, L] (dim 2).
@@ -68,15 +87,18 @@ Tensor<T> take_positions(const Tensor<T>& x, const std::vector<std::size_t>& pos
 template <class T>
 Tensor<T> take_lse_positions(const Tensor<T>& lse, const std::vector<std::size_t>& positions);
 
-// Forward on one rank. cfg.mask.q_len == cfg.mask.k_len == cp_cfg.seq_len.
-// @throws UsageError naming the rank and shapes when the local pieces disagree with the layout.
+// Forward on one rank. cfg.mask.k_len == cp_cfg.seq_len and cfg.mask.q_len == cp_cfg.q_seq_len
+// (== seq_len when q_seq_len is 0). q holds this rank's cp_query_positions, k and v its
+// cp_positions.
+// @throws UsageError naming the rank and shapes when the local pieces disagree with the layout
+// or the mask's lengths with the config's.
 template <class T>
 AttentionOutput<T> context_parallel_attention(Communicator& cp, const AttentionConfig& cfg,
                                               const ContextParallelConfig& cp_cfg,
                                               const Tensor<T>& q, const Tensor<T>& k,
                                               const Tensor<T>& v);
 
-// Backward on one rank, given the forward's out and lse (this rank's rows) and dout.
+// Backward on one rank, given the forward's out and lse (this rank's query rows) and dout.
 template <class T>
 AttentionGrads<T> context_parallel_attention_backward(Communicator& cp, const AttentionConfig& cfg,
                                                       const ContextParallelConfig& cp_cfg,

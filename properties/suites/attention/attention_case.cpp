@@ -49,6 +49,10 @@ std::vector<std::string> configuration_labels(const AttentionCase& c) {
   if (c.layer.context_parallel) {
     out.push_back(to_string(c.context().algorithm) + " " + to_string(c.context().layout));
   }
+  if (c.op == AttentionOp::context_parallel) out.push_back(to_string(c.shape));
+  if (a.mask.kind == MaskKind::causal && c.q_len() != c.k_len()) {
+    out.push_back("causal " + to_string(a.mask.alignment) + " with Lq != Lk");
+  }
   return out;
 }
 
@@ -64,7 +68,13 @@ std::string AttentionCase::describe() const {
   std::string s = to_string(op) + " " + std::string(name(dtype)) +
                   " h=" + std::to_string(a.q_heads) + " g=" + std::to_string(a.kv_heads) +
                   " d=" + std::to_string(a.head_dim) + " batch=" + std::to_string(batch) +
-                  " L=" + std::to_string(len()) + " mask=" + to_string(a.mask.kind);
+                  (q_len() == k_len() ? " L=" + std::to_string(q_len())
+                                      : " " + to_string(shape) + " Lq=" + std::to_string(q_len()) +
+                                            " Lk=" + std::to_string(k_len())) +
+                  " mask=" + to_string(a.mask.kind) +
+                  (a.mask.kind == MaskKind::causal && q_len() != k_len()
+                       ? "(" + to_string(a.mask.alignment) + ")"
+                       : "");
   if (!a.mask.key_lengths.empty()) s += "+padding" + format_list(a.mask.key_lengths);
   if (op == AttentionOp::layer) {
     s += " tp=" + std::to_string(tp) + " hidden=" + std::to_string(layer.hidden) +
@@ -135,11 +145,42 @@ rc::Gen<AttentionCase> gen_case(const RunConfig& config, const AttentionCaseOpti
       a.head_dim = *rc::gen::inRange<std::size_t>(1, max_head_dim + 1);
     }
     c.batch = *rc::gen::inRange<std::size_t>(1, 3);
-    const std::size_t len =
-        *rc::gen::inRange<std::size_t>(1, (layer ? max_layer_len : max_len) + 1);
-    a.mask.q_len = a.mask.k_len = len;
+    // The shape (core op only) is structure: drawn unscaled, every kind from the first case.
+    // Lengths are sizes (scaled); Lk >= 2 where the shape needs Lq < Lk.
+    c.shape = layer
+                  ? AttentionShape::self_attention
+                  : *gen::weightedStructure<AttentionShape>({{2, AttentionShape::self_attention},
+                                                             {1, AttentionShape::cross_attention},
+                                                             {1, AttentionShape::decode},
+                                                             {1, AttentionShape::chunked_prefill}});
+    const std::size_t max_l = layer ? max_layer_len : max_len;
+    std::size_t lq = 0, len = 0;  // len: Lk
+    switch (c.shape) {
+      case AttentionShape::self_attention:
+        len = *rc::gen::inRange<std::size_t>(1, max_l + 1);
+        lq = len;
+        break;
+      case AttentionShape::cross_attention:
+        lq = *rc::gen::inRange<std::size_t>(1, max_l + 1);
+        len = *rc::gen::inRange<std::size_t>(1, max_l + 1);
+        break;
+      case AttentionShape::decode:
+        lq = 1;
+        len = *rc::gen::inRange<std::size_t>(1, max_l + 1);
+        break;
+      case AttentionShape::chunked_prefill:
+        len = *rc::gen::inRange<std::size_t>(2, max_l + 1);
+        lq = *rc::gen::inRange<std::size_t>(1, len);
+        break;
+    }
+    a.mask.q_len = lq;
+    a.mask.k_len = len;
     a.mask.kind = *rc::gen::weightedElement<MaskKind>(
         {{2, MaskKind::none}, {4, MaskKind::causal}, {2, MaskKind::explicit_mask}});
+    if (a.mask.kind == MaskKind::causal) {
+      a.mask.alignment =
+          *gen::structureOf({CausalAlignment::bottom_right, CausalAlignment::top_left});
+    }
     if (*rc::gen::weightedElement<bool>({{2, false}, {1, true}}) || options.fully_masked_rows) {
       for (std::size_t b = 0; b < c.batch; ++b) {
         a.mask.key_lengths.push_back(*rc::gen::inRange<std::size_t>(0, len + 1));
@@ -148,7 +189,7 @@ rc::Gen<AttentionCase> gen_case(const RunConfig& config, const AttentionCaseOpti
     }
     if (a.mask.kind == MaskKind::explicit_mask) {
       const int density = *rc::gen::inRange(1, 4);  // 1/4, 2/4, 3/4 of the pairs visible
-      a.mask.allowed = Tensor<std::uint8_t>(Shape{c.batch, len, len});
+      a.mask.allowed = Tensor<std::uint8_t>(Shape{c.batch, lq, len});
       for (auto& m : a.mask.allowed.values()) {
         m = *rc::gen::inRange(0, 4) < density ? 1 : 0;
       }
@@ -159,23 +200,29 @@ rc::Gen<AttentionCase> gen_case(const RunConfig& config, const AttentionCaseOpti
       ContextParallelConfig cc;
       cc.seq_len = len;
       cc.layout = *gen::structureOf({CpLayout::contiguous, CpLayout::zigzag});
-      cc.split = *gen::genSplit(len, cc.layout == CpLayout::zigzag ? 2 * c.cp : c.cp);
+      const int pieces = cc.layout == CpLayout::zigzag ? 2 * c.cp : c.cp;
+      cc.split = *gen::genSplit(len, pieces);
+      if (lq != len) {
+        cc.q_seq_len = lq;
+        cc.q_split = *gen::genSplit(lq, pieces);
+      }
       cc.algorithm = options.algorithm
                          ? *options.algorithm
                          : *gen::weightedStructure<CpAlgorithm>(
-                               {{3, CpAlgorithm::ring}, {1, CpAlgorithm::all_gather}});
+                               {{1, CpAlgorithm::ring}, {1, CpAlgorithm::all_gather}});
       c.layer.context_parallel = cc;
     }
     c.profile = *rc::gen::weightedElement<gen::Profile>(
         {{4, gen::Profile::unit}, {1, gen::Profile::wide}, {1, gen::Profile::cancellation}});
     bool empty_row = false;
     for (std::size_t b = 0; b < c.batch; ++b) {
-      for (std::size_t t = 0; t < len; ++t) empty_row = empty_row || row_is_empty(a.mask, b, t);
+      for (std::size_t t = 0; t < lq; ++t) empty_row = empty_row || row_is_empty(a.mask, b, t);
     }
     RC_CLASSIFY(empty_row, "fully masked rows");
     RC_CLASSIFY(a.kv_heads < a.q_heads, a.kv_heads == 1 ? "MQA" : "GQA");
     RC_CLASSIFY(layer && static_cast<std::size_t>(c.tp) > a.kv_heads, "tp > g");
     RC_TAG(to_string(c.op));
+    RC_CLASSIFY(!layer, to_string(c.shape));
     if (c.layer.context_parallel) RC_TAG(to_string(c.context().algorithm));
     return c;
   });
@@ -203,10 +250,11 @@ rc::Gen<AttentionData<T>> gen_data(const AttentionCase& c) {
     const std::size_t b = c.batch, L = c.len(), h = a.q_heads, g = a.kv_heads, d = a.head_dim;
     AttentionData<T> x;
     if (c.op == AttentionOp::context_parallel) {
-      x.q = *gen::genTensor<T>({b, L, h, d}, c.profile, e);
-      x.k = *gen::genTensor<T>({b, L, g, d}, c.profile, e);
-      x.v = *gen::genTensor<T>({b, L, g, d}, c.profile, e);
-      x.dout = *gen::genTensor<T>({b, L, h, d}, c.profile, e);
+      const std::size_t Lq = c.q_len(), Lk = c.k_len();
+      x.q = *gen::genTensor<T>({b, Lq, h, d}, c.profile, e);
+      x.k = *gen::genTensor<T>({b, Lk, g, d}, c.profile, e);
+      x.v = *gen::genTensor<T>({b, Lk, g, d}, c.profile, e);
+      x.dout = *gen::genTensor<T>({b, Lq, h, d}, c.profile, e);
       return x;
     }
     const std::size_t hid = c.layer.hidden;

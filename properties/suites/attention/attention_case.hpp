@@ -24,22 +24,45 @@ inline std::string to_string(AttentionOp o) {
   return o == AttentionOp::context_parallel ? "context_parallel_attention" : "attention_layer";
 }
 
+// The query and key lengths users run (the core op; the layer is self-attention, Lq = Lk):
+//   self_attention   Lq = Lk (training, prefill in one piece)
+//   cross_attention  Lq and Lk independent (an encoder-decoder's cross-attention)
+//   decode           Lq = 1 against Lk = the KV cache plus the new token
+//   chunked_prefill  a chunk of Lq new tokens after Lk − Lq cached ones (1 ≤ Lq < Lk)
+// With a causal mask the alignment (bottom_right, top_left: attention_config.hpp) is drawn too;
+// the two agree only when Lq = Lk.
+enum class AttentionShape { self_attention, cross_attention, decode, chunked_prefill };
+
+inline std::string to_string(AttentionShape s) {
+  switch (s) {
+    case AttentionShape::self_attention: return "self-attention";
+    case AttentionShape::cross_attention: return "cross-attention";
+    case AttentionShape::decode: return "decode";
+    case AttentionShape::chunked_prefill: return "chunked prefill";
+  }
+  return "?";
+}
+
 struct AttentionCase {
   AttentionOp op = AttentionOp::context_parallel;
   DType dtype = DType::float32;
   int tp = 1;  // mesh (cp, tp), tp fastest: world rank = c_cp·tp + c_tp
   int cp = 1;
   std::size_t batch = 1;
+  AttentionShape shape = AttentionShape::self_attention;
   HeadParallelConfig layer;  // layer.attention is the attention config of either op;
                              // layer.context_parallel the cp config (always set for the core)
   gen::Profile profile = gen::Profile::unit;
 
   int world() const { return tp * cp; }
-  std::size_t len() const { return layer.attention.mask.q_len; }
+  std::size_t q_len() const { return layer.attention.mask.q_len; }  // Lq
+  std::size_t k_len() const { return layer.attention.mask.k_len; }  // Lk
+  std::size_t len() const { return q_len(); }  // the layer's L (self-attention: Lq = Lk)
   const AttentionConfig& attention() const { return layer.attention; }
   const ContextParallelConfig& context() const { return *layer.context_parallel; }
   // "context_parallel_attention h=4 g=2 d=3 batch=2 L=9 mask=causal+padding[3,9] cp=3
-  //  layout=zigzag split=chunk algorithm=ring ..."
+  //  layout=zigzag split=chunk algorithm=ring ...", with "decode Lq=1 Lk=9" for Lq != Lk
+  //  and "mask=causal(top_left)" when the alignment matters
   std::string describe() const;
 };
 
@@ -62,7 +85,7 @@ std::vector<std::pair<int, std::size_t>> head_configurations(int max_tp);
 // "a tp rank without heads", "cp=3", "ring zigzag".
 std::vector<std::string> configuration_labels(const AttentionCase& c);
 
-// The global tensors. Core: q [batch, L, h, d], k, v [batch, L, g, d], dout like q.
+// The global tensors. Core: q [batch, Lq, h, d], k, v [batch, Lk, g, d], dout like q.
 // Layer: x, dy [batch, L, hidden] and the dense weights.
 template <class T>
 struct AttentionData {

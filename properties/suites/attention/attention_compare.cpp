@@ -2,8 +2,9 @@
 // compare/compare.hpp, docs/attention.md "As a case on disk"): the config's fields as
 // ops/attention/attention_spec.cpp writes them (to_json), the spec's sizes and mesh.
 //
-//   context_parallel_attention  sizes batch, seq_len, q_heads, kv_heads, head_dim; mesh {"cp": P}
-//     config {"attention": {...}, "cp": {...}}; inputs q, k, v, dout (needed for the gradients);
+//   context_parallel_attention  sizes batch, seq_len, q_heads, kv_heads, head_dim and, for
+//     Lq != Lk (cross-attention, decode, chunked prefill), q_seq_len (absent: seq_len); mesh {"cp":
+//     P} config {"attention": {...}, "cp": {...}}; inputs q, k, v, dout (needed for the gradients);
 //     outputs out, lse (acc_t<T>: a float32 file in a bfloat16 case), dq, dk, dv
 //   attention_layer  sizes batch, seq_len, hidden; mesh {"cp": C, "tp": P} (C = 1 without
 //     context_parallel); config {"attention", "hidden", "has_bias", "kv_head_split",
@@ -14,10 +15,11 @@
 // A global sequence-sharded output is in the sequence's order and is cut into each cp rank's
 // positions (positions_of: contiguous or zigzag), a global weight gradient into the rows (wo:
 // columns) of each tp rank's heads (head_assignment). The mask is the config's:
-// attention.mask {"kind": "none" | "causal" | "explicit_mask", "q_len", "k_len" (absent: seq_len,
-// the only value a self-attention takes), "key_lengths" (padding, one per sequence),
-// "allowed_shape" and, with explicit_mask, "allowed": the [batch, seq_len, seq_len] mask as
-// nested arrays of 0/1 (or false/true)}.
+// attention.mask {"kind": "none" | "causal" | "explicit_mask", "alignment": "bottom_right" |
+// "top_left" (causal; absent: bottom_right), "q_len", "k_len" (absent: q_seq_len and seq_len),
+// "key_lengths" (padding, one per sequence), "allowed_shape" and, with explicit_mask, "allowed":
+// the [batch, q_len, k_len] mask as nested arrays of 0/1 (or false/true)}. Query-shaped outputs
+// (out, lse, dq) are cut by the query positions, dk and dv by the key positions.
 #include "compare/compare.hpp"
 #include "compare/config_fields.hpp"
 #include "engine/slicing.hpp"
@@ -63,19 +65,23 @@ void flatten_mask(const cases::Fields& f, const nlohmann::json& j, const Shape& 
     f.fail("allowed", "is not nested arrays of shape " + format_shape(shape) + " (at depth " +
                           text(depth) + ": " +
                           (j.is_array() ? text(j.size()) + " entries" : j.dump()) +
-                          "); give the [batch, seq_len, seq_len] mask, 1 = visible");
+                          "); give the [batch, q_len, k_len] mask, 1 = visible");
   }
   for (const auto& e : j) flatten_mask(f, e, shape, depth + 1, out);
 }
 
-AttentionMask mask_of(cases::Fields& attention, std::size_t batch, std::size_t len) {
+AttentionMask mask_of(cases::Fields& attention, std::size_t batch, std::size_t lq,
+                      std::size_t len) {
   cases::Fields f = object_or_empty(attention, "mask");
   AttentionMask m;
   const std::string kind = f.choice_or("kind", {"none", "causal", "explicit_mask"}, "none");
   m.kind = kind == "causal"          ? MaskKind::causal
            : kind == "explicit_mask" ? MaskKind::explicit_mask
                                      : MaskKind::none;
-  m.q_len = size_as(f, "q_len", len, "sizes.seq_len");
+  m.alignment = f.choice_or("alignment", {"bottom_right", "top_left"}, "bottom_right") == "top_left"
+                    ? CausalAlignment::top_left
+                    : CausalAlignment::bottom_right;
+  m.q_len = size_as(f, "q_len", lq, lq == len ? "sizes.seq_len" : "sizes.q_seq_len");
   m.k_len = size_as(f, "k_len", len, "sizes.seq_len");
   m.key_lengths = f.sizes_or("key_lengths", {});
   if (!m.key_lengths.empty() && m.key_lengths.size() != batch) {
@@ -89,11 +95,11 @@ AttentionMask mask_of(cases::Fields& attention, std::size_t batch, std::size_t l
     }
   }
   const bool given = m.kind == MaskKind::explicit_mask;
-  const Shape shape = given ? Shape{batch, len, len} : Shape{};
+  const Shape shape = given ? Shape{batch, lq, len} : Shape{};
   if (const auto s = f.sizes_or("allowed_shape", shape); s != shape) {
     f.fail("allowed_shape", "is " + format_shape(s) + " but the mask of kind " + kind + " has " +
                                 format_shape(shape) +
-                                " ([batch, seq_len, seq_len] for explicit_mask, "
+                                " ([batch, q_len, k_len] for explicit_mask, "
                                 "[] otherwise)");
   }
   if (given) {
@@ -110,7 +116,7 @@ AttentionMask mask_of(cases::Fields& attention, std::size_t batch, std::size_t l
 // config.attention (or the core's "attention"): heads and head dim default to `sizes` (the
 // core's sizes name them; the layer's do not, so its defaults are AttentionConfig's).
 AttentionConfig attention_of(cases::Fields& config, const AttentionConfig& sizes, bool from_sizes,
-                             std::size_t batch, std::size_t len) {
+                             std::size_t batch, std::size_t lq, std::size_t len) {
   cases::Fields f = object_or_empty(config, "attention");
   AttentionConfig a = sizes;
   if (from_sizes) {
@@ -129,15 +135,18 @@ AttentionConfig attention_of(cases::Fields& config, const AttentionConfig& sizes
   if (a.head_dim == 0) f.fail("head_dim", "is 0; a head has at least one element");
   a.scale = f.number_or("scale", a.scale);
   if (!std::isfinite(a.scale)) f.fail("scale", "is not finite; give 0 for 1/sqrt(head_dim)");
-  a.mask = mask_of(f, batch, len);
+  a.mask = mask_of(f, batch, lq, len);
   f.done();
   return a;
 }
 
-// The cp object: {"seq_len", "layout", "split", "algorithm"}.
-ContextParallelConfig context_of(cases::Fields f, std::size_t len) {
+// The cp object: {"seq_len", "layout", "split", "algorithm", "q_seq_len" (0 or absent:
+// self-attention; else the queries' length, sizes.q_seq_len), "q_split"}.
+ContextParallelConfig context_of(cases::Fields f, std::size_t lq, std::size_t len) {
   ContextParallelConfig cc;
   cc.seq_len = size_as(f, "seq_len", len, "sizes.seq_len");
+  cc.q_seq_len = f.size_or("q_seq_len", lq == len ? 0 : lq);
+  cc.q_split = split_or(f, "q_split", cc.q_split);
   cc.layout = f.choice_or("layout", {"contiguous", "zigzag"}, "contiguous") == "zigzag"
                   ? CpLayout::zigzag
                   : CpLayout::contiguous;
@@ -169,11 +178,14 @@ void read_core(CaseReader& r, const AttentionCase& c, AttentionData<T>& d, Atten
   r.input("k", d.k);
   r.input("v", d.v);
   read_upstream_gradient(r, "dout", d.dout, d.q.shape(), {"dq", "dk", "dv"});
-  r.output("out", run.core, &O::out, by_positions(c));
+  const auto by_queries = [&c](const Tensor<T>& g, int rank) {
+    return take_positions(g, query_positions_of(c, cp_coord(c, rank)));
+  };
+  r.output("out", run.core, &O::out, by_queries);
   r.output("lse", run.core, &O::lse, [&c](const Tensor<acc_t<T>>& g, int rank) {
-    return take_lse_positions(g, positions_of(c, rank));
+    return take_lse_positions(g, query_positions_of(c, rank));
   });
-  r.output("dq", run.core, &O::dq, by_positions(c));
+  r.output("dq", run.core, &O::dq, by_queries);
   r.output("dk", run.core, &O::dk, by_positions(c));
   r.output("dv", run.core, &O::dv, by_positions(c));
 }
@@ -221,6 +233,10 @@ AttentionCase case_of(const cases::CaseManifest& m, AttentionCase* /*tag*/) {
   c.dtype = m.dtype;
   c.batch = m.size("batch");
   const std::size_t len = m.size("seq_len");
+  std::size_t lq = len;  // sizes.q_seq_len, optional (self-attention without it)
+  for (const auto& [name, n] : m.sizes) {
+    if (name == "q_seq_len") lq = n;
+  }
   cases::Fields f = m.config;
   if (m.op == "context_parallel_attention") {
     c.op = AttentionOp::context_parallel;
@@ -230,18 +246,22 @@ AttentionCase case_of(const cases::CaseManifest& m, AttentionCase* /*tag*/) {
     sizes.q_heads = m.size("q_heads");
     sizes.kv_heads = m.size("kv_heads");
     sizes.head_dim = m.size("head_dim");
-    c.layer.attention = attention_of(f, sizes, true, c.batch, len);
-    c.layer.context_parallel = context_of(object_or_empty(f, "cp"), len);
+    c.layer.attention = attention_of(f, sizes, true, c.batch, lq, len);
+    c.layer.context_parallel = context_of(object_or_empty(f, "cp"), lq, len);
+    c.shape = lq == len  ? AttentionShape::self_attention
+              : lq == 1  ? AttentionShape::decode
+              : lq < len ? AttentionShape::chunked_prefill
+                         : AttentionShape::cross_attention;
   } else {
     c.op = AttentionOp::layer;
     HeadParallelConfig& k = c.layer;
-    k.attention = attention_of(f, AttentionConfig{}, false, c.batch, len);
+    k.attention = attention_of(f, AttentionConfig{}, false, c.batch, len, len);
     k.hidden = size_as(f, "hidden", m.size("hidden"), "sizes.hidden");
     k.has_bias = f.boolean_or("has_bias", k.has_bias);
     k.kv_head_split = split_or(f, "kv_head_split", k.kv_head_split);
     k.reduce_algorithm = algorithm_or(f, "reduce_algorithm", k.reduce_algorithm);
     if (f.has("context_parallel") && !f.raw("context_parallel").is_null()) {
-      k.context_parallel = context_of(f.object("context_parallel"), len);
+      k.context_parallel = context_of(f.object("context_parallel"), len, len);
     }
     c.tp = mesh_size(m, "tp", m.world());
     c.cp = k.context_parallel ? mesh_size(m, "cp", 1) : 1;

@@ -53,6 +53,22 @@ TEST(AttentionCoverage, EveryRingSizeAlgorithmAndLayoutWithin30CasesAtEverySeed)
   EXPECT_TRUE(missing.empty()) << missing_list(missing);
 }
 
+// The shapes users run (attention_case.hpp, AttentionShape) from the first cases, and both
+// causal alignments where they differ (Lq != Lk) within 60: each alignment is about 1 case in 8.
+TEST(AttentionCoverage, EveryShapeWithin30CasesAndEveryAlignmentWithin60AtEverySeed) {
+  const RunConfig config;
+  AttentionCaseOptions cp;
+  cp.op = AttentionOp::context_parallel;
+  const std::vector<std::string> shapes = {"self-attention", "cross-attention", "decode",
+                                           "chunked prefill"};
+  auto missing = gen::missing_configurations(gen_case(config, cp), shapes, configuration_labels);
+  EXPECT_TRUE(missing.empty()) << missing_list(missing);
+  missing = gen::missing_configurations(
+      gen_case(config, cp), {"causal bottom_right with Lq != Lk", "causal top_left with Lq != Lk"},
+      configuration_labels, 10, 60);
+  EXPECT_TRUE(missing.empty()) << missing_list(missing);
+}
+
 TEST(AttentionCoverage, TheScaledDrawItReplacesMissedThem) {
   // The test can fail: a generator that draws tp with RapidCheck's scaled inRange misses tp = 8
   // in the first 30 cases at every seed.

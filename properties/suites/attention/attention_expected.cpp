@@ -195,18 +195,17 @@ AttentionExpected core_expected(const AttentionCase& c, const AttentionData<T>& 
   opt.parts = static_cast<std::size_t>(c.cp);
   const auto b = ref::attention_bounds<R>(cfg, q, k, v, dout, ref::arithmetic_of<T>(), opt);
   const auto rb = ref::attention_reference_error<R>(cfg, q, k, v, dout);
-  const auto order = cp_order(c);
+  const auto order = cp_order(c), qorder = cp_query_order(c);
   auto one = [&](const Tensor<R>& val, const Tensor<R>& bound, const Tensor<R>& rbound,
-                 std::size_t dim) {
-    return ExpectedTensor{permute_dim(val, dim, order),
-                          permute_dim(add(bound, rbound), dim, order)};
+                 std::size_t dim, const std::vector<std::size_t>& by) {
+    return ExpectedTensor{permute_dim(val, dim, by), permute_dim(add(bound, rbound), dim, by)};
   };
   AttentionExpected x;
-  x.out = one(fwd.out, b.out, rb.out, 1);
-  x.lse = one(fwd.lse, b.lse, rb.lse, 2);
-  x.dq = one(g.dq, b.dq, rb.dq, 1);
-  x.dk = one(g.dk, b.dk, rb.dk, 1);
-  x.dv = one(g.dv, b.dv, rb.dv, 1);
+  x.out = one(fwd.out, b.out, rb.out, 1, qorder);
+  x.lse = one(fwd.lse, b.lse, rb.lse, 2, qorder);
+  x.dq = one(g.dq, b.dq, rb.dq, 1, qorder);
+  x.dk = one(g.dk, b.dk, rb.dk, 1, order);
+  x.dv = one(g.dv, b.dv, rb.dv, 1, order);
   return x;
 }
 
@@ -418,13 +417,27 @@ AttentionExpected layer_expected(const AttentionCase& c, const AttentionData<T>&
 
 }  // namespace
 
-std::vector<std::size_t> cp_order(const AttentionCase& c) {
+namespace {
+
+// The positions of cp rank 0, then 1, ..., by `positions` (the keys' or the queries').
+std::vector<std::size_t> concat_positions(
+    const AttentionCase& c, std::vector<std::size_t> (*positions)(const AttentionCase&, int)) {
   std::vector<std::size_t> order;
   for (int j = 0; j < c.cp; ++j) {
-    const auto p = positions_of(c, j);
+    const auto p = positions(c, j);
     order.insert(order.end(), p.begin(), p.end());
   }
   return order;
+}
+
+}  // namespace
+
+std::vector<std::size_t> cp_order(const AttentionCase& c) {
+  return concat_positions(c, &positions_of);
+}
+
+std::vector<std::size_t> cp_query_order(const AttentionCase& c) {
+  return concat_positions(c, &query_positions_of);
 }
 
 template <class T>

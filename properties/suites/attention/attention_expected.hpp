@@ -54,5 +54,7 @@ AttentionExpected expected(const AttentionCase& c, const AttentionData<T>& d);
 
 // The cp order: every cp rank's positions, rank after rank.
 std::vector<std::size_t> cp_order(const AttentionCase& c);
+// The same for the query positions (cp_order under self-attention).
+std::vector<std::size_t> cp_query_order(const AttentionCase& c);
 
 }  // namespace shardcheck::check

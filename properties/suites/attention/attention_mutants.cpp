@@ -28,7 +28,26 @@ enum class Fault {
   kv_head_r_mod_g,     // g < tp: rank r reads kv head r mod g instead of r / (tp/g)
   kv_grad_not_summed,  // g < tp: the replicated kv projection's gradient is not summed
   bias_every_rank,     // the output projection's bias added on every tp rank
+  // Wrong only when Lq != Lk (cross-attention, decode, chunked prefill):
+  causal_top_left,      // the causal mask always top-left aligned, whatever the config declares
+  ring_skip_self_attn,  // the ring skips a key chunk when it starts after the last query
+                        // position (self-attention's test), though bottom-right sees it
 };
+
+// The query positions rank r holds: the keys' under self-attention (so the zigzag fault moves
+// both, as it did before Lq != Lk existed), the query layout's otherwise.
+std::vector<std::size_t> query_positions(const ContextParallelConfig& cc, int p, int r,
+                                         const std::vector<std::vector<std::size_t>>& keys) {
+  return cc.q_seq_len == 0 ? keys[static_cast<std::size_t>(r)] : cp_query_positions(cc, p, r);
+}
+
+// ring_skip_self_attn: the step is skipped when its first key comes after the last query, the
+// right test only when Lq = Lk (bottom-right then coincides with top-left).
+bool self_attention_skip(const AttentionConfig& cfg, const std::vector<std::size_t>& q,
+                         const std::vector<std::size_t>& k) {
+  if (cfg.mask.kind != MaskKind::causal || q.empty() || k.empty()) return false;
+  return *std::min_element(k.begin(), k.end()) > *std::max_element(q.begin(), q.end());
+}
 
 template <class T>
 using A = acc_t<T>;
@@ -92,6 +111,11 @@ struct FaultyAttention {
   template <class T>
   CoreRankOutputs<T> core(Communicator& cp, const AttentionConfig& cfg,
                           const ContextParallelConfig& cc, const CoreRankInputs<T>& in) const {
+    if (fault == Fault::causal_top_left) {
+      AttentionConfig top_left = cfg;
+      top_left.mask.alignment = CausalAlignment::top_left;
+      return LibraryAttention{}.core(cp, top_left, cc, in);
+    }
     if (cc.algorithm == CpAlgorithm::all_gather) {
       if (fault != Fault::gather_no_reduce) {
         return LibraryAttention{}.core(cp, cfg, cc, in);
@@ -132,7 +156,7 @@ struct FaultyAttention {
       }
       return seq;
     };
-    const auto& mine = pos[static_cast<std::size_t>(r)];
+    const auto mine = query_positions(cc, p, r, pos);
     const Tensor<T> k_all = gather(in.k), v_all = gather(in.v);
     const auto part = attention_block_forward(cfg, in.q, k_all, v_all, mine, all);
     AttentionOutput<T> fwd{round_all<T>(part.out), part.lse};
@@ -143,11 +167,12 @@ struct FaultyAttention {
     // Own slice of the locally computed dk/dv, never reduced over the ranks that saw the keys.
     std::size_t off = 0;
     for (int j = 0; j < r; ++j) off += pos[static_cast<std::size_t>(j)].size();
+    const std::size_t own = pos[static_cast<std::size_t>(r)].size();  // this rank's keys
     Tensor<T> dk(in.k.shape()), dv(in.v.shape());
     for (std::size_t b = 0; b < batch; ++b) {
-      for (std::size_t i = 0; i < mine.size() * row; ++i) {
-        dk[b * mine.size() * row + i] = static_cast<T>(g.dk[(b * all.size() + off) * row + i]);
-        dv[b * mine.size() * row + i] = static_cast<T>(g.dv[(b * all.size() + off) * row + i]);
+      for (std::size_t i = 0; i < own * row; ++i) {
+        dk[b * own * row + i] = static_cast<T>(g.dk[(b * all.size() + off) * row + i]);
+        dv[b * own * row + i] = static_cast<T>(g.dv[(b * all.size() + off) * row + i]);
       }
     }
     return {std::move(fwd.out), std::move(fwd.lse), round_all<T>(g.dq), std::move(dk),
@@ -161,7 +186,8 @@ struct FaultyAttention {
     std::vector<std::vector<std::size_t>> pos;
     pos.reserve(static_cast<std::size_t>(p));
     for (int j = 0; j < p; ++j) pos.push_back(positions_of(fault, cc, p, j));
-    const auto& mine = pos[static_cast<std::size_t>(r)];
+    const auto mine = query_positions(cc, p, r, pos);
+    const auto& own_keys = pos[static_cast<std::size_t>(r)];
     const std::size_t batch = in.q.dim(0), h = in.q.dim(2), d = in.q.dim(3);
     const auto kv_shape = [&](std::size_t len) { return with_len(in.k.shape(), len); };
     auto src_of = [&](int step) { return static_cast<std::size_t>((r - step + p) % p); };
@@ -181,6 +207,10 @@ struct FaultyAttention {
       const auto qp = local ? iota_n(mine.size()) : mine;
       const auto kp = local ? iota_n(ps.size()) : ps;
       auto part = attention_block_forward(cfg, in.q, kc, vc, qp, kp);
+      if (fault == Fault::ring_skip_self_attn && self_attention_skip(cfg, mine, ps)) {
+        std::fill(part.lse.values().begin(), part.lse.values().end(),
+                  -std::numeric_limits<A<T>>::infinity());  // the step contributes nothing
+      }
       if (fault == Fault::average_outputs) {
         for (std::size_t i = 0; i < out.size(); ++i) out[i] += part.out[i];
         ++steps_seen;
@@ -236,7 +266,7 @@ struct FaultyAttention {
     kv = concat2(in.k, in.v);
     std::vector<A<T>> dkv;
     for (int step = 0; step < p; ++step) {
-      const auto& ps = fault == Fault::local_kv_backward ? mine : pos[src_of(step)];
+      const auto& ps = fault == Fault::local_kv_backward ? own_keys : pos[src_of(step)];
       const std::vector<T>& kv_used = kv;
       const std::vector<T> own = concat2(in.k, in.v);
       const Tensor<T> kc =
@@ -250,6 +280,9 @@ struct FaultyAttention {
                                      mine, ps);
       } else {
         g = attention_block_backward(cfg, in.q, kc, vc, fwd.out, fwd.lse, in.dout, mine, ps);
+      }
+      if (fault == Fault::ring_skip_self_attn && self_attention_skip(cfg, mine, ps)) {
+        g = {Tensor<A<T>>(g.dq.shape()), Tensor<A<T>>(g.dk.shape()), Tensor<A<T>>(g.dv.shape())};
       }
       for (std::size_t i = 0; i < dq.size(); ++i) dq[i] += g.dq[i];
       if (fault == Fault::local_kv_backward) {
@@ -362,6 +395,17 @@ constexpr Mutant<AttentionImplementation> catalog[] = {
     {"out-bias-every-rank",
      "the output projection's bias is added on every tp rank before the all_reduce (tp times)",
      &make<Fault::bias_every_rank>, false},
+    {"causal-top-left-for-bottom-right",
+     "the causal mask is always top-left aligned (PyTorch's scaled_dot_product_attention "
+     "is_causal, FlashAttention < 2.1) where the config declares bottom-right: a decode query "
+     "sees only the first key of its cache, a prefill chunk only the first keys (wrong only when "
+     "Lq != Lk)",
+     &make<Fault::causal_top_left>, false},
+    {"ring-skip-assumes-self-attention",
+     "the ring skips a key chunk that starts after the rank's last query position, the "
+     "self-attention test; with Lq < Lk and a bottom-right mask those keys are visible, so "
+     "decode and chunked prefill lose part of their cache (wrong only when Lq != Lk)",
+     &make<Fault::ring_skip_self_attn>, false},
 };
 
 }  // namespace

@@ -221,6 +221,37 @@ TEST(context_parallel_attention, all_gather_contiguous_rows_are_the_dense_rows_b
   });
 }
 
+// Decode and chunked prefill on a cp group (Lq != Lk): the queries cut by the layout over Lq,
+// the keys over Lk; with all_gather and the contiguous layout every key is in sequence order, so
+// each query row is the dense op's bitwise, and the dk, dv of every rank add up to the dense
+// ones (each rank's own keys, reduce_scattered). A rank may hold no query at all.
+TEST(context_parallel_attention, decode_and_chunked_prefill_rows_are_the_dense_rows_bitwise) {
+  for (const std::size_t lq : {std::size_t{1}, std::size_t{3}}) {
+    const std::size_t lk = 7;
+    auto cfg = attn_config(2, 1, 2, lk, MaskKind::causal);
+    cfg.mask.q_len = lq;  // bottom-right: the last query sees every key
+    const auto xq = random_qkv(1, lq, 2, 1, 2, 31);
+    const auto xk = random_qkv(1, lk, 2, 1, 2, 32);
+    const auto dense = attention_forward(cfg, xq.q, xk.k, xk.v);
+    const auto dgrads = attention_backward(cfg, xq.q, xk.k, xk.v, dense, xq.dout);
+    auto cc = cp_config(lk, CpLayout::contiguous, SplitPolicy::explicit_sizes({2, 0, 5}),
+                        CpAlgorithm::all_gather);
+    cc.q_seq_len = lq;
+    run(3, [&](Communicator& cp) {
+      const auto qpos = cp_query_positions(cc, 3, cp.rank());
+      const auto kpos = cp_positions(cc, 3, cp.rank());
+      const auto q = take_positions(xq.q, qpos), dout = take_positions(xq.dout, qpos);
+      const auto k = take_positions(xk.k, kpos), v = take_positions(xk.v, kpos);
+      const auto o = context_parallel_attention(cp, cfg, cc, q, k, v);
+      EXPECT_TRUE(same_bits(o.out, take_positions(dense.out, qpos))) << "Lq=" << lq;
+      EXPECT_TRUE(same_bits(o.lse, take_lse_positions(dense.lse, qpos))) << "Lq=" << lq;
+      const auto g = context_parallel_attention_backward(cp, cfg, cc, q, k, v, o, dout);
+      EXPECT_TRUE(same_bits(g.dq, take_positions(dgrads.dq, qpos))) << "Lq=" << lq;
+      EXPECT_EQ(g.dk.shape(), k.shape());
+    });
+  }
+}
+
 // The traffic of each algorithm, exactly: per rank, element type and count of every call.
 struct Call {
   Collective op;

@@ -10,7 +10,14 @@ namespace shardcheck::check {
 
 std::vector<std::size_t> positions_of(const AttentionCase& c, int cp_rank) {
   if (c.layer.context_parallel) return cp_positions(c.context(), c.cp, cp_rank);
-  std::vector<std::size_t> all(c.len());
+  std::vector<std::size_t> all(c.k_len());
+  std::iota(all.begin(), all.end(), std::size_t{0});
+  return all;
+}
+
+std::vector<std::size_t> query_positions_of(const AttentionCase& c, int cp_rank) {
+  if (c.layer.context_parallel) return cp_query_positions(c.context(), c.cp, cp_rank);
+  std::vector<std::size_t> all(c.q_len());
   std::iota(all.begin(), all.end(), std::size_t{0});
   return all;
 }
@@ -28,8 +35,9 @@ AttentionRun<T> run_ranks(const AttentionImplementation& impl, const AttentionCa
     const auto pos = positions_of(c, cp_coord(c, r));
     const auto i = static_cast<std::size_t>(r);
     if (core) {
-      core_in[i] = {take_positions(d.q, pos), take_positions(d.k, pos), take_positions(d.v, pos),
-                    take_positions(d.dout, pos)};
+      const auto qpos = query_positions_of(c, cp_coord(c, r));
+      core_in[i] = {take_positions(d.q, qpos), take_positions(d.k, pos), take_positions(d.v, pos),
+                    take_positions(d.dout, qpos)};
     } else {
       layer_in[i] = {take_positions(d.x, pos), take_positions(d.dy, pos), d.w};
     }

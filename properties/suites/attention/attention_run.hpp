@@ -27,8 +27,10 @@ struct AttentionRun {
 inline int tp_coord(const AttentionCase& c, int world_rank) { return world_rank % c.tp; }
 inline int cp_coord(const AttentionCase& c, int world_rank) { return world_rank / c.tp; }
 
-// The global positions cp coordinate j holds (every position without CP).
+// The global key positions cp coordinate j holds (every position without CP), and its query
+// positions (the same under self-attention; cp_query_positions when Lq ≠ Lk).
 std::vector<std::size_t> positions_of(const AttentionCase& c, int cp_rank);
+std::vector<std::size_t> query_positions_of(const AttentionCase& c, int cp_rank);
 
 template <class T>
 AttentionRun<T> run_ranks(const AttentionImplementation& impl, const AttentionCase& c,

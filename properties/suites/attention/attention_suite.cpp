@@ -16,10 +16,12 @@
 namespace shardcheck::check {
 namespace {
 
-std::vector<std::size_t> sizes_along(const AttentionCase& c) {
+std::vector<std::size_t> sizes_along(const AttentionCase& c, bool queries = false) {
   std::vector<std::size_t> s;
   s.reserve(static_cast<std::size_t>(c.cp));
-  for (int j = 0; j < c.cp; ++j) s.push_back(positions_of(c, j).size());
+  for (int j = 0; j < c.cp; ++j) {
+    s.push_back(queries ? query_positions_of(c, j).size() : positions_of(c, j).size());
+  }
   return s;
 }
 
@@ -27,15 +29,17 @@ template <class T>
 void core_checks(CaseVerdict& v, const AttentionCase& c, const AttentionRun<T>& run,
                  const AttentionExpected& e) {
   const auto seq = SplitPolicy::explicit_sizes(sizes_along(c));
-  const auto s1 = Placement::shard(1, seq), s2 = Placement::shard(2, seq);
+  const auto qseq = SplitPolicy::explicit_sizes(sizes_along(c, /*queries=*/true));
+  const auto k1 = Placement::shard(1, seq);
+  const auto q1 = Placement::shard(1, qseq), q2 = Placement::shard(2, qseq);
   using O = CoreRankOutputs<T>;
   const auto s = op_spec(c);
   const OutputChecks one{v, run.core, s};
-  one("out", &O::out, s1, e.out);
-  one("lse", &O::lse, s2, e.lse);
-  one("dq", &O::dq, s1, e.dq);
-  one("dk", &O::dk, s1, e.dk);
-  one("dv", &O::dv, s1, e.dv);
+  one("out", &O::out, q1, e.out);
+  one("lse", &O::lse, q2, e.lse);
+  one("dq", &O::dq, q1, e.dq);
+  one("dk", &O::dk, k1, e.dk);
+  one("dv", &O::dv, k1, e.dv);
 }
 
 // The world ranks of the layer whose pieces make one copy of each result.

@@ -1,5 +1,6 @@
-// Unit tests of lib/ops/attention/attention.hpp, the masks: causal is bottom-right aligned
-// (query t sees keys up to t + Lk - Lq), empty rows (fully padded, fully masked, or leading
+// Unit tests of lib/ops/attention/attention.hpp, the masks: causal is bottom-right aligned by
+// default (query t sees keys up to t + Lk - Lq) and top-left when declared (keys up to t; the
+// two agree only when Lq = Lk), empty rows (fully padded, fully masked, or leading
 // causal rows with Lq > Lk) give out 0, lse -inf and zero gradients, key padding equals
 // attention over the valid keys bit for bit, and an explicit causal pattern reproduces the
 // causal mask. Part of ops_attention_unit_tests (attention_unit_support.hpp).
@@ -45,6 +46,31 @@ TEST(Attention, causal_is_bottom_right_aligned) {
   EXPECT_TRUE(visible(cfg.mask, 0, 0, 3));
   EXPECT_FALSE(visible(cfg.mask, 0, 0, 4));
   EXPECT_TRUE(visible(cfg.mask, 0, 1, 4));
+}
+
+// top_left (PyTorch's is_causal, FlashAttention < 2.1): query t sees keys 0..t whatever Lk;
+// the two alignments agree exactly when Lq = Lk. A decode query (Lq = 1) sees the whole cache
+// bottom-right and only key 0 top-left.
+TEST(Attention, causal_alignments_differ_only_when_lq_differs_from_lk) {
+  for (const auto& [lq, lk] :
+       std::vector<std::pair<std::size_t, std::size_t>>{{1, 5}, {2, 5}, {3, 3}, {4, 2}}) {
+    AttentionMask br{MaskKind::causal, lq, lk, {}, {}};
+    AttentionMask tl = br;
+    tl.alignment = CausalAlignment::top_left;
+    bool differ = false;
+    for (std::size_t t = 0; t < lq; ++t) {
+      for (std::size_t s = 0; s < lk; ++s) {
+        EXPECT_EQ(visible(tl, 0, t, s), s <= t) << "Lq=" << lq << " Lk=" << lk;
+        differ = differ || visible(tl, 0, t, s) != visible(br, 0, t, s);
+      }
+    }
+    EXPECT_EQ(differ, lq != lk) << "Lq=" << lq << " Lk=" << lk;
+  }
+  AttentionMask decode{MaskKind::causal, 1, 5, {}, {}};
+  for (std::size_t s = 0; s < 5; ++s) EXPECT_TRUE(visible(decode, 0, 0, s));
+  decode.alignment = CausalAlignment::top_left;
+  EXPECT_TRUE(visible(decode, 0, 0, 0));
+  EXPECT_FALSE(visible(decode, 0, 0, 1));
 }
 
 TYPED_TEST(AttentionTyped, empty_rows_give_zero_out_minus_inf_lse_and_zero_gradients) {

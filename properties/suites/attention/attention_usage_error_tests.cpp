@@ -137,6 +137,43 @@ TEST(AttentionUsageErrors, parallel_ops_name_the_rank_the_shapes_and_what_to_pas
        {"context_parallel_attention_backward on cp rank 1 of 2: dout is [1, 2, 1, 2] and out is "
         "[1, 3, 1, 2]; both must have q's shape [1, 3, 1, 2]",
         "the forward's out for this rank's positions"}},
+      {"context_parallel_attention names the mask's lengths against the config's (Lq != Lk)",
+       2,
+       [&](Communicator& cp) {
+         auto cc = context(6, SplitPolicy::chunk());
+         cc.q_seq_len = 2;  // decode-like: 2 queries against 6 keys, but the mask says 6 and 6
+         (void)context_parallel_attention(cp, cfg6, cc, D({1, 1, 1, 2}), piece, piece);
+       },
+       0,
+       {"context_parallel_attention on cp rank 0 of 2: the context-parallel config is q_seq_len = "
+        "2 queries against seq_len = 6 keys but the mask has q_len = 6, k_len = 6",
+        "set q_len = 2 and k_len = 6"}},
+      {"context_parallel_attention reports q_split's refusal naming q_seq_len",
+       2,
+       [&](Communicator& cp) {
+         auto cfg = attention(1, 1, 2, 6);
+         cfg.mask.q_len = 3;
+         auto cc = context(6, SplitPolicy::chunk());
+         cc.q_seq_len = 3;
+         cc.q_split = SplitPolicy::explicit_sizes({1, 1});
+         (void)context_parallel_attention(cp, cfg, cc, D({1, 1, 1, 2}), piece, piece);
+       },
+       0,
+       {"context_parallel_attention on cp rank 0 of 2: cp_positions (contiguous layout, cp = 2, 2 "
+        "pieces of q_seq_len = 3)",
+        "give one non-negative size per rank adding up to 3"}},
+      {"context_parallel_attention checks q against the rank's query positions",
+       2,
+       [&](Communicator& cp) {
+         auto cfg = attention(1, 1, 2, 6);
+         cfg.mask.q_len = 1;
+         auto cc = context(6, SplitPolicy::chunk());
+         cc.q_seq_len = 1;  // decode: the one query on rank 0, none on rank 1
+         (void)context_parallel_attention(cp, cfg, cc, D({1, 1, 1, 2}), piece, piece);
+       },
+       1,
+       {"context_parallel_attention on cp rank 1 of 2: q is [1, 1, 1, 2] but this rank holds 0 "
+        "positions of the sequence: pass q [batch, Lq_r, h, d] with dim 1 = 0"}},
       {"attention_layer reports head_assignment's refusal on the rank",
        2,
        [](Communicator& tp) { layer_forward(tp, layer(6, 4), layer(6, 4)); },
