@@ -235,7 +235,8 @@ AttentionLayerWeights<T> shard_attention_weights(const AttentionLayerWeights<T>&
 template <class T>
 AttentionLayerOutput<T> attention_layer(Communicator& tp, Communicator& cp,
                                         const HeadParallelConfig& cfg, const Tensor<T>& x,
-                                        const AttentionLayerWeights<T>& w) {
+                                        const AttentionLayerWeights<T>& w,
+                                        const ContextParallelCore<T>& core) {
   const std::string where = on_rank("attention_layer", tp, cp);
   const HeadAssignment a = assignment_on_rank(where, cfg, tp);
   const LocalShapes s = check_layer(where, cp, cfg, a, x, w);
@@ -256,8 +257,11 @@ AttentionLayerOutput<T> attention_layer(Communicator& tp, Communicator& cp,
     out.attn.out = Tensor<T>(Shape{s.batch, s.len, 0, d});
     out.attn.lse = Tensor<acc_t<T>>(Shape{s.batch, 0, s.len});
   } else if (cfg.context_parallel) {
-    out.attn = context_parallel_attention(cp, local_config(cfg, a), *cfg.context_parallel, out.q,
-                                          out.k, out.v);
+    out.attn =
+        core.forward
+            ? core.forward(cp, local_config(cfg, a), *cfg.context_parallel, out.q, out.k, out.v)
+            : context_parallel_attention(cp, local_config(cfg, a), *cfg.context_parallel, out.q,
+                                         out.k, out.v);
   } else {
     out.attn = attention_forward(local_config(cfg, a), out.q, out.k, out.v);
   }
@@ -270,7 +274,8 @@ AttentionLayerOutput<T> attention_layer(Communicator& tp, Communicator& cp,
 template <class T>
 AttentionLayerGrads<T> attention_layer_backward_partial(
     Communicator& tp, Communicator& cp, const HeadParallelConfig& cfg, const Tensor<T>& x,
-    const AttentionLayerWeights<T>& w, const AttentionLayerOutput<T>& fwd, const Tensor<T>& dy) {
+    const AttentionLayerWeights<T>& w, const AttentionLayerOutput<T>& fwd, const Tensor<T>& dy,
+    const ContextParallelCore<T>& core) {
   const std::string where = on_rank("attention_layer_backward", tp, cp);
   const HeadAssignment a = assignment_on_rank(where, cfg, tp);
   const LocalShapes s = check_layer(where, cp, cfg, a, x, w);
@@ -289,10 +294,15 @@ AttentionLayerGrads<T> attention_layer_backward_partial(
     ga = {fwd.q, fwd.k, fwd.v};  // empty: [batch, L, 0, d]
   } else {
     const Tensor<T> dout = reshape(std::move(go.dx), Shape{s.batch, s.len, a.q_count, d});
-    ga = cfg.context_parallel
-             ? context_parallel_attention_backward(cp, local_config(cfg, a), *cfg.context_parallel,
-                                                   fwd.q, fwd.k, fwd.v, fwd.attn, dout)
-             : attention_backward(local_config(cfg, a), fwd.q, fwd.k, fwd.v, fwd.attn, dout);
+    const AttentionConfig local = local_config(cfg, a);
+    if (!cfg.context_parallel) {
+      ga = attention_backward(local, fwd.q, fwd.k, fwd.v, fwd.attn, dout);
+    } else if (core.backward) {
+      ga = core.backward(cp, local, *cfg.context_parallel, fwd.q, fwd.k, fwd.v, fwd.attn, dout);
+    } else {
+      ga = context_parallel_attention_backward(cp, local, *cfg.context_parallel, fwd.q, fwd.k,
+                                               fwd.v, fwd.attn, dout);
+    }
   }
 
   // The fused QKV projection's backward: dx_r = [dq | dk | dv]·[Wq_r; Wk_r; Wv_r], then one
@@ -379,28 +389,31 @@ AttentionLayerGrads<T> attention_layer_backward(Communicator& tp, Communicator& 
                                                 const HeadParallelConfig& cfg, const Tensor<T>& x,
                                                 const AttentionLayerWeights<T>& w,
                                                 const AttentionLayerOutput<T>& fwd,
-                                                const Tensor<T>& dy) {
-  AttentionLayerGrads<T> g = attention_layer_backward_partial(tp, cp, cfg, x, w, fwd, dy);
+                                                const Tensor<T>& dy,
+                                                const ContextParallelCore<T>& core) {
+  AttentionLayerGrads<T> g = attention_layer_backward_partial(tp, cp, cfg, x, w, fwd, dy, core);
   all_reduce_replicated_kv_grads(tp, cfg, g);
   all_reduce_layer_grads_over_cp(cp, cfg, g);
   return g;
 }
 
-#define SHARDCHECK_HEAD_PARALLEL(T)                                                             \
-  template AttentionLayerWeights<T> shard_attention_weights(                                    \
-      const AttentionLayerWeights<T>&, const HeadParallelConfig&, const HeadAssignment&);       \
-  template AttentionLayerOutput<T> attention_layer(Communicator&, Communicator&,                \
-                                                   const HeadParallelConfig&, const Tensor<T>&, \
-                                                   const AttentionLayerWeights<T>&);            \
-  template AttentionLayerGrads<T> attention_layer_backward(                                     \
-      Communicator&, Communicator&, const HeadParallelConfig&, const Tensor<T>&,                \
-      const AttentionLayerWeights<T>&, const AttentionLayerOutput<T>&, const Tensor<T>&);       \
-  template AttentionLayerGrads<T> attention_layer_backward_partial(                             \
-      Communicator&, Communicator&, const HeadParallelConfig&, const Tensor<T>&,                \
-      const AttentionLayerWeights<T>&, const AttentionLayerOutput<T>&, const Tensor<T>&);       \
-  template void all_reduce_replicated_kv_grads(Communicator&, const HeadParallelConfig&,        \
-                                               AttentionLayerGrads<T>&);                        \
-  template void all_reduce_layer_grads_over_cp(Communicator&, const HeadParallelConfig&,        \
+#define SHARDCHECK_HEAD_PARALLEL(T)                                                       \
+  template AttentionLayerWeights<T> shard_attention_weights(                              \
+      const AttentionLayerWeights<T>&, const HeadParallelConfig&, const HeadAssignment&); \
+  template AttentionLayerOutput<T> attention_layer(                                       \
+      Communicator&, Communicator&, const HeadParallelConfig&, const Tensor<T>&,          \
+      const AttentionLayerWeights<T>&, const ContextParallelCore<T>&);                    \
+  template AttentionLayerGrads<T> attention_layer_backward(                               \
+      Communicator&, Communicator&, const HeadParallelConfig&, const Tensor<T>&,          \
+      const AttentionLayerWeights<T>&, const AttentionLayerOutput<T>&, const Tensor<T>&,  \
+      const ContextParallelCore<T>&);                                                     \
+  template AttentionLayerGrads<T> attention_layer_backward_partial(                       \
+      Communicator&, Communicator&, const HeadParallelConfig&, const Tensor<T>&,          \
+      const AttentionLayerWeights<T>&, const AttentionLayerOutput<T>&, const Tensor<T>&,  \
+      const ContextParallelCore<T>&);                                                     \
+  template void all_reduce_replicated_kv_grads(Communicator&, const HeadParallelConfig&,  \
+                                               AttentionLayerGrads<T>&);                  \
+  template void all_reduce_layer_grads_over_cp(Communicator&, const HeadParallelConfig&,  \
                                                AttentionLayerGrads<T>&);
 SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_HEAD_PARALLEL)
 #undef SHARDCHECK_HEAD_PARALLEL

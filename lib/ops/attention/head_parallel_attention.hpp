@@ -51,6 +51,7 @@
 #include "ops/attention/context_parallel_attention.hpp"
 #include "runtime/communicator.hpp"
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -101,6 +102,23 @@ struct AttentionLayerOutput {
   AttentionOutput<T> attn;  // the core's out [batch, L_r, h_r, d] and lse [batch, h_r, L_r]
 };
 
+// The context-parallel core the layer runs on its local heads (under cfg.context_parallel): the
+// library's context_parallel_attention and context_parallel_attention_backward unless given.
+// A member left empty means the library's. This is how the attention suite runs the layer
+// around an implementation's own core (properties/suites/attention, the property
+// layer_around_the_implementations_core), so a user's core is checked inside a layer too.
+template <class T>
+struct ContextParallelCore {
+  std::function<AttentionOutput<T>(Communicator& cp, const AttentionConfig&,
+                                   const ContextParallelConfig&, const Tensor<T>& q,
+                                   const Tensor<T>& k, const Tensor<T>& v)>
+      forward;
+  std::function<AttentionGrads<T>(
+      Communicator& cp, const AttentionConfig&, const ContextParallelConfig&, const Tensor<T>& q,
+      const Tensor<T>& k, const Tensor<T>& v, const AttentionOutput<T>& fwd, const Tensor<T>& dout)>
+      backward;
+};
+
 // One rank's shards of the dense weights under its assignment.
 template <class T>
 AttentionLayerWeights<T> shard_attention_weights(const AttentionLayerWeights<T>& dense,
@@ -109,11 +127,13 @@ AttentionLayerWeights<T> shard_attention_weights(const AttentionLayerWeights<T>&
 
 // The layer on one rank. tp: the tensor-parallel group; cp: the context-parallel group (a
 // group of one rank when cfg.context_parallel is nullopt). x [batch, L_r, hidden] (the full
-// sequence without CP, identical on every tp rank), w this rank's shards.
+// sequence without CP, identical on every tp rank), w this rank's shards. core: the
+// context-parallel core to run (default: the library's).
 template <class T>
 AttentionLayerOutput<T> attention_layer(Communicator& tp, Communicator& cp,
                                         const HeadParallelConfig& cfg, const Tensor<T>& x,
-                                        const AttentionLayerWeights<T>& w);
+                                        const AttentionLayerWeights<T>& w,
+                                        const ContextParallelCore<T>& core = {});
 
 // The layer's backward on one rank: attention_layer_backward_partial, then
 // all_reduce_replicated_kv_grads over tp and all_reduce_layer_grads_over_cp. fwd is this rank's
@@ -125,7 +145,8 @@ AttentionLayerGrads<T> attention_layer_backward(Communicator& tp, Communicator& 
                                                 const HeadParallelConfig& cfg, const Tensor<T>& x,
                                                 const AttentionLayerWeights<T>& w,
                                                 const AttentionLayerOutput<T>& fwd,
-                                                const Tensor<T>& dy);
+                                                const Tensor<T>& dy,
+                                                const ContextParallelCore<T>& core = {});
 
 // The backward up to the parameter gradients' reductions: the output projection's
 // row-parallel backward, the attention core's (context-parallel when configured) and the
@@ -136,7 +157,8 @@ AttentionLayerGrads<T> attention_layer_backward(Communicator& tp, Communicator& 
 template <class T>
 AttentionLayerGrads<T> attention_layer_backward_partial(
     Communicator& tp, Communicator& cp, const HeadParallelConfig& cfg, const Tensor<T>& x,
-    const AttentionLayerWeights<T>& w, const AttentionLayerOutput<T>& fwd, const Tensor<T>& dy);
+    const AttentionLayerWeights<T>& w, const AttentionLayerOutput<T>& fwd, const Tensor<T>& dy,
+    const ContextParallelCore<T>& core = {});
 
 // A replicated kv head (g < tp, HeadAssignment::kv_replicas > 1): sums dWk, dbk, dWv, dbv over
 // exactly the tp ranks that share it (one all_reduce on their sub-group, packed). No-op when

@@ -87,6 +87,7 @@ std::string AttentionCase::describe() const {
     s += " layout=" + to_string(c.layout) + " split=" + c.split.to_string() +
          " algorithm=" + to_string(c.algorithm);
   }
+  if (core_in_layer) s += " core=the implementation's";
   return s + " profile=" + gen::to_string(profile);
 }
 
@@ -195,7 +196,8 @@ rc::Gen<AttentionCase> gen_case(const RunConfig& config, const AttentionCaseOpti
       }
     }
 
-    const bool with_cp = !layer || c.cp > 1 || *gen::chance(50);
+    c.core_in_layer = layer && options.core_in_layer;
+    const bool with_cp = !layer || c.core_in_layer || c.cp > 1 || *gen::chance(50);
     if (with_cp) {
       ContextParallelConfig cc;
       cc.seq_len = len;

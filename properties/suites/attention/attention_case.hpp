@@ -50,6 +50,9 @@ struct AttentionCase {
   int cp = 1;
   std::size_t batch = 1;
   AttentionShape shape = AttentionShape::self_attention;
+  // The layer: the library's projections around the IMPLEMENTATION's context-parallel core
+  // (its core() as the layer's ContextParallelCore), so a user's core is checked inside a layer.
+  bool core_in_layer = false;
   HeadParallelConfig layer;  // layer.attention is the attention config of either op;
                              // layer.context_parallel the cp config (always set for the core)
   gen::Profile profile = gen::Profile::unit;
@@ -71,6 +74,7 @@ struct AttentionCaseOptions {
   std::optional<CpAlgorithm> algorithm;
   bool min_two_ranks = false;      // world ≥ 2 (bit-identity and traffic of collectives)
   bool fully_masked_rows = false;  // force at least one query row with no visible key
+  bool core_in_layer = false;      // the layer, with CP, around the implementation's core
 };
 
 rc::Gen<AttentionCase> gen_case(const RunConfig& config, const AttentionCaseOptions& options);

@@ -22,6 +22,35 @@ std::vector<std::size_t> query_positions_of(const AttentionCase& c, int cp_rank)
   return all;
 }
 
+namespace {
+
+// The library's layer (projections, head mapping, gradient sums) around impl's own core: the
+// forward takes out and lse from impl.core() (given a zero dout), the backward dq, dk, dv from
+// impl.core() with the real dout (its forward recomputed).
+template <class T>
+LayerRankOutputs<T> layer_around_core(const AttentionImplementation& impl, Communicator& tp,
+                                      Communicator& cp, const HeadParallelConfig& cfg,
+                                      const LayerRankInputs<T>& in) {
+  ContextParallelCore<T> core;
+  core.forward = [&impl](Communicator& g, const AttentionConfig& a, const ContextParallelConfig& cc,
+                         const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v) {
+    auto o = impl.core(g, a, cc, CoreRankInputs<T>{q, k, v, Tensor<T>(q.shape())});
+    return AttentionOutput<T>{std::move(o.out), std::move(o.lse)};
+  };
+  core.backward = [&impl](Communicator& g, const AttentionConfig& a,
+                          const ContextParallelConfig& cc, const Tensor<T>& q, const Tensor<T>& k,
+                          const Tensor<T>& v, const AttentionOutput<T>&, const Tensor<T>& dout) {
+    auto o = impl.core(g, a, cc, CoreRankInputs<T>{q, k, v, dout});
+    return AttentionGrads<T>{std::move(o.dq), std::move(o.dk), std::move(o.dv)};
+  };
+  const auto w = shard_attention_weights(in.dense, cfg, head_assignment(cfg, tp.size(), tp.rank()));
+  auto fwd = attention_layer(tp, cp, cfg, in.x, w, core);
+  auto g = attention_layer_backward(tp, cp, cfg, in.x, w, fwd, in.dy, core);
+  return {std::move(fwd.y), std::move(g)};
+}
+
+}  // namespace
+
 template <class T>
 AttentionRun<T> run_ranks(const AttentionImplementation& impl, const AttentionCase& c,
                           const AttentionData<T>& d) {
@@ -55,7 +84,10 @@ AttentionRun<T> run_ranks(const AttentionImplementation& impl, const AttentionCa
         return;
       }
       MeshGroups mesh(world, DeviceMesh({{"cp", c.cp}, {"tp", c.tp}}));
-      out.layer[r] = impl.layer(mesh.along("tp"), mesh.along("cp"), c.layer, layer_in[r]);
+      out.layer[r] =
+          c.core_in_layer
+              ? layer_around_core(impl, mesh.along("tp"), mesh.along("cp"), c.layer, layer_in[r])
+              : impl.layer(mesh.along("tp"), mesh.along("cp"), c.layer, layer_in[r]);
     });
     out.ledgers = std::move(result.ledgers);
   } catch (const std::exception& e) {

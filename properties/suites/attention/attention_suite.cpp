@@ -205,6 +205,17 @@ struct AttentionFamily : RankFamily<AttentionFamily, AttentionImplementation, At
           /*numeric=*/true},
          Check::reference,
          [](Options& o, const RunConfig&) { o.op = AttentionOp::layer; }},
+        {{"layer_around_the_implementations_core",
+          "the library's attention layer (projections, head mapping over tp, gradient sums) "
+          "around the implementation's own context-parallel core, always with the sequence over "
+          "cp, forward and backward, equals the dense reference within its bound: the core is "
+          "checked inside a layer too, with the heads and tokens a layer gives it",
+          /*numeric=*/true},
+         Check::reference,
+         [](Options& o, const RunConfig&) {
+           o.op = AttentionOp::layer;
+           o.core_in_layer = true;
+         }},
         {{"declared_traffic",
           "every rank's ledger shows exactly the collectives its op declares: cp − 1 K/V "
           "ring_shifts forward (the ring) or one all_gather of K and one of V (all-gather), the "
