@@ -111,7 +111,7 @@ std::string write_pieces(
     const std::vector<std::pair<const char*, Tensor<T> VocabRankOutputs<T>::*>>& outputs) {
   std::string json = "{";
   for (const auto& [name, member] : outputs) {
-    json += std::string(json.size() > 1 ? ", " : "") + "\"" + name + "\": {\"ranks\": [";
+    json += std::string(json.size() > 1 ? ", " : "") + "\"" + name + R"(": {"ranks": [)";
     for (int r = 0; r < world; ++r) {
       const std::string file = std::string(name) + "." + std::to_string(r) + ".npy";
       write_tensor(d / file, run.outputs[static_cast<std::size_t>(r)].*member);
@@ -127,7 +127,7 @@ std::string write_pieces(
 template <class T>
 fs::path write_run(const std::string& name, VocabOp op, const std::string& dtype,
                    const VocabImplementation& impl, bool global = false) {
-  const fs::path d = fresh_dir(name);
+  fs::path d = fresh_dir(name);  // not const: returned by move
   VocabCase c = vocab_case(op, dtype_of<T>);
   const auto data = vocab_data<T>(c);
   Tensor<std::int64_t> ids(Shape{tokens}, c.ids);

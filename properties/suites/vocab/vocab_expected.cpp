@@ -26,7 +26,7 @@ Tensor<reference::hp> zero_padded(const Tensor<reference::hp>& t, std::size_t di
   return out;
 }
 
-ExpectedTensor zero_padded(ExpectedTensor x, std::size_t dim, std::size_t padded) {
+ExpectedTensor zero_padded(const ExpectedTensor& x, std::size_t dim, std::size_t padded) {
   return {zero_padded(x.value, dim, padded), zero_padded(x.bound, dim, padded)};
 }
 
