@@ -226,7 +226,10 @@ struct MutantVocab {
         den += tw(t) * cw(yu);
       }
       lse[t] = B == Bug::local_max ? A(std::log(sums[t])) : A(std::log(sums[t]) + m[t]);
-      const A zsum = B == Bug::smoothing_local_mean ? local_z[t] : sums[2 * tokens + t];
+      // (the Z slot exists only with smoothing: sums holds 2·tokens elements without it)
+      const A zsum = !smooth                          ? A(0)
+                     : B == Bug::smoothing_local_mean ? local_z[t]
+                                                      : sums[2 * tokens + t];
       A l;
       if (by_class) {
         l = A(one * cw(yu)) * A(lse[t] - sums[tokens + t]);
