@@ -111,7 +111,7 @@ std::string write_pieces(
     const std::vector<std::pair<const char*, Tensor<T> VocabRankOutputs<T>::*>>& outputs) {
   std::string json = "{";
   for (const auto& [name, member] : outputs) {
-    json += std::string(json.size() > 1 ? ", " : "") + "\"" + name + "\": {\"ranks\": [";
+    json += std::string(json.size() > 1 ? ", " : "") + "\"" + name + R"(": {"ranks": [)";
     for (int r = 0; r < world; ++r) {
       const std::string file = std::string(name) + "." + std::to_string(r) + ".npy";
       write_tensor(d / file, run.outputs[static_cast<std::size_t>(r)].*member);
@@ -127,7 +127,7 @@ std::string write_pieces(
 template <class T>
 fs::path write_run(const std::string& name, VocabOp op, const std::string& dtype,
                    const VocabImplementation& impl, bool global = false) {
-  const fs::path d = fresh_dir(name);
+  fs::path d = fresh_dir(name);  // not const: returned by move
   VocabCase c = vocab_case(op, dtype_of<T>);
   const auto data = vocab_data<T>(c);
   Tensor<std::int64_t> ids(Shape{tokens}, c.ids);
@@ -231,6 +231,43 @@ TEST(VocabCompare, an_embedding_mask_off_by_one_fails_on_y_and_dw) {
   expect_parts(r.verdict.explain(), {"y: worst element"});
 }
 
+// A padded vocabulary: V = 5 real of the 7 columns (real_vocab 5), split [4, 0, 3], so rank 2
+// holds the real column 4 and the padding columns 5 and 6, whose logits are 100 (far above
+// the real ones); `impl` run on the ranks and written as a case with the config's real_vocab.
+const char* const padded_ce_config =
+    R"({"vocab": 7, "real_vocab": 5, "vocab_split": {"kind": "explicit", "sizes": [4, 0, 3]}, "ignore_index": -100, "label_smoothing": 0.25, "reduction": "mean", "class_weight": [1, 0.5, 2, 1, 1.5]})";
+
+fs::path write_padded_run(const std::string& name, const VocabImplementation& impl) {
+  fs::path d = fresh_dir(name);  // not const: returned by move
+  VocabCase c = vocab_case(VocabOp::cross_entropy, DType::float32);
+  c.ids = {0, 3, 4, -100, 2, 1};
+  c.ce.real_vocab = 5;
+  c.ce.class_weight = {1, 0.5, 2, 1, 1.5};
+  c.ce.token_weight.clear();
+  auto data = vocab_data<float>(c);
+  for (std::size_t t = 0; t < tokens; ++t) data.logits(t, 5) = data.logits(t, 6) = 100.0F;
+  write_tensor(d / "targets.npy", Tensor<std::int64_t>(Shape{tokens}, c.ids));
+  write_tensor(d / "logits.npy", data.logits);
+  write_tensor(d / "dloss.npy", data.dloss);
+  const auto run = run_ranks(impl, c, data);
+  EXPECT_TRUE(run.error.empty()) << run.error;
+  using O = VocabRankOutputs<float>;
+  const std::string outputs = write_pieces(d, run, {{"loss", &O::loss}, {"dlogits", &O::dlogits}});
+  write_text(d / "case.json",
+             manifest(VocabOp::cross_entropy, "float32", outputs, padded_ce_config));
+  return d;
+}
+
+TEST(VocabCompare, a_padded_vocabulary_is_judged_over_the_real_classes) {
+  const auto good = compare_dir(write_padded_run("padded", library));
+  EXPECT_TRUE(good.verdict.pass()) << good.verdict.explain();
+  // Megatron-LM's softmax over every column, padding included: the loss and dlogits fail.
+  const auto bad =
+      compare_dir(write_padded_run("padded_softmax", mutant("padding-logits-in-softmax")));
+  ASSERT_FALSE(bad.verdict.pass());
+  for (const auto& t : bad.verdict.tensors) EXPECT_FALSE(t.pass()) << t.summary();
+}
+
 TEST(VocabCompare, a_piece_of_the_wrong_local_shape_is_a_layout_failure_naming_the_rank) {
   const fs::path d = write_run<float>("layout", VocabOp::cross_entropy, "float32", library);
   write_tensor(d / "dlogits.2.npy", Tensor<float>(Shape{tokens, 2}));  // rank 2 holds [6, 3]
@@ -271,7 +308,8 @@ TEST(VocabCompareBadInput, every_error_names_the_file_and_the_field) {
       {ce,
        {"misspelt config field",
         with(good_ce, "\"label_smoothing\"", "\"label_smothing\""),
-        {"case.json: config: unknown field label_smothing", "label_smoothing, reduce_algorithm"}}},
+        {"case.json: config: unknown field label_smothing",
+         "label_smoothing, real_vocab, reduce_algorithm"}}},
       {ce,
        {"reduction of the wrong type",
         with(good_ce, R"("reduction": "mean")", R"("reduction": 1)"),
@@ -305,6 +343,19 @@ TEST(VocabCompareBadInput, every_error_names_the_file_and_the_field) {
        {"config vocab other than the size",
         with(good_ce, R"("vocab": 7,)", R"("vocab": 8,)"),
         {"config.vocab: is 8 but sizes.vocab is 7"}}},
+      {ce,
+       {"real_vocab above the padded vocab",
+        with(good_ce, R"("vocab": 7,)", R"("vocab": 7, "real_vocab": 8,)"),
+        {"config.real_vocab: is 8, outside [1, vocab = 7]",
+         "give the real vocabulary V of the padded V_pad = vocab, or null for no padding"}}},
+      {ce,
+       {"a class_weight of the padded length",
+        with(good_ce, R"("vocab": 7,)", R"("vocab": 7, "real_vocab": 5,)"),
+        {"config.class_weight: has 7 numbers but vocab is 5"}}},
+      {emb,
+       {"an id in the padding",
+        with(good_emb, R"("padding_idx": 5)", R"("real_vocab": 1, "padding_idx": null)"),
+        {"ids.npy: ids[", "outside [0, 1)"}}},
       {ce,
        {"vocab size missing",
         with(good_ce, R"("tokens": 6, "vocab": 7)", R"("tokens": 6)"),

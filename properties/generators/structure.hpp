@@ -127,4 +127,16 @@ std::map<std::string, std::vector<std::uint64_t>> missing_configurations(
   return missing;
 }
 
+// missing_configurations' result as lines for a test's failure message:
+// "  tp=8: missing at 3 of 10 seeds".
+inline std::string missing_text(const std::map<std::string, std::vector<std::uint64_t>>& missing,
+                                int seeds = 10) {
+  std::string s;
+  for (const auto& [label, at] : missing) {
+    s += "  " + label + ": missing at " + std::to_string(at.size()) + " of " +
+         std::to_string(seeds) + " seeds\n";
+  }
+  return s;
+}
+
 }  // namespace shardcheck::gen

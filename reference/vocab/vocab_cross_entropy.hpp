@@ -7,6 +7,16 @@
 //   vocab_cross_entropy_bound.hpp       the bound, one function per step of its derivation
 //                                       (docs/vocab.md, "Cross-entropy")
 // cross_entropy() below pairs every value with its bound.
+//
+// A padded vocabulary (lib/ops/vocab/vocab_cross_entropy.hpp, "Padded vocabulary": the library's
+// logits have V_pad columns of which the first V are classes) is the dense loss over the V
+// real classes: the caller passes the first V columns only, and this reference never sees a
+// padding column (the suite expects exactly 0, bound 0, in the padding columns of the
+// gradient: properties/suites/vocab/vocab_expected.cpp). Every V in the definition and the
+// bound is then the REAL V = logits.dim(1), which is the V of the library's arithmetic: it
+// adds V real terms to S and Z (γ_{V−1}), divides ε by the real V, and sums the class weights
+// of the V classes (C); the padding columns add no operation at all (they are skipped, not
+// added as zeros), so no term of the bound counts them.
 #pragma once
 
 #include "reference/bounds.hpp"

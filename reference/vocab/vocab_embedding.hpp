@@ -11,6 +11,11 @@
 //       Operands::unit, i.e. gamma_{k−1}(u_A)·Σ|dy| + one rounding to T. 0 when k_v ≤ 1 and
 //       T = A (a sum of one term is exact); for 16-bit T and k_v = 1 the bound is u_T·|dy|,
 //       conservative (the conversion is exact).
+// A padded table (lib/ops/vocab/vocab_embedding.hpp, "Padded vocabulary": V_pad rows, the first
+// V real) is the embedding of its V real rows: the caller passes W's first V rows and V, so no
+// padding row is ever read; the padding rows of dW are exactly 0 with bound 0 (no id reaches
+// them: properties/suites/vocab/vocab_expected.cpp appends them). The bound of dW does not
+// depend on V (only on k_v, each row's id count).
 #pragma once
 
 #include "reference/bounds.hpp"

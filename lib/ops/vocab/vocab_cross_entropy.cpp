@@ -16,12 +16,17 @@
 //     over non-ignored tokens (D = N, exact, without weights); rounded once to T;
 //   - backward: p = exp(z_v − m) / S; without class weights c = ε/V (+ (1 − ε) at the target),
 //     d = p − c; with class weights K = k [+ fl(ε/V)·C], c = fl(ε/V)·c_v (+ k at the target),
-//     d = K·p − c; s_t = base [· ω_t] (base = dloss[t], dloss[0] or dloss[0]/D); g = d·s_t.
+//     d = K·p − c; s_t = base [· ω_t] (base = dloss[t], dloss[0] or dloss[0]/D); g = d·s_t;
+//   - padded vocabulary: a rank's real columns are its first R_r = clamp(V − offset_r, 0, V_r)
+//     (the padding [V, V_pad) is the tail of the global columns); every loop above runs over
+//     them only, and the gradient's remaining columns stay the zeros they were allocated as.
 #include "ops/vocab/vocab_cross_entropy.hpp"
 
 #include "ops/linear/linear_internal.hpp"
+#include "ops/vocab/vocab_padding.hpp"
 #include "ops/workspace.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -37,14 +42,30 @@ bool ignored(const VocabCrossEntropyConfig& cfg, std::int64_t y) {
   return cfg.ignore_index && y == *cfg.ignore_index;
 }
 
+// V, the real vocabulary (real_vocab_size, checked against V_pad = cfg.vocab).
+std::size_t real_classes(const std::string& where, const VocabCrossEntropyConfig& cfg) {
+  return vocab_detail::checked_real_vocab(where, cfg.real_vocab, cfg.vocab,
+                                          "columns of the logits");
+}
+
 void check_targets(const std::string& where, const VocabCrossEntropyConfig& cfg,
                    std::span<const std::int64_t> targets) {
+  const std::size_t classes = real_classes(where, cfg);
   for (std::size_t t = 0; t < targets.size(); ++t) {
     const std::int64_t y = targets[t];
     if (ignored(cfg, y)) continue;
-    if (y < 0 || static_cast<std::uint64_t>(y) >= cfg.vocab) {
+    if (y >= 0 && static_cast<std::uint64_t>(y) >= classes &&
+        static_cast<std::uint64_t>(y) < cfg.vocab) {
+      throw UsageError(
+          where + "target " + std::to_string(y) + " of token " + str(t) +
+          " is a padding column: " + vocab_detail::padding_text(classes, cfg.vocab, "classes") +
+          " (no class); pass targets in [0, V), or ignore_index for tokens "
+          "without a target");
+    }
+    if (y < 0 || static_cast<std::uint64_t>(y) >= classes) {
       throw UsageError(where + "target " + std::to_string(y) + " of token " + str(t) +
-                       " is out of range for a vocabulary of V = " + str(cfg.vocab) +
+                       " is out of range for a vocabulary of V = " + str(classes) +
+                       (classes != cfg.vocab ? " (padded to V_pad = " + str(cfg.vocab) + ")" : "") +
                        " (and is not ignore_index" +
                        (cfg.ignore_index ? " = " + std::to_string(*cfg.ignore_index) : "") +
                        "); pass targets in [0, V), or ignore_index for tokens without a target");
@@ -58,10 +79,14 @@ void check_targets(const std::string& where, const VocabCrossEntropyConfig& cfg,
 
 void check_weights(const std::string& where, const VocabCrossEntropyConfig& cfg,
                    std::size_t tokens) {
-  if (!cfg.class_weight.empty() && cfg.class_weight.size() != cfg.vocab) {
+  const std::size_t classes = real_classes(where, cfg);
+  if (!cfg.class_weight.empty() && cfg.class_weight.size() != classes) {
     throw UsageError(where + "class_weight has " + str(cfg.class_weight.size()) +
-                     " values but the vocabulary has V = " + str(cfg.vocab) +
-                     " classes; pass the full vector of V class weights on every rank (indexed "
+                     " values but the vocabulary has V = " + str(classes) + " classes" +
+                     (classes != cfg.vocab ? " (padded to V_pad = " + str(cfg.vocab) +
+                                                 " columns; padding columns have no weight)"
+                                           : "") +
+                     "; pass the full vector of V class weights on every rank (indexed "
                      "by the global column, not the rank's shard), or an empty vector for none");
   }
   if (!cfg.token_weight.empty() && cfg.token_weight.size() != tokens) {
@@ -113,17 +138,25 @@ Piece my_piece(const std::string& where, const Communicator& tp, const VocabCros
                      format_shape(z.shape()) +
                      "; pass this rank's columns of the [tokens, V] logits");
   }
-  const auto ps = pieces(where, "the V = " + str(cfg.vocab) + " columns of the logits",
-                         cfg.vocab_split, cfg.vocab, tp.size());
+  // "V = 5", or "V_pad = 8" when padded (the split divides the padded columns).
+  const std::string columns = (cfg.real_vocab ? "V_pad = " : "V = ") + str(cfg.vocab);
+  const auto ps = pieces(where, "the " + columns + " columns of the logits", cfg.vocab_split,
+                         cfg.vocab, tp.size());
   const Piece mine = ps[static_cast<std::size_t>(tp.rank())];
   if (z.dim(1) != mine.size) {
     throw UsageError(where + "logits_shard is " + format_shape(z.shape()) + " but rank " +
-                     std::to_string(tp.rank()) + " owns " + str(mine.size) +
-                     " columns of V = " + str(cfg.vocab) + " under " + cfg.vocab_split.to_string() +
+                     std::to_string(tp.rank()) + " owns " + str(mine.size) + " columns of " +
+                     columns + " under " + cfg.vocab_split.to_string() +
                      "; pass this rank's columns of the logits under cfg.vocab_split and set "
-                     "cfg.vocab to the global vocabulary size");
+                     "cfg.vocab to the global (padded) vocabulary size");
   }
   return mine;
+}
+
+// How many of a rank's columns are real classes: its first R_r = clamp(V − offset_r, 0, V_r)
+// (the padding [V, V_pad) is the tail of the global columns, on whichever ranks hold it).
+std::size_t real_columns(const Piece& mine, std::size_t classes) {
+  return mine.offset >= classes ? 0 : std::min(mine.size, classes - mine.offset);
 }
 
 }  // namespace
@@ -147,12 +180,15 @@ VocabCrossEntropyOutput<T> vocab_parallel_cross_entropy(Communicator& tp,
   const Weights<A> wt(cfg);
   const bool smooth = cfg.label_smoothing > 0;
   const std::size_t k = smooth ? 3 : 2;
+  const std::size_t classes = real_vocab_size(cfg), real = real_columns(mine, classes);
 
   VocabCrossEntropyOutput<T> out;
   auto& m = out.saved.max;
   m.assign(tokens, -std::numeric_limits<A>::infinity());
   for (std::size_t t = 0; t < tokens; ++t) {
-    for (std::size_t v = 0; v < vr; ++v) m[t] = std::max(m[t], static_cast<A>(logits_shard(t, v)));
+    for (std::size_t v = 0; v < real; ++v) {
+      m[t] = std::max(m[t], static_cast<A>(logits_shard(t, v)));
+    }
   }
   tp.all_reduce(std::span<A>(m), ReduceOp::max, cfg.reduce_algorithm);
 
@@ -161,7 +197,7 @@ VocabCrossEntropyOutput<T> vocab_parallel_cross_entropy(Communicator& tp,
   std::vector<A>& sums = *held_sums;
   for (std::size_t t = 0; t < tokens; ++t) {
     A s(0), zs(0);
-    for (std::size_t v = 0; v < vr; ++v) {
+    for (std::size_t v = 0; v < real; ++v) {
       const A z = static_cast<A>(logits_shard(t, v));
       s += std::exp(z - m[t]);
       zs += wt.by_class ? A(wt.c(mine.offset + v) * z) : z;
@@ -180,7 +216,7 @@ VocabCrossEntropyOutput<T> vocab_parallel_cross_entropy(Communicator& tp,
 
   const A eps = static_cast<A>(cfg.label_smoothing);
   const A one = A(1) - eps;
-  const A q = eps / static_cast<A>(cfg.vocab);
+  const A q = eps / static_cast<A>(real_vocab_size(cfg));
   std::vector<A> loss(tokens, A(0));
   std::size_t count = 0;
   A denominator(0);
@@ -231,8 +267,9 @@ Tensor<T> vocab_parallel_cross_entropy_backward(Communicator& tp,
   using A = acc_t<T>;
   const std::string where = on_rank("vocab_parallel_cross_entropy_backward", tp);
   const Piece mine = my_piece(where, tp, cfg, logits_shard);
-  const std::size_t tokens = logits_shard.dim(0), vr = mine.size;
+  const std::size_t tokens = logits_shard.dim(0);
   check_targets(where, cfg, targets);
+  const std::size_t real = real_columns(mine, real_vocab_size(cfg));
   const std::size_t want = cfg.reduction == LossReduction::none ? tokens : 1;
   if (targets.size() != tokens || saved.max.size() != tokens || saved.sum_exp.size() != tokens ||
       dloss.shape() != Shape{want}) {
@@ -247,7 +284,7 @@ Tensor<T> vocab_parallel_cross_entropy_backward(Communicator& tp,
   const Weights<A> wt(cfg);
   const A eps = static_cast<A>(cfg.label_smoothing);
   const A one = A(1) - eps;
-  const A q = eps / static_cast<A>(cfg.vocab);
+  const A q = eps / static_cast<A>(real_vocab_size(cfg));
   A common(0);
   if (cfg.reduction != LossReduction::none) {
     common = static_cast<A>(dloss[0]);
@@ -255,7 +292,7 @@ Tensor<T> vocab_parallel_cross_entropy_backward(Communicator& tp,
       common = saved.weight_sum == A(0) ? A(0) : common / saved.weight_sum;
     }
   }
-  Tensor<T> g(Shape{tokens, vr});
+  Tensor<T> g(Shape{tokens, mine.size});  // zeros: ignored tokens and padding columns stay 0
   for (std::size_t t = 0; t < tokens; ++t) {
     const std::int64_t y = targets[t];
     if (ignored(cfg, y)) continue;  // stays 0
@@ -263,7 +300,7 @@ Tensor<T> vocab_parallel_cross_entropy_backward(Communicator& tp,
     const A s = wt.by_token ? A(base * wt.omega(t)) : base;
     const A ky = wt.by_class ? A(one * wt.c(static_cast<std::size_t>(y))) : one;
     const A kk = wt.by_class && q > 0 ? A(ky + A(q * wt.total_class)) : ky;
-    for (std::size_t v = 0; v < vr; ++v) {
+    for (std::size_t v = 0; v < real; ++v) {
       const A p = std::exp(static_cast<A>(logits_shard(t, v)) - saved.max[t]) / saved.sum_exp[t];
       const bool is_target = static_cast<std::int64_t>(mine.offset + v) == y;
       A d;

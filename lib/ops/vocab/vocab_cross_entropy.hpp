@@ -71,8 +71,22 @@
 // the token, the target and V; so is a class_weight not of length V or a token_weight not of
 // length tokens (naming the rank, the length given and what to pass).
 //
-// Out-of-range targets (not in [0, V) and not ignore_index) are a UsageError naming the rank,
-// the token, the target and V.
+// Padded vocabulary (cfg.real_vocab, below): the logits have V_pad = cfg.vocab columns, split
+// over the ranks, of which only the first V = cfg.real_vocab are classes; columns [V, V_pad)
+// are padding (Megatron-LM pads the vocabulary to a multiple of make_vocab_size_divisible_by·tp,
+// megatron/training/tokenizer/tokenizer.py `_vocab_size_with_padding`; vLLM's
+// VocabParallelEmbedding / ParallelLMHead keep `org_vocab_size` beside the padded
+// `num_embeddings_padded`). The loss is the dense loss over the V real classes: every formula
+// above uses the REAL V and sums over real columns only. Each rank masks its own padding
+// columns locally (none, some, or all of its columns may be padding): they are left out of m,
+// S and Z (never shifted, exponentiated or added: no exp of a padding logit is ever computed, so
+// a padding logit of any value, inf included, changes nothing), ε/V uses the real V, C and
+// class_weight ([V], PyTorch's dense `weight`) cover the real classes only, and the gradient
+// of a padding column is exactly 0. The collectives are unchanged (same counts: masking is
+// local). A target in [V, V_pad) is a UsageError naming the rank, the token, the target, V and
+// V_pad. (Megatron-LM's vocab_parallel_cross_entropy includes the padding logits in the max and
+// the sum of exponentials; its padding logits are trained toward −inf instead: a different
+// loss from the dense model's, and the `padding-logits-in-softmax` mutant here.)
 //
 // Sources: Megatron-LM core/tensor_parallel/cross_entropy.py; PyTorch F.cross_entropy docs;
 // Blanchard, Higham & Higham, "Accurate computation of the log-sum-exp and softmax functions",
@@ -100,11 +114,21 @@ constexpr std::string_view name(LossReduction r) noexcept {
   return r == LossReduction::none ? "none" : r == LossReduction::sum ? "sum" : "mean";
 }
 
+// vocab: the logits' column count (V_pad when padded), the count the split divides; known to
+// every rank (required). real_vocab: the real vocabulary V ≤ vocab (vLLM's org_vocab_size),
+// columns [V, vocab) being padding; std::nullopt (the default): no padding, V = vocab.
+// real_vocab_size() below reads it.
 struct VocabCrossEntropyConfig : CrossEntropyOptions {
-  std::size_t vocab = 0;                           // V, known to every rank (required)
+  std::size_t vocab = 0;                  // V_pad: columns of the logits (required)
+  std::optional<std::size_t> real_vocab;  // V, the real classes in [1, vocab]; none: V = vocab
   SplitPolicy vocab_split = SplitPolicy::chunk();  // columns of the logits over the ranks
   Algorithm reduce_algorithm = Algorithm::ring;
 };
+
+// The real vocabulary V of a config: cfg.real_vocab when given, else cfg.vocab (no padding).
+constexpr std::size_t real_vocab_size(const VocabCrossEntropyConfig& cfg) noexcept {
+  return cfg.real_vocab.value_or(cfg.vocab);
+}
 
 // What the backward needs from the forward (per token, in acc_t<T>): no collective then.
 template <class T>

@@ -5,9 +5,12 @@
 //     every type; only −0 becomes +0), so y is W's rows bit for bit.
 //   - backward: dW[v, j] = Σ_{t: ids[t] = v} dy[t, j] accumulated in acc_t<T>, t ascending,
 //     rounded once to T (a plain sum: Operands::unit in reference/bounds.hpp).
+//   - padded vocabulary: ids are checked against the real V, so no padding row is read, and
+//     the padding rows of dW stay the zeros they were allocated as.
 #include "ops/vocab/vocab_embedding.hpp"
 
 #include "ops/linear/linear_internal.hpp"
+#include "ops/vocab/vocab_padding.hpp"
 #include "ops/workspace.hpp"
 
 #include <string>
@@ -22,12 +25,22 @@ using linear_detail::str;
 
 std::string rank_of(const Communicator& c) { return std::to_string(c.rank()); }
 
-void check_ids(const std::string& where, std::span<const std::int64_t> ids, std::size_t vocab) {
+// ids in [0, vocab) (the real V); `padded` is V_pad, the table's rows (vocab when unpadded).
+void check_ids(const std::string& where, std::span<const std::int64_t> ids, std::size_t vocab,
+               std::size_t padded) {
   for (std::size_t t = 0; t < ids.size(); ++t) {
+    if (ids[t] >= 0 && static_cast<std::uint64_t>(ids[t]) >= vocab &&
+        static_cast<std::uint64_t>(ids[t]) < padded) {
+      throw UsageError(where + "id " + std::to_string(ids[t]) + " at token " + str(t) +
+                       " is a padding row: " + vocab_detail::padding_text(vocab, padded, "rows") +
+                       " (never trained); ids must be in [0, V): check the tokenizer's "
+                       "vocabulary size against real_vocab");
+    }
     if (ids[t] < 0 || static_cast<std::uint64_t>(ids[t]) >= vocab) {
       throw UsageError(where + "id " + std::to_string(ids[t]) + " at token " + str(t) +
-                       " is out of range for a vocabulary of V = " + str(vocab) +
-                       " rows; ids must be in [0, V)");
+                       " is out of range for a vocabulary of V = " + str(vocab) + " rows" +
+                       (padded != vocab ? " (padded to V_pad = " + str(padded) + ")" : "") +
+                       "; ids must be in [0, V)");
     }
   }
 }
@@ -38,6 +51,17 @@ void check_padding(const std::string& where, std::optional<std::int64_t> pad, st
                      " is outside the vocabulary [0, V = " + str(vocab) +
                      "); pass a global row id in [0, V), or no padding_idx");
   }
+}
+
+// "V = 5", or "V_pad = 8" when padded (the split divides the padded rows).
+std::string rows_text(const VocabEmbeddingConfig& cfg) {
+  return (cfg.real_vocab ? "V_pad = " : "V = ") + str(cfg.vocab);
+}
+
+// V, the real vocabulary (real_vocab_size, checked against V_pad = cfg.vocab).
+std::size_t real_rows(const std::string& where, const VocabEmbeddingConfig& cfg) {
+  return vocab_detail::checked_real_vocab(where, cfg.real_vocab, cfg.vocab,
+                                          "rows of the embedding table");
 }
 
 template <class T>
@@ -68,18 +92,20 @@ Tensor<T> vocab_parallel_embedding(Communicator& tp, const VocabEmbeddingConfig&
                      format_shape(w_shard.shape()) +
                      "; pass this rank's rows of the [V, h] embedding table");
   }
-  const auto ps = pieces(where, "the V = " + str(cfg.vocab) + " rows of the embedding table",
-                         cfg.vocab_split, cfg.vocab, p);
+  const std::string rows = rows_text(cfg);
+  const auto ps =
+      pieces(where, "the " + rows + " rows of the embedding table", cfg.vocab_split, cfg.vocab, p);
   const Piece mine = ps[static_cast<std::size_t>(r)];
   if (w_shard.dim(0) != mine.size) {
     throw UsageError(where + "w_shard is " + format_shape(w_shard.shape()) + " but rank " +
-                     rank_of(tp) + " owns " + str(mine.size) + " rows of V = " + str(cfg.vocab) +
-                     " under " + cfg.vocab_split.to_string() +
+                     rank_of(tp) + " owns " + str(mine.size) + " rows of " + rows + " under " +
+                     cfg.vocab_split.to_string() +
                      "; pass this rank's rows of the table under cfg.vocab_split and set "
-                     "cfg.vocab to the global vocabulary size");
+                     "cfg.vocab to the global (padded) vocabulary size");
   }
-  check_ids(where, ids, cfg.vocab);
-  check_padding(where, cfg.padding_idx, cfg.vocab);
+  const std::size_t real = real_rows(where, cfg);
+  check_ids(where, ids, real, cfg.vocab);
+  check_padding(where, cfg.padding_idx, real);
   const std::size_t tokens = ids.size(), h = w_shard.dim(1);
   Tensor<T> partial(Shape{tokens, h});  // zero-initialized: rows this rank does not own stay 0
   for (std::size_t t = 0; t < tokens; ++t) {
@@ -114,10 +140,11 @@ Tensor<T> vocab_parallel_embedding_backward(Communicator& tp, const VocabEmbeddi
     throw UsageError(where + "dy must be 2-D [tokens, h] but is " + format_shape(dy.shape()) +
                      "; pass the gradient of the forward's y");
   }
-  const auto ps = pieces(where, "the V = " + str(cfg.vocab) + " rows of the embedding table",
+  const auto ps = pieces(where, "the " + rows_text(cfg) + " rows of the embedding table",
                          cfg.vocab_split, cfg.vocab, p);
-  check_ids(where, ids, cfg.vocab);
-  check_padding(where, cfg.padding_idx, cfg.vocab);
+  const std::size_t real = real_rows(where, cfg);
+  check_ids(where, ids, real, cfg.vocab);
+  check_padding(where, cfg.padding_idx, real);
   const std::size_t tokens = ids.size(), h = dy.dim(1);
   Held<Tensor<T>> full;  // the all_gathered dy, live until the end (a workspace buffer)
   const Tensor<T>* d = &dy;
@@ -153,7 +180,7 @@ Tensor<T> embedding(std::span<const std::int64_t> ids, const Tensor<T>& w) {
     throw UsageError(where + "w must be 2-D [V, h] but is " + format_shape(w.shape()) +
                      "; pass the whole embedding table");
   }
-  check_ids(where, ids, w.dim(0));
+  check_ids(where, ids, w.dim(0), w.dim(0));
   const std::size_t h = w.dim(1);
   Tensor<T> y(Shape{ids.size(), h});
   for (std::size_t t = 0; t < ids.size(); ++t) {
@@ -171,7 +198,7 @@ Tensor<T> embedding_backward(std::span<const std::int64_t> ids, const Tensor<T>&
                      " but is " + format_shape(dy.shape()) +
                      "; pass one gradient row per id (the gradient of embedding's y)");
   }
-  check_ids(where, ids, vocab);
+  check_ids(where, ids, vocab, vocab);
   check_padding(where, padding_idx, vocab);
   Tensor<T> dw(Shape{vocab, dy.dim(1)});
   accumulate_rows(ids, dy, Piece{0, vocab}, padding_idx, dw);

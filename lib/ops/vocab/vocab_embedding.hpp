@@ -22,6 +22,17 @@
 // Out-of-range ids (< 0 or ≥ V) are a UsageError naming the rank, the token, the id and V
 // (PyTorch raises "index out of range"; Megatron's mask silently gives zeros).
 //
+// Padded vocabulary (cfg.real_vocab, below): the table has V_pad = cfg.vocab rows, split over
+// the ranks, of which only the first V = cfg.real_vocab are tokens; rows [V, V_pad) are padding
+// (Megatron-LM's `_vocab_size_with_padding`, megatron/training/tokenizer/tokenizer.py: the
+// vocabulary rounded up to a multiple of make_vocab_size_divisible_by·tp; vLLM's
+// VocabParallelEmbedding: `org_vocab_size` real rows of `num_embeddings_padded`). The dense op
+// is the embedding of the V real rows: an id in [V, V_pad) is a UsageError naming the rank,
+// the token, the id, V and V_pad (it would silently read an untrained padding row), padding
+// rows are never read, and their gradient is exactly 0 (no id reaches them). padding_idx must be
+// a real row, in [0, V). Any rank may hold padding rows, or only padding rows; the collectives
+// are unchanged.
+//
 // Sources: Shoeybi et al. 2019 (Megatron-LM) §3; Megatron-LM core/tensor_parallel/layers.py
 // (VocabParallelEmbedding); Korthikanti et al. 2022 §4.2.2 (reduce_scatter output under sequence
 // parallelism).
@@ -37,8 +48,12 @@
 
 namespace shardcheck {
 
+// vocab: the table's row count (V_pad when padded), the count the split divides; known to
+// every rank (required). real_vocab: the real vocabulary V ≤ vocab (vLLM's org_vocab_size),
+// rows [V, vocab) being padding; std::nullopt (the default): no padding, V = vocab.
 struct VocabEmbeddingConfig {
-  std::size_t vocab = 0;                           // V, known to every rank (required)
+  std::size_t vocab = 0;                           // V_pad: rows of the table (required)
+  std::optional<std::size_t> real_vocab;           // V, the real rows in [1, vocab]; none: V_pad
   SplitPolicy vocab_split = SplitPolicy::chunk();  // rows of W over the ranks
   std::optional<std::int64_t> padding_idx;         // global id in [0, V), or none
   // reduce_scatter the output along tokens (y is this rank's token rows) instead of all_reduce;
@@ -48,11 +63,17 @@ struct VocabEmbeddingConfig {
   Algorithm reduce_algorithm = Algorithm::ring;
 };
 
+// The real vocabulary V of a config: cfg.real_vocab when given, else cfg.vocab (no padding).
+constexpr std::size_t real_vocab_size(const VocabEmbeddingConfig& cfg) noexcept {
+  return cfg.real_vocab.value_or(cfg.vocab);
+}
+
 // Forward on one rank. ids [tokens] (all tokens, on every rank), w_shard [V_r, h].
 // Returns y [tokens, h] (all_reduce), or [tokens_r, h] with sequence_parallel_output.
 // Collectives: one all_reduce (or reduce_scatter) of tokens·h elements of T.
-// @throws UsageError for an out-of-range id, a w_shard whose rows disagree with the split, or a
-// padding_idx outside [0, V).
+// @throws UsageError for an out-of-range id (a padding id in [V, V_pad) included), a w_shard
+// whose rows disagree with the split, a padding_idx outside [0, V), or a real_vocab outside
+// [1, vocab].
 template <class T>
 Tensor<T> vocab_parallel_embedding(Communicator& tp, const VocabEmbeddingConfig& cfg,
                                    std::span<const std::int64_t> ids, const Tensor<T>& w_shard);

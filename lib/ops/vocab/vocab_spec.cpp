@@ -6,11 +6,19 @@ using spec::Elem;
 using spec::Pass;
 using spec::Role;
 
-namespace {}  // namespace
+namespace {
+
+// The real vocabulary of a padded table or logits (null: no padding, V = vocab).
+std::string real_vocab_json(std::optional<std::size_t> real) {
+  return real ? std::to_string(*real) : "null";
+}
+
+}  // namespace
 
 std::string to_json(const VocabEmbeddingConfig& cfg) {
   spec::JsonObject o;
-  o.field("vocab", cfg.vocab).raw("vocab_split", spec::json_split(cfg.vocab_split));
+  o.field("vocab", cfg.vocab).raw("real_vocab", real_vocab_json(cfg.real_vocab));
+  o.raw("vocab_split", spec::json_split(cfg.vocab_split));
   if (cfg.padding_idx) {
     o.raw("padding_idx", std::to_string(*cfg.padding_idx));
   } else {
@@ -24,7 +32,8 @@ std::string to_json(const VocabEmbeddingConfig& cfg) {
 
 std::string to_json(const VocabCrossEntropyConfig& cfg) {
   spec::JsonObject o;
-  o.field("vocab", cfg.vocab).raw("vocab_split", spec::json_split(cfg.vocab_split));
+  o.field("vocab", cfg.vocab).raw("real_vocab", real_vocab_json(cfg.real_vocab));
+  o.raw("vocab_split", spec::json_split(cfg.vocab_split));
   o.raw("ignore_index", cfg.ignore_index ? std::to_string(*cfg.ignore_index) : "null");
   return o.field("label_smoothing", cfg.label_smoothing)
       .field("reduction", std::string(name(cfg.reduction)))

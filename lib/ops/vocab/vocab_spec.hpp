@@ -13,6 +13,9 @@
 //     forward   all_reduce(max) of the row maxima [tokens], all_reduce(sum) of the sums of
 //               exp and the target logits [2·tokens] (and the row sums for label smoothing:
 //               [3·tokens]), all in acc_t<T>; no collective of the logits, and none backward
+// With a padded vocabulary (cfg.real_vocab) V above is the padded V_pad = cfg.vocab (the rows of
+// w, the columns of the logits, as split); the config's JSON says real_vocab (null: none) and
+// the collectives are the same (the padding is masked locally).
 #pragma once
 
 #include "ops/op_spec.hpp"

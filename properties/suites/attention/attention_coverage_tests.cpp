@@ -13,13 +13,6 @@
 namespace shardcheck::check {
 namespace {
 
-std::string missing_list(const std::map<std::string, std::vector<std::uint64_t>>& missing) {
-  std::string s;
-  for (const auto& [label, seeds] : missing)
-    s += "  " + label + ": missing at " + std::to_string(seeds.size()) + " of 10 seeds\n";
-  return s;
-}
-
 TEST(AttentionCoverage, EveryHeadConfigurationWithin30CasesAtEverySeed) {
   const RunConfig config;  // max_world 8, as shardcheck check runs
   AttentionCaseOptions layer;
@@ -37,7 +30,7 @@ TEST(AttentionCoverage, EveryHeadConfigurationWithin30CasesAtEverySeed) {
   for (const char* c : {"cp=1", "cp=2"}) wanted.emplace_back(c);
   const auto missing =
       gen::missing_configurations(gen_case(config, layer), wanted, configuration_labels);
-  EXPECT_TRUE(missing.empty()) << missing_list(missing);
+  EXPECT_TRUE(missing.empty()) << gen::missing_text(missing);
 }
 
 TEST(AttentionCoverage, EveryRingSizeAlgorithmAndLayoutWithin30CasesAtEverySeed) {
@@ -50,7 +43,7 @@ TEST(AttentionCoverage, EveryRingSizeAlgorithmAndLayoutWithin30CasesAtEverySeed)
     for (const char* l : {"contiguous", "zigzag"}) wanted.push_back(std::string(a) + " " + l);
   const auto missing =
       gen::missing_configurations(gen_case(config, cp), wanted, configuration_labels);
-  EXPECT_TRUE(missing.empty()) << missing_list(missing);
+  EXPECT_TRUE(missing.empty()) << gen::missing_text(missing);
 }
 
 // The shapes users run (attention_case.hpp, AttentionShape) from the first cases, and both
@@ -62,11 +55,11 @@ TEST(AttentionCoverage, EveryShapeWithin30CasesAndEveryAlignmentWithin60AtEveryS
   const std::vector<std::string> shapes = {"self-attention", "cross-attention", "decode",
                                            "chunked prefill"};
   auto missing = gen::missing_configurations(gen_case(config, cp), shapes, configuration_labels);
-  EXPECT_TRUE(missing.empty()) << missing_list(missing);
+  EXPECT_TRUE(missing.empty()) << gen::missing_text(missing);
   missing = gen::missing_configurations(
       gen_case(config, cp), {"causal bottom_right with Lq != Lk", "causal top_left with Lq != Lk"},
       configuration_labels, 10, 60);
-  EXPECT_TRUE(missing.empty()) << missing_list(missing);
+  EXPECT_TRUE(missing.empty()) << gen::missing_text(missing);
 }
 
 TEST(AttentionCoverage, TheScaledDrawItReplacesMissedThem) {

@@ -2,6 +2,7 @@
 
 #include "engine/instantiate.hpp"
 #include "generators/layout_gen.hpp"
+#include "generators/structure.hpp"
 
 #include <algorithm>
 
@@ -17,23 +18,52 @@ std::string opt_str(const std::optional<std::int64_t>& v) {
   return v ? std::to_string(*v) : std::string("none");
 }
 
-// The first and last row of every non-empty shard: where ownership masks go wrong.
-std::vector<std::int64_t> boundary_ids(const SplitPolicy& policy, std::size_t vocab, int world) {
+// The first and last real row of every shard with real rows (the split divides the padded
+// `vocab`; ids are real, below `real`): where ownership masks go wrong.
+std::vector<std::int64_t> boundary_ids(const SplitPolicy& policy, std::size_t vocab,
+                                       std::size_t real, int world) {
   std::vector<std::int64_t> out;
   for (const Piece& p : split(policy, vocab, world)) {
-    if (p.size == 0) continue;
+    if (p.size == 0 || p.offset >= real) continue;
     out.push_back(static_cast<std::int64_t>(p.offset));
-    out.push_back(static_cast<std::int64_t>(p.offset + p.size - 1));
+    out.push_back(static_cast<std::int64_t>(std::min(p.offset + p.size, real) - 1));
   }
   return out;
+}
+
+// How many of the vocab rows are padding, Megatron-style (_vocab_size_with_padding): V rounded
+// up to a multiple of k·P, plus extra rows; drawn one case in two whatever the size.
+VocabPadding gen_padding(int world) {
+  VocabPadding pad;
+  if (!*gen::chance(50)) return pad;
+  pad.multiple = *gen::structureOf<std::size_t>({1, 2, 3, 4, 8}) * static_cast<std::size_t>(world);
+  pad.extra = *gen::structure<std::size_t>(0, 5);
+  return pad;
+}
+
+// V_pad: V rounded up to the padding's multiple, plus its extra rows; at least one row of
+// padding (a V already a multiple rounds up to the next multiple when extra is 0).
+std::size_t padded_size(std::size_t real, const VocabPadding& pad) {
+  if (pad.multiple == 0) return real;
+  std::size_t v = (real + pad.multiple - 1) / pad.multiple * pad.multiple + pad.extra;
+  return v == real ? v + pad.multiple : v;
 }
 
 }  // namespace
 
 std::string VocabCase::describe() const {
-  std::string s = to_string(op) + " tokens=" + std::to_string(tokens) +
-                  " V=" + std::to_string(vocab) + " P=" + std::to_string(world) +
-                  " vocab_split=" + vocab_split().to_string();
+  std::string s =
+      to_string(op) + " tokens=" + std::to_string(tokens) + " V=" + std::to_string(real_vocab());
+  if (vocab != real_vocab()) {
+    s += " V_pad=" + std::to_string(vocab) + " (padded: rounded up to a multiple of " +
+         std::to_string(padding.multiple) + " = " +
+         std::to_string(padding.multiple / static_cast<std::size_t>(world)) + "·P, +" +
+         std::to_string(padding.extra) + " extra; " +
+         (op == VocabOp::embedding ? "padding rows [" : "padding columns [") +
+         std::to_string(real_vocab()) + ", " + std::to_string(vocab) + ") hold " +
+         (op == VocabOp::embedding ? "garbage" : "logits mostly above the real ones") + ")";
+  }
+  s += " P=" + std::to_string(world) + " vocab_split=" + vocab_split().to_string();
   std::string ids_text;
   for (auto i : ids) ids_text += (ids_text.empty() ? "" : ",") + std::to_string(i);
   if (op == VocabOp::embedding) {
@@ -71,20 +101,25 @@ rc::Gen<VocabCase> gen_case(const RunConfig& config, const VocabCaseOptions& opt
     c.dtype = *gen::genFloatDType(config.dtypes);
     c.world = options.world ? *options.world : *gen::genWorld(config.max_world);
     c.tokens = *gen::genDim(max_tokens);
-    c.vocab = *gen::genDim(max_vocab);
+    const std::size_t real = *gen::genDim(max_vocab);
+    c.padding = gen_padding(c.world);
+    c.vocab = padded_size(real, c.padding);
+    const std::optional<std::size_t> real_vocab =
+        c.vocab == real ? std::nullopt : std::optional<std::size_t>(real);
     c.hidden = *gen::genDim(max_hidden);
     const SplitPolicy vsplit = *gen::genSplit(c.vocab, c.world);
     const Algorithm algo = *rc::gen::element(Algorithm::ring, Algorithm::sequential);
-    const auto bounds = boundary_ids(vsplit, c.vocab, c.world);
-    // Ids: shard boundaries on purpose, and any id; repeats come from the small pool.
+    const auto bounds = boundary_ids(vsplit, c.vocab, real, c.world);
+    // Ids: shard boundaries on purpose, and any real id; repeats come from the small pool.
     auto gen_id = rc::gen::weightedOneOf<std::int64_t>({
         {3, rc::gen::elementOf(bounds)},
-        {2, rc::gen::inRange<std::int64_t>(0, static_cast<std::int64_t>(c.vocab))},
+        {2, rc::gen::inRange<std::int64_t>(0, static_cast<std::int64_t>(real))},
     });
     c.ids = *rc::gen::container<std::vector<std::int64_t>>(c.tokens, gen_id);
     if (c.op == VocabOp::embedding) {
       auto& e = c.embedding;
       e.vocab = c.vocab;
+      e.real_vocab = real_vocab;
       e.vocab_split = vsplit;
       e.reduce_algorithm = algo;
       if (*rc::gen::arbitrary<bool>()) e.padding_idx = *gen_id;
@@ -96,6 +131,7 @@ rc::Gen<VocabCase> gen_case(const RunConfig& config, const VocabCaseOptions& opt
     } else {
       auto& ce = c.ce;
       ce.vocab = c.vocab;
+      ce.real_vocab = real_vocab;
       ce.vocab_split = vsplit;
       ce.reduce_algorithm = algo;
       ce.reduction =
@@ -131,7 +167,7 @@ rc::Gen<VocabCase> gen_case(const RunConfig& config, const VocabCaseOptions& opt
         ce.token_weight = gen_weights(c.tokens);
       }
       if (*rc::gen::weightedElement<bool>({{2, false}, {1, true}})) {
-        ce.class_weight = gen_weights(c.vocab);
+        ce.class_weight = gen_weights(real);  // [V]: padding columns have no weight
       }
       RC_CLASSIFY(!ce.token_weight.empty(), "token weights");
       RC_CLASSIFY(!ce.class_weight.empty(), "class weights");
@@ -143,6 +179,7 @@ rc::Gen<VocabCase> gen_case(const RunConfig& config, const VocabCaseOptions& opt
       RC_TAG(to_string(c.logits));
     }
     RC_CLASSIFY(gen::has_empty_piece(vsplit, c.vocab, c.world), "empty vocab shard");
+    RC_CLASSIFY(real_vocab.has_value(), "padded vocab");
     RC_TAG(gen::policy_kind(vsplit));
     return c;
   });
@@ -173,19 +210,47 @@ rc::Gen<T> genLogit(LogitProfile p) {
   });
 }
 
+// A padding column's logit: mostly above every real logit of the profile (in [2^7, 2^8) over
+// unit and large logits, below 2^7; in [2^14, 2^15) over extreme ones, below 2^14), so a softmax
+// that includes it is dominated by it; sometimes an ordinary logit of the profile.
+template <class T>
+rc::Gen<T> genPaddingLogit(LogitProfile p) {
+  const int above = p == LogitProfile::extreme ? 14 : 7;
+  return rc::gen::weightedOneOf<T>({
+      {3, rc::gen::apply([above](std::uint64_t m) { return gen::make_value<T>(false, above, m); },
+                         rc::gen::arbitrary<std::uint64_t>())},
+      {1, genLogit<T>(p)},
+  });
+}
+
+// Rows [0, real) of `real_part` then `padding` below them (same columns).
+template <class T>
+Tensor<T> stack_rows(const Tensor<T>& real_part, const Tensor<T>& padding) {
+  std::vector<T> v(real_part.values().begin(), real_part.values().end());
+  v.insert(v.end(), padding.values().begin(), padding.values().end());
+  return Tensor<T>(Shape{real_part.dim(0) + padding.dim(0), real_part.dim(1)}, std::move(v));
+}
+
 }  // namespace
 
 template <class T>
 rc::Gen<VocabData<T>> gen_data(const VocabCase& c) {
   return rc::gen::exec([c] {
     VocabData<T> d;
+    const std::size_t real = c.real_vocab();
     if (c.op == VocabOp::embedding) {
-      d.w = *gen::genTensor<T>({c.vocab, c.hidden}, c.profile, table_max_exp<T>());
+      // Padding rows: garbage of any magnitude (a lookup or gradient that reaches one shows).
+      d.w = stack_rows(
+          *gen::genTensor<T>({real, c.hidden}, c.profile, table_max_exp<T>()),
+          *gen::genTensor<T>({c.vocab - real, c.hidden}, gen::Profile::wide, table_max_exp<T>()));
       d.dy = *gen::genTensor<T>({c.tokens, c.hidden}, c.profile, table_max_exp<T>());
     } else {
-      d.logits =
-          Tensor<T>(Shape{c.tokens, c.vocab},
-                    *rc::gen::container<std::vector<T>>(c.tokens * c.vocab, genLogit<T>(c.logits)));
+      d.logits = Tensor<T>(Shape{c.tokens, c.vocab});
+      for (std::size_t t = 0; t < c.tokens; ++t) {
+        for (std::size_t v = 0; v < c.vocab; ++v) {
+          d.logits(t, v) = v < real ? *genLogit<T>(c.logits) : *genPaddingLogit<T>(c.logits);
+        }
+      }
       const std::size_t n = c.ce.reduction == LossReduction::none ? c.tokens : 1;
       d.dloss = *gen::genTensor<T>({n}, gen::Profile::unit, 0);
     }

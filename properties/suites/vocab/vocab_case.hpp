@@ -35,13 +35,23 @@ inline std::string to_string(LogitProfile p) {
   return p == LogitProfile::unit ? "unit" : p == LogitProfile::large ? "large" : "extreme";
 }
 
+// A padded vocabulary (docs/vocab.md, "Padded vocabulary"): `vocab` is then V_pad, the rows of
+// the table or the columns of the logits, split over the ranks, and the op's config says the
+// real V (real_vocab). Megatron-style: V rounded up to a multiple of `multiple` = k·P, plus
+// `extra` padding rows beyond it (vLLM pads further for LoRA's added vocabulary).
+struct VocabPadding {
+  std::size_t multiple = 0;  // k·P; 0: no padding
+  std::size_t extra = 0;     // rows beyond the rounded-up count
+};
+
 struct VocabCase {
   VocabOp op = VocabOp::embedding;
   DType dtype = DType::float32;
   int world = 1;
-  std::size_t tokens = 1, vocab = 1, hidden = 1;
+  std::size_t tokens = 1, vocab = 1, hidden = 1;  // vocab: V_pad when padded
   VocabEmbeddingConfig embedding;             // op == embedding (vocab, vocab_split set in both)
   VocabCrossEntropyConfig ce;                 // op == cross_entropy
+  VocabPadding padding;                       // how vocab was padded (for describe())
   gen::Profile profile = gen::Profile::unit;  // embedding table and dy values
   LogitProfile logits = LogitProfile::unit;
   std::vector<std::int64_t> ids;  // embedding ids or CE targets, with shard boundaries
@@ -50,7 +60,12 @@ struct VocabCase {
   const SplitPolicy& vocab_split() const {
     return op == VocabOp::embedding ? embedding.vocab_split : ce.vocab_split;
   }
-  // "op=... tokens=5 V=7 h=3 P=3 vocab_split=explicit[2,0,5] padding_idx=4 ..."
+  // The real vocabulary V (= vocab without padding), from the op's config.
+  std::size_t real_vocab() const {
+    return op == VocabOp::embedding ? real_vocab_size(embedding) : real_vocab_size(ce);
+  }
+  // "op=... tokens=5 V=7 h=3 P=3 vocab_split=explicit[2,0,5] padding_idx=4 ...", with
+  // "V=5 V_pad=8 (padded to a multiple of 4 = 2·P, +0 extra; ...)" for a padded vocabulary.
   std::string describe() const;
 };
 
@@ -60,8 +75,10 @@ struct VocabCaseOptions {
   std::optional<LogitProfile> logits;
 };
 
-// The global tensors: embedding w [V, h], dy [tokens, h]; CE logits [tokens, V], dloss [tokens]
-// (none) or [1].
+// The global tensors: embedding w [V_pad, h], dy [tokens, h]; CE logits [tokens, V_pad], dloss
+// [tokens] (none) or [1] (V_pad = V without padding). Padding rows of w are garbage, padding
+// columns of the logits mostly above every real logit: values that change the result unless
+// they are masked.
 template <class T>
 struct VocabData {
   Tensor<T> w, dy, logits, dloss;

@@ -11,10 +11,12 @@
 //
 // The ids and targets are the case's (VocabCase::ids: the reference and the bounds read them),
 // so case_of reads them; read_tensors reads them again through the CaseReader, which checks
-// their presence and shape. Refused, as bad input naming the file and the field: an id or target
-// outside [0, vocab) (a target equal to ignore_index excepted), a padding_idx outside
-// [0, vocab), a config vocab other than sizes.vocab, a label_smoothing outside [0, 1], a
-// class_weight not of length vocab or a token_weight not of length tokens.
+// their presence and shape. A padded vocabulary is the config's real_vocab V (null or absent:
+// none): sizes.vocab is then V_pad and every "vocab" below reads V. Refused, as bad input naming
+// the file and the field: an id or target outside [0, vocab) (a target equal to ignore_index
+// excepted), a padding_idx outside [0, vocab), a config vocab other than sizes.vocab, a
+// real_vocab outside [1, sizes.vocab], a label_smoothing outside [0, 1], a class_weight not of
+// length vocab or a token_weight not of length tokens.
 #include "compare/compare.hpp"
 #include "compare/config_fields.hpp"
 #include "suites/upstream_gradient.hpp"
@@ -43,6 +45,20 @@ std::size_t vocab_of(cases::Fields& f, std::size_t vocab) {
                         "; give the same global vocabulary size in both (or omit this one)");
   }
   return v;
+}
+
+// The config's real_vocab (a padded vocabulary: V real rows or columns of the vocab = V_pad):
+// absent or null gives none (no padding), else an integer in [1, vocab].
+std::optional<std::size_t> real_vocab_of(cases::Fields& f, std::size_t vocab) {
+  const auto v = index_or(f, "real_vocab", std::nullopt);
+  if (!v) return std::nullopt;
+  if (*v < 1 || static_cast<std::uint64_t>(*v) > vocab) {
+    f.fail("real_vocab", "is " + std::to_string(*v) +
+                             ", outside [1, vocab = " + std::to_string(vocab) +
+                             "]; give the real vocabulary V of the padded V_pad = vocab, or "
+                             "null for no padding");
+  }
+  return static_cast<std::size_t>(*v);
 }
 
 // "ids.npy: ids[3]: is 11, outside [0, 11); every ids value must be a global vocabulary index".
@@ -77,12 +93,13 @@ std::vector<std::int64_t> read_ids(const cases::CaseManifest& m, const std::stri
 void read_embedding_config(cases::Fields& f, VocabCase& c) {
   VocabEmbeddingConfig& k = c.embedding;
   k.vocab = vocab_of(f, c.vocab);
+  k.real_vocab = real_vocab_of(f, c.vocab);
   k.vocab_split = split_or(f, "vocab_split", k.vocab_split);
   k.padding_idx = index_or(f, "padding_idx", k.padding_idx);
   if (k.padding_idx &&
-      (*k.padding_idx < 0 || static_cast<std::size_t>(*k.padding_idx) >= c.vocab)) {
+      (*k.padding_idx < 0 || static_cast<std::size_t>(*k.padding_idx) >= c.real_vocab())) {
     f.fail("padding_idx", "is " + std::to_string(*k.padding_idx) + ", outside [0, " +
-                              std::to_string(c.vocab) +
+                              std::to_string(c.real_vocab()) +
                               "); give a global row, V - 1 for PyTorch's -1, or null for none");
   }
   k.sequence_parallel_output = f.boolean_or("sequence_parallel_output", k.sequence_parallel_output);
@@ -93,6 +110,7 @@ void read_embedding_config(cases::Fields& f, VocabCase& c) {
 void read_cross_entropy_config(cases::Fields& f, VocabCase& c) {
   VocabCrossEntropyConfig& k = c.ce;
   k.vocab = vocab_of(f, c.vocab);
+  k.real_vocab = real_vocab_of(f, c.vocab);
   k.vocab_split = split_or(f, "vocab_split", k.vocab_split);
   k.ignore_index = index_or(f, "ignore_index", k.ignore_index);
   k.label_smoothing = f.number_or("label_smoothing", k.label_smoothing);
@@ -115,7 +133,7 @@ void read_cross_entropy_config(cases::Fields& f, VocabCase& c) {
     }
     return w;
   };
-  k.class_weight = weights("class_weight", c.vocab, "vocab");
+  k.class_weight = weights("class_weight", c.real_vocab(), "vocab");
   k.token_weight = weights("token_weight", c.tokens, "tokens");
 }
 
@@ -132,10 +150,10 @@ VocabCase case_of(const cases::CaseManifest& m, VocabCase* /*tag*/) {
   if (c.op == VocabOp::embedding) {
     c.hidden = m.size("hidden");
     read_embedding_config(f, c);
-    c.ids = read_ids(m, "ids", c.vocab, std::nullopt);
+    c.ids = read_ids(m, "ids", c.real_vocab(), std::nullopt);
   } else {
     read_cross_entropy_config(f, c);
-    c.ids = read_ids(m, "targets", c.vocab, c.ce.ignore_index);
+    c.ids = read_ids(m, "targets", c.real_vocab(), c.ce.ignore_index);
     c.all_ignored = c.ce.ignore_index && !c.ids.empty() &&
                     std::all_of(c.ids.begin(), c.ids.end(),
                                 [&](std::int64_t y) { return y == *c.ce.ignore_index; });

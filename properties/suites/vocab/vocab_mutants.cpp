@@ -29,6 +29,10 @@ enum class Bug {
   class_weight_local_index,
   smoothing_unweighted_with_class_weight,
   token_weight_missing_in_backward,
+  padding_logits_in_softmax,
+  smoothing_over_padded_vocab,
+  padding_grad_not_zeroed,
+  embedding_range_from_real_vocab,
 };
 
 template <Bug B>
@@ -38,13 +42,23 @@ struct MutantVocab {
                                 const VocabRankInputs<T>& in) const {
     using A = acc_t<T>;
     const int p = tp.size(), r = tp.rank();
-    const Piece mine = split(cfg.vocab_split, cfg.vocab, p)[static_cast<std::size_t>(r)];
+    Piece mine = split(cfg.vocab_split, cfg.vocab, p)[static_cast<std::size_t>(r)];
+    const std::size_t rows_held = mine.size;
+    if constexpr (B == Bug::embedding_range_from_real_vocab) {
+      // The rank's id range from the real vocabulary's split; explicit sizes have no such
+      // second reading (they sum to V_pad), so only chunk and balanced splits go wrong.
+      if (cfg.vocab_split.kind() != SplitPolicy::Kind::explicit_sizes) {
+        mine = split(cfg.vocab_split, real_vocab_size(cfg), p)[static_cast<std::size_t>(r)];
+      }
+    }
     const std::size_t tokens = in.ids.size(), h = in.w_shard.dim(1);
     auto owns = [&](std::size_t id) {
       if constexpr (B == Bug::mask_excludes_shard_end) {
         return id >= mine.offset && mine.size > 0 && !(id >= mine.offset + mine.size - 1);
       }
-      return id >= mine.offset && id < mine.offset + mine.size;
+      // (the second test only keeps the wrong range of embedding_range_from_real_vocab inside
+      // the rows the rank holds)
+      return id >= mine.offset && id < mine.offset + mine.size && id - mine.offset < rows_held;
     };
     Tensor<T> partial(Shape{tokens, h});
     for (std::size_t t = 0; t < tokens; ++t) {
@@ -55,7 +69,7 @@ struct MutantVocab {
       } else if constexpr (B != Bug::index_masked_output_not_zeroed) {
         continue;
       }
-      if (mine.size == 0) continue;
+      if (rows_held == 0) continue;
       for (std::size_t j = 0; j < h; ++j) partial(t, j) = in.w_shard(local, j);
     }
     VocabRankOutputs<T> out;
@@ -76,7 +90,7 @@ struct MutantVocab {
       tp.all_reduce(partial.span(), ReduceOp::sum, cfg.reduce_algorithm);
       out.y = std::move(partial);
     }
-    std::vector<A> acc(mine.size * h, A(0));
+    std::vector<A> acc(rows_held * h, A(0));
     for (std::size_t t = 0; t < tokens; ++t) {
       const auto id = static_cast<std::size_t>(in.ids[t]);
       if (!owns(id)) continue;
@@ -88,7 +102,7 @@ struct MutantVocab {
       }
       for (std::size_t j = 0; j < h; ++j) acc[local * h + j] += static_cast<A>((*dy)(t, j));
     }
-    out.dw = Tensor<T>(Shape{mine.size, h});
+    out.dw = Tensor<T>(Shape{rows_held, h});
     for (std::size_t i = 0; i < acc.size(); ++i) out.dw[i] = static_cast<T>(acc[i]);
     return out;
   }
@@ -126,6 +140,13 @@ struct MutantVocab {
     }
     const std::size_t width = z.dim(1);
     const std::size_t col0 = B == Bug::gathered_logits_as_sharded ? 0 : mine.offset;
+    // The real vocabulary V and how many of z's columns are real (the padding [V, V_pad) is
+    // the tail of the global columns): the columns the softmax and the smoothing see.
+    const std::size_t classes = real_vocab_size(cfg);
+    const std::size_t live = col0 >= classes ? 0 : std::min(width, classes - col0);
+    constexpr bool pad_in_softmax = B == Bug::padding_logits_in_softmax;
+    constexpr bool pad_in_smoothing = B == Bug::smoothing_over_padded_vocab;
+    const std::size_t softmax_cols = pad_in_softmax ? width : live;
     auto ignored = [&](std::int64_t y) { return cfg.ignore_index && y == *cfg.ignore_index; };
     auto owner_has = [&](std::int64_t y) {
       const auto yu = static_cast<std::size_t>(y);
@@ -135,7 +156,9 @@ struct MutantVocab {
     const std::size_t k = smooth ? 3 : 2;
     std::vector<A> m(tokens, -std::numeric_limits<A>::infinity());
     for (std::size_t t = 0; t < tokens; ++t) {
-      for (std::size_t v = 0; v < width; ++v) m[t] = std::max(m[t], static_cast<A>(z(t, v)));
+      for (std::size_t v = 0; v < softmax_cols; ++v) {
+        m[t] = std::max(m[t], static_cast<A>(z(t, v)));
+      }
     }
     std::vector<A> local_m = m;
     tp.all_reduce(std::span<A>(m), ReduceOp::max, cfg.reduce_algorithm);
@@ -150,17 +173,26 @@ struct MutantVocab {
     };
     constexpr bool unweighted_smoothing = B == Bug::smoothing_unweighted_with_class_weight;
     A c_total(0);
-    for (std::size_t v = 0; v < cfg.vocab; ++v) c_total += cw(v);
-    if (unweighted_smoothing) c_total = static_cast<A>(cfg.vocab);
+    for (std::size_t v = 0; v < classes; ++v) c_total += cw(v);
+    if (unweighted_smoothing) c_total = static_cast<A>(classes);
     for (std::size_t t = 0; t < tokens; ++t) {
       A s(0), zs(0);
       const A shift = B == Bug::local_max ? local_m[t] : m[t];
       for (std::size_t v = 0; v < width; ++v) {
-        s += std::exp(static_cast<A>(z(t, v)) - shift);
+        const bool pad = v >= live;
         const A zv = static_cast<A>(z(t, v));
+        if (v < softmax_cols) s += std::exp(zv - shift);
+        if (pad) {
+          // smoothing_over_padded_vocab: a padding column joins Σ z (with class weights it has
+          // none, so only ε/V_pad is wrong there).
+          if (pad_in_smoothing && !by_class) zs += zv;
+          continue;
+        }
         zs += by_class && !unweighted_smoothing ? A(col_weight(v) * zv) : zv;
       }
-      if constexpr (B == Bug::local_max) s = width == 0 ? A(0) : A(s * std::exp(local_m[t]));
+      if constexpr (B == Bug::local_max) {
+        s = softmax_cols == 0 ? A(0) : A(s * std::exp(local_m[t]));
+      }
       sums[t] = s;
       local_z[t] = zs;
       if (owner_has(in.ids[t])) {
@@ -176,7 +208,8 @@ struct MutantVocab {
     const A one = A(1) - eps;
     const A vsize = static_cast<A>(
         B == Bug::smoothing_local_vocab_size || B == Bug::smoothing_local_mean ? mine.size
-                                                                               : cfg.vocab);
+        : pad_in_smoothing                                                     ? cfg.vocab
+                                                                               : classes);
     const A q = eps / vsize;
     std::size_t count = 0;
     A den(0);
@@ -193,7 +226,10 @@ struct MutantVocab {
         den += tw(t) * cw(yu);
       }
       lse[t] = B == Bug::local_max ? A(std::log(sums[t])) : A(std::log(sums[t]) + m[t]);
-      const A zsum = B == Bug::smoothing_local_mean ? local_z[t] : sums[2 * tokens + t];
+      // (the Z slot exists only with smoothing: sums holds 2·tokens elements without it)
+      const A zsum = !smooth                          ? A(0)
+                     : B == Bug::smoothing_local_mean ? local_z[t]
+                                                      : sums[2 * tokens + t];
       A l;
       if (by_class) {
         l = A(one * cw(yu)) * A(lse[t] - sums[tokens + t]);
@@ -218,7 +254,9 @@ struct MutantVocab {
       out.loss[0] = static_cast<T>(total);
     }
     // Backward, on the real shard.
-    const A qg = B == Bug::smoothing_local_vocab_size ? q : eps / static_cast<A>(cfg.vocab);
+    const A qg = B == Bug::smoothing_local_vocab_size || pad_in_smoothing
+                     ? q
+                     : eps / static_cast<A>(classes);
     A common(0);
     if (cfg.reduction != LossReduction::none) {
       common = static_cast<A>(in.dloss[0]);
@@ -239,7 +277,17 @@ struct MutantVocab {
         const bool is_target = static_cast<std::int64_t>(mine.offset + v) == y;
         const bool onehot = is_target && B != Bug::owner_grad_missing_onehot;
         A d;
-        if (by_class) {
+        if (mine.offset + v >= classes) {  // a padding column: 0 unless a bug reaches it
+          if constexpr (pad_in_softmax) {
+            d = kk * pv;  // the softmax over every column, padding included
+          } else if constexpr (B == Bug::padding_grad_not_zeroed) {
+            d = kk * pv - qg;  // softmax − ε/V written for every column of the shard
+          } else if constexpr (pad_in_smoothing) {
+            d = by_class ? A(0) : A(-qg);  // the uniform smoothing target covers it
+          } else {
+            continue;
+          }
+        } else if (by_class) {
           const A cv = B == Bug::class_weight_local_index ? cw(v) : cw(mine.offset + v);
           A c = qg * (unweighted_smoothing ? A(1) : cv);
           if (onehot) c += ky;
@@ -324,6 +372,31 @@ constexpr Mutant<VocabImplementation> catalog[] = {
      "the per-token weight (loss_mask) multiplies the forward's per-token losses but the "
      "backward scales the gradient by dloss only",
      &make<Bug::token_weight_missing_in_backward>, false},
+    {"padding-logits-in-softmax",
+     "with a padded vocabulary (real_vocab < vocab), the padding columns [V, V_pad) of the "
+     "logits are not masked: they enter the max, the sum of exponentials and the softmax of the "
+     "gradient, as in Megatron-LM's vocab_parallel_cross_entropy, which runs over all "
+     "padded_vocab_size columns (_vocab_size_with_padding) and leaves the padding logits to be "
+     "trained toward -inf: a different loss from the dense model's over V classes",
+     &make<Bug::padding_logits_in_softmax>, false},
+    {"smoothing-over-padded-vocab",
+     "label smoothing spreads ε over the padded vocabulary: ε/V_pad instead of ε/V, the "
+     "smoothing sum Σ z_v over the padding columns too, and a −ε/V_pad gradient in each "
+     "padding column (the padded vocab_size passed where the real one is meant); the softmax "
+     "itself is masked",
+     &make<Bug::smoothing_over_padded_vocab>, false},
+    {"padding-grad-not-zeroed",
+     "the forward masks the padding columns but the backward writes softmax − ε/V for every "
+     "column of the shard, padding included (the mask applied in the forward only): the padding "
+     "columns get exp(z_v − m)/S, huge for a padding logit above the real max, where 0 is due",
+     &make<Bug::padding_grad_not_zeroed>, false},
+    {"embedding-range-from-real-vocab",
+     "the embedding computes each rank's id range from the REAL vocabulary's split (vLLM's "
+     "org_vocab_size where the padded num_embeddings_padded is meant) while the table is split "
+     "by the padded count: under chunk and balanced splits a rank past the first maps ids to the "
+     "wrong local rows, reading padding (garbage) rows in the forward and giving padding rows a "
+     "gradient in the backward",
+     &make<Bug::embedding_range_from_real_vocab>, false},
 };
 
 }  // namespace

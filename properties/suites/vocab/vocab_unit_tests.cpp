@@ -1,10 +1,12 @@
 // Unit tests of ops/vocab/vocab_embedding.hpp and ops/vocab/vocab_cross_entropy.hpp: hand-checked
 // values, uneven vocabulary splits with an empty shard, ids on shard boundaries, repeated ids,
-// padding_idx, every token ignored, extreme logits, PyTorch's class weights and per-token
-// weights (hand-computed), all-zero weights under mean, and the UsageErrors' messages. The property
+// padding_idx, a padded vocabulary (V real of V_pad, a rank of padding only: both ops by hand),
+// every token ignored, extreme logits, PyTorch's class weights and per-token weights
+// (hand-computed), all-zero weights under mean, and the UsageErrors' messages. The property
 // suite against the high-precision reference is properties/suites/vocab/.
 #include "ops/vocab/vocab_cross_entropy.hpp"
 #include "ops/vocab/vocab_embedding.hpp"
+#include "suites/vocab/vocab_padded_example.hpp"
 #include "testing/ops_test_util.hpp"
 
 #include <gmock/gmock.h>
@@ -12,13 +14,19 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 namespace shardcheck {
 namespace {
 
+using test::columns_of;
 using test::on_ranks;
+using test::padded;
+using test::padded_v;
+using test::real_v;
 using test::usage_error_of;
+using test::width;
 using ::testing::HasSubstr;
 
 const SplitPolicy uneven = SplitPolicy::explicit_sizes({2, 0, 3});  // V = 5 over 3 ranks
@@ -324,6 +332,90 @@ TEST(VocabCrossEntropy, out_of_range_target_names_the_rank_the_target_and_V) {
   EXPECT_THAT(f.message, HasSubstr("vocab_parallel_cross_entropy on rank"));
   EXPECT_THAT(f.message, HasSubstr("target 5 of token 1"));
   EXPECT_THAT(f.message, HasSubstr("V = 5"));
+}
+
+// ---------------------------------------------------------------- a padded vocabulary
+
+TEST(VocabPadding, cross_entropy_is_the_dense_loss_over_the_real_classes_by_hand) {
+  auto cfg = padded<VocabCrossEntropyConfig>();
+  cfg.reduction = LossReduction::none;
+  cfg.label_smoothing = 0.5;
+  // Real logits [0, 1, 2] and [2, 0, -1]; the padding columns hold logits far above them (and
+  // an infinity): any of them in the max, the sum of exp or the smoothing sum changes the loss.
+  const double inf = std::numeric_limits<double>::infinity();
+  const Tensor<double> z({2, padded_v}, {0, 1, 2, 100, 50, inf, 2, 0, -1, 1e300, 30, 40});
+  const std::vector<std::int64_t> targets = {1, 0};
+  std::vector<Tensor<double>> losses(3);
+  const auto grads = on_ranks<Tensor<double>>(3, [&](Communicator& c) {
+    const Tensor<double> shard = columns_of(z, c);
+    auto f = vocab_parallel_cross_entropy<double>(c, cfg, shard, targets);
+    losses[static_cast<std::size_t>(c.rank())] = f.loss;
+    return vocab_parallel_cross_entropy_backward<double>(c, cfg, shard, targets, f.saved,
+                                                         Tensor<double>({2}, {1, 1}));
+  });
+  // By hand, over V = 3: loss = (1 − ε)(lse − z_y) + ε(lse − mean z), ε/V = 1/6;
+  // ∂/∂z_v = softmax_v − 1/6 − [v = y]/2.
+  const double real[2][3] = {{0, 1, 2}, {2, 0, -1}};
+  for (std::size_t t = 0; t < 2; ++t) {
+    double s = 0, mean = 0;
+    for (double x : real[t]) {
+      s += std::exp(x);
+      mean += x / 3;
+    }
+    const double lse = std::log(s);
+    const auto y = static_cast<std::size_t>(targets[t]);
+    EXPECT_NEAR(losses[0][t], 0.5 * (lse - real[t][y]) + 0.5 * (lse - mean), 1e-14) << t;
+    for (std::size_t v = 0; v < real_v; ++v) {
+      const double want = std::exp(real[t][v] - lse) - 1.0 / 6 - (v == y ? 0.5 : 0.0);
+      EXPECT_NEAR(grads[v / width](t, v % width), want, 1e-15) << t << ", " << v;
+    }
+    // The padding columns' gradient: exactly 0, on rank 1 (column 3) and all of rank 2.
+    EXPECT_EQ(grads[1](t, 1), 0.0) << t;
+    EXPECT_EQ(grads[2](t, 0), 0.0) << t;
+    EXPECT_EQ(grads[2](t, 1), 0.0) << t;
+  }
+  EXPECT_TRUE(bit_equal(losses[0], losses[1]) && bit_equal(losses[0], losses[2]));
+}
+
+TEST(VocabPadding, class_weights_cover_the_real_classes_only_by_hand) {
+  auto cfg = padded<VocabCrossEntropyConfig>();
+  cfg.reduction = LossReduction::mean;
+  cfg.class_weight = {1, 2, 0.5};  // [V], PyTorch's dense `weight`
+  const Tensor<double> z({1, padded_v}, {0, 0, 0, 9, 9, 9});
+  const auto losses = on_ranks<Tensor<double>>(3, [&](Communicator& c) {
+    return vocab_parallel_cross_entropy<double>(c, cfg, columns_of(z, c),
+                                                std::vector<std::int64_t>{2})
+        .loss;
+  });
+  // Uniform over the 3 real classes: −log p_y = log 3, weighted by c_2 and divided by c_2.
+  EXPECT_NEAR(losses[0][0], std::log(3.0), 1e-15);
+}
+
+TEST(VocabPadding, embedding_never_reads_a_padding_row_and_gives_it_no_gradient_by_hand) {
+  const auto cfg = padded<VocabEmbeddingConfig>();
+  Tensor<double> w(Shape{padded_v, 2});  // real rows W[v, j] = 10·v + j; padding rows garbage
+  for (std::size_t v = 0; v < padded_v; ++v) {
+    for (std::size_t j = 0; j < 2; ++j) {
+      w(v, j) = v < real_v ? 10.0 * static_cast<double>(v) + static_cast<double>(j) : 1e300;
+    }
+  }
+  const std::vector<std::int64_t> ids = {2, 0, 2};
+  const Tensor<double> dy({3, 2}, {1, 2, 3, 4, 5, 6});
+  struct Out {
+    Tensor<double> y, dw;
+  };
+  const auto outs = on_ranks<Out>(3, [&](Communicator& c) {
+    const auto off = width * static_cast<std::size_t>(c.rank());
+    Tensor<double> shard(Shape{width, 2});
+    for (std::size_t i = 0; i < width * 2; ++i) shard[i] = w[off * 2 + i];
+    return Out{vocab_parallel_embedding<double>(c, cfg, ids, shard),
+               vocab_parallel_embedding_backward<double>(c, cfg, ids, dy)};
+  });
+  EXPECT_TRUE(bit_equal(outs[0].y, Tensor<double>({3, 2}, {20, 21, 0, 1, 20, 21})));
+  EXPECT_TRUE(bit_equal(outs[0].dw, Tensor<double>({2, 2}, {3, 4, 0, 0})));  // rows 0, 1
+  EXPECT_TRUE(
+      bit_equal(outs[1].dw, Tensor<double>({2, 2}, {6, 8, 0, 0})));  // row 2; row 3 is padding
+  EXPECT_TRUE(bit_equal(outs[2].dw, Tensor<double>({2, 2}, {0, 0, 0, 0})));  // only padding
 }
 
 }  // namespace
