@@ -10,8 +10,6 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdint>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -28,14 +26,6 @@ std::vector<std::string> labels(const LinearCase& c) {
   return out;
 }
 
-std::string missing_list(const std::map<std::string, std::vector<std::uint64_t>>& missing) {
-  std::string s;
-  for (const auto& [label, seeds] : missing) {
-    s += "  " + label + ": missing at " + std::to_string(seeds.size()) + " of 10 seeds\n";
-  }
-  return s;
-}
-
 TEST(LinearCoverage, EveryLayerSplitAndEmptyShardWithin30CasesAtEverySeed) {
   const RunConfig config;
   const auto missing = gen::missing_configurations(
@@ -43,7 +33,7 @@ TEST(LinearCoverage, EveryLayerSplitAndEmptyShardWithin30CasesAtEverySeed) {
       {"column_parallel_linear", "row_parallel_linear", "split chunk", "split balanced",
        "split explicit", "sequence parallel", "a shard with no features"},
       labels);
-  EXPECT_TRUE(missing.empty()) << missing_list(missing);
+  EXPECT_TRUE(missing.empty()) << gen::missing_text(missing);
 }
 
 TEST(LinearCoverage, EveryWorldSizeWithin60CasesAtEverySeed) {
@@ -52,7 +42,7 @@ TEST(LinearCoverage, EveryWorldSizeWithin60CasesAtEverySeed) {
   for (int p = 1; p <= config.max_world; ++p) worlds.push_back("P=" + std::to_string(p));
   const auto missing =
       gen::missing_configurations(gen_case(config, LinearCaseOptions{}), worlds, labels, 10, 60);
-  EXPECT_TRUE(missing.empty()) << missing_list(missing);
+  EXPECT_TRUE(missing.empty()) << gen::missing_text(missing);
 }
 
 }  // namespace
