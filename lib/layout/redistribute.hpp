@@ -166,10 +166,20 @@ inline std::size_t numel_except(const Shape& s, std::size_t d) {
 
 // One step of a plan on this rank: `g` is the rank's group along step.mesh_dim, `x` its piece
 // before the step (shape step.before); returns its piece after (shape step.after).
+// @throws UsageError naming the rank, the step and both shapes when x is not step.before (a
+// piece of another shape would be read out of bounds; found by a redistribute mutant that
+// slices the wrong piece, which crashed the next step).
 template <Element T>
 Tensor<T> execute_step(Communicator& g, const RedistributeStep& step, Tensor<T> x) {
   using Kind = RedistributeStep::Kind;
   const int p = g.size();
+  if (x.shape() != step.before) {
+    throw UsageError("execute_step on rank " + std::to_string(g.rank()) + " of " +
+                     std::to_string(p) + " (" + std::string(name(step.kind)) + " along mesh dim " +
+                     std::to_string(step.mesh_dim) + "): the piece is " + format_shape(x.shape()) +
+                     " but the step takes " + format_shape(step.before) +
+                     "; pass the piece the plan's previous step returned (step.before)");
+  }
   switch (step.kind) {
     case Kind::all_gather: {
       const std::size_t d = step.from.dim();

@@ -129,6 +129,18 @@ TEST(LayoutUsageErrors, errors_on_ranks_name_the_rank_and_the_layout) {
        1,
        {"redistribute [S(0)] -> [R] on mesh (tp=2): rank 1 holds [3] but its piece of [5] under "
         "[S(0)] is [2]"}},
+      {"execute_step given a piece of another shape than its step's",
+       2,
+       [](Communicator& world) {
+         const auto plan =
+             plan_redistribute({5}, DType::float64, DeviceMesh::line(2), {Placement::shard(0)},
+                               {Placement::replicate()}, {world.rank()});
+         (void)execute_step(world, plan.steps.at(0), D({4}));
+       },
+       0,
+       {"execute_step on rank 0 of 2 (all_gather along mesh dim 0): the piece is [4] but the step "
+        "takes [3]",
+        "pass the piece the plan's previous step returned (step.before)"}},
   });
 }
 
