@@ -91,14 +91,18 @@ T round_to_bits(T v, int bits) {
 // Piece `index` of `x` cut along the step's target dimension by `policy` into p parts.
 Tensor<double> slice_piece(const Tensor<double>& x, const RedistributeStep& s,
                            const SplitPolicy& policy, int index, int p) {
+  // Cut what the rank holds (x), not what the plan says it holds (s.before): after an earlier
+  // wrong slice of the same mutant the two differ, and reading x as s.before ran out of bounds
+  // (a 10,000-case run at seed 5150001 crashed here).
   const std::size_t d = s.to.dim();
-  const auto cut = split(policy, s.before[d], p)[static_cast<std::size_t>(index)];
-  Shape off(s.before.size(), 0);
+  const Shape& have = x.shape();
+  const auto cut = split(policy, have[d], p)[static_cast<std::size_t>(index)];
+  Shape off(have.size(), 0);
   off[d] = cut.offset;
-  Shape block = s.before;
+  Shape block = have;
   block[d] = cut.size;
   Tensor<double> y(block);
-  detail::copy_block(x.data(), s.before, off, y.data(), block, Shape(block.size(), 0), block);
+  detail::copy_block(x.data(), have, off, y.data(), block, Shape(block.size(), 0), block);
   return y;
 }
 
