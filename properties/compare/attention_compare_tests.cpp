@@ -2,9 +2,9 @@
 // (suites/attention/attention_compare.cpp): the library's own context_parallel_attention
 // (contiguous and zigzag, causal, padding and explicit masks) and attention_layer on a (cp, tp)
 // mesh pass with one piece per rank in float32 and bfloat16; the dense op's global outputs pass
-// once cut by the cp positions; a planted bug (lse written in base 2) fails on lse only; a piece of
-// the wrong shape is a layout failure naming the rank; every bad input is a CaseError whose message
-// is pinned.
+// once cut by the cp positions (the query and the key positions of a chunked prefill case); a
+// planted bug (lse written in base 2) fails on lse only; a piece of the wrong shape is a layout
+// failure naming the rank; every bad input is a CaseError whose message is pinned.
 #include "cases/case_manifest.hpp"
 #include "cases/npy.hpp"
 #include "compare/compare.hpp"
@@ -129,10 +129,10 @@ template <class T>
 AttentionData<T> core_data(const AttentionCase& c) {
   const auto& a = c.attention();
   AttentionData<T> d;
-  d.q = quarters<T>({c.batch, c.len(), a.q_heads, a.head_dim}, 1);
-  d.k = quarters<T>({c.batch, c.len(), a.kv_heads, a.head_dim}, 2);
-  d.v = quarters<T>({c.batch, c.len(), a.kv_heads, a.head_dim}, 3);
-  d.dout = quarters<T>({c.batch, c.len(), a.q_heads, a.head_dim}, 4);
+  d.q = quarters<T>({c.batch, c.q_len(), a.q_heads, a.head_dim}, 1);
+  d.k = quarters<T>({c.batch, c.k_len(), a.kv_heads, a.head_dim}, 2);
+  d.v = quarters<T>({c.batch, c.k_len(), a.kv_heads, a.head_dim}, 3);
+  d.dout = quarters<T>({c.batch, c.q_len(), a.q_heads, a.head_dim}, 4);
   return d;
 }
 
@@ -216,6 +216,26 @@ TEST(AttentionCompare, the_library_ranks_pass_in_float32_and_bfloat16) {
       EXPECT_EQ(bf16.verdict.tensors.size(), 5U);
     }
   }
+}
+
+// Chunked prefill (Lq = 3 new tokens after 6 cached keys, causal bottom-right; sizes.q_seq_len
+// and cp.q_seq_len in the case) on cp = 3 zigzag: the library's ranks pass, the dense op's
+// global outputs pass once cut by the query positions (out, lse, dq) and the key positions (dk,
+// dv), and the same outputs judged as a top-left mask fail (the alignment is read from the case).
+TEST(AttentionCompare, a_chunked_prefill_case_is_cut_by_query_and_key_positions) {
+  auto c = core_case(DType::float32, CpLayout::zigzag, MaskKind::causal);
+  c.shape = AttentionShape::chunked_prefill;
+  c.layer.attention.mask.q_len = 3;
+  c.layer.context_parallel->q_seq_len = 3;
+  const auto ranks = library_core_case<float>("prefill_ranks", c).compare();
+  EXPECT_TRUE(ranks.verdict.pass()) << ranks.verdict.explain();
+  EXPECT_EQ(ranks.verdict.tensors.size(), 5U);
+  auto dense = dense_core_case("prefill_dense", c);
+  const auto r = dense.compare();
+  EXPECT_TRUE(r.verdict.pass()) << r.verdict.explain();
+  dense.manifest()["config"]["attention"]["mask"]["alignment"] = "top_left";
+  const auto wrong = dense.compare();
+  EXPECT_FALSE(wrong.verdict.pass()) << "bottom-right outputs passed as top-left";
 }
 
 TEST(AttentionCompare, global_outputs_are_cut_by_the_cp_positions) {
