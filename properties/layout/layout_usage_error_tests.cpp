@@ -1,5 +1,5 @@
 // The UsageErrors of meshes, local pieces, materialize, redistribute and Tensor not pinned by
-// mesh_props.cpp and redistribute_props.cpp. Each case pins the parts of the message a user
+// mesh_props.cpp and suites/redistribute/. Each case pins the parts of the message a user
 // needs (the mesh, the layout, the shapes or sizes, and the fix) and, for an error raised on a
 // rank, that it is a UsageError and the run's primary failure, on the rank at fault.
 #include "layout/device_mesh.hpp"

@@ -1,0 +1,245 @@
+#include "suites/redistribute/redistribute_case.hpp"
+
+#include "generators/structure.hpp"
+#include "layout/sharding.hpp"
+#include "layout/split_policy.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+namespace shardcheck::check {
+namespace {
+
+// R, S(d) under chunk or balanced, or P(op); Partial weighs more in a target layout (R -> P and
+// P -> S are the transitions with the fewest cases otherwise).
+rc::Gen<Placement> genPlacement(std::size_t ndim, ReduceOp op, bool allow_partial) {
+  return rc::gen::exec([=] {
+    const int kind = *gen::weightedStructure<int>(
+        {{2, 0}, {3, 1}, {allow_partial ? std::size_t{2} : std::size_t{0}, 2}});
+    if (kind == 0) return Placement::replicate();
+    if (kind == 2) return Placement::partial(op);
+    const auto d = *gen::structure<std::size_t>(0, ndim - 1);
+    return Placement::shard(d, *gen::structureOf({SplitPolicy::chunk(), SplitPolicy::balanced()}));
+  });
+}
+
+// n elements cut into p explicit sizes (zeros allowed, smaller before larger often).
+rc::Gen<SplitPolicy> genExplicit(std::size_t n, int p) {
+  return rc::gen::exec([=] {
+    auto cuts = *rc::gen::container<std::vector<std::size_t>>(
+        static_cast<std::size_t>(p - 1), rc::gen::inRange<std::size_t>(0, n + 1));
+    cuts.push_back(0);
+    cuts.push_back(n);
+    std::sort(cuts.begin(), cuts.end());
+    std::vector<std::size_t> sizes;
+    for (std::size_t k = 1; k < cuts.size(); ++k) sizes.push_back(cuts[k] - cuts[k - 1]);
+    return SplitPolicy::explicit_sizes(sizes);
+  });
+}
+
+// Gives some Shards of `layout` explicit sizes: those whose tensor dimension no other mesh
+// dimension shards (their piece is the whole dimension, so sizes that tile it are valid).
+void add_explicit_splits(std::vector<Placement>& layout, const DeviceMesh& mesh,
+                         const Shape& global) {
+  for (std::size_t i = 0; i < layout.size(); ++i) {
+    if (!layout[i].is_shard()) continue;
+    const std::size_t d = layout[i].dim();
+    bool alone = true;
+    for (std::size_t j = 0; j < layout.size(); ++j) {
+      if (j != i && layout[j].is_shard() && layout[j].dim() == d) alone = false;
+    }
+    if (alone && *gen::chance(33)) {
+      layout[i] = Placement::shard(d, *genExplicit(global[d], mesh.size(i)));
+    }
+  }
+}
+
+bool valid(const Placement& f, const Placement& t) {
+  if (f.is_shard() && t.is_partial()) return false;
+  if (f.is_partial() && t.is_partial() && f.reduce_op() != t.reduce_op()) return false;
+  return true;
+}
+
+// Mesh sizes cut down until the mesh has at most max_world ranks: the largest size is lowered
+// first, never that of dimension `keep` below 2 (the dimension a property needs split).
+void fit_world(std::vector<MeshDim>& dims, int max_world, std::size_t keep) {
+  auto world = [&] {
+    int n = 1;
+    for (const auto& d : dims) n *= d.size;
+    return n;
+  };
+  while (world() > std::max(max_world, 2)) {
+    std::size_t largest = dims.size();
+    for (std::size_t i = 0; i < dims.size(); ++i) {
+      const int floor = i == keep ? 2 : 1;
+      if (dims[i].size > floor && (largest == dims.size() || dims[i].size > dims[largest].size)) {
+        largest = i;
+      }
+    }
+    if (largest == dims.size()) return;
+    --dims[largest].size;
+  }
+}
+
+// A valid pair of placements for one mesh dimension: mostly a change, a quarter of the cases
+// the same placement (from the first case on: the scaled inRange(0, 4) this replaced made it
+// certain in cases 0-16).
+void add_pair(RedistributeCase& c, std::size_t nd) {
+  const auto f = *genPlacement(nd, c.op, true);
+  auto t = *genPlacement(nd, c.op, !f.is_shard());
+  if (*gen::chance(25)) t = f;
+  RC_PRE(valid(f, t));
+  c.from.push_back(f);
+  c.to.push_back(t);
+}
+
+// Any valid pair of layouts.
+RedistributeCase draw_any(const RunConfig& config) {
+  RedistributeCase c;
+  const auto n = *gen::structure<std::size_t>(1, 3);
+  const auto names = *rc::gen::unique<std::vector<int>>(n, rc::gen::inRange(0, 4));
+  std::vector<MeshDim> dims;
+  dims.reserve(names.size());
+  for (const int k : names) dims.push_back({kMeshNames[k], *gen::structure<int>(1, 3)});
+  fit_world(dims, config.max_world, dims.size());
+  c.mesh = DeviceMesh(dims);
+  const auto nd = *gen::structure<std::size_t>(1, 3);
+  c.global = *rc::gen::container<Shape>(nd, rc::gen::inRange<std::size_t>(0, 7));
+  c.op = *gen::weightedStructure<ReduceOp>(
+      {{3, ReduceOp::sum}, {1, ReduceOp::avg}, {1, ReduceOp::max}, {1, ReduceOp::min}});
+  for (std::size_t i = 0; i < c.mesh.ndim(); ++i) add_pair(c, nd);
+  add_explicit_splits(c.from, c.mesh, c.global);
+  add_explicit_splits(c.to, c.mesh, c.global);
+  return c;
+}
+
+// A size 0 to 6, mostly nonzero (an empty tensor checks nothing about rounding).
+rc::Gen<std::size_t> genExtent() {
+  return gen::weightedStructure<std::size_t>(
+      {{2, 1}, {1, 0}, {2, 2}, {2, 3}, {2, 4}, {2, 5}, {2, 6}});
+}
+
+// One mesh dimension j of size >= 2 goes from P(op) to R or S(d) (to P(op) one time in six);
+// every other dimension is a valid pair as in draw_any.
+RedistributeCase draw_reduction(const RunConfig& config) {
+  RedistributeCase c;
+  const auto n = *gen::structure<std::size_t>(1, 3);
+  const auto names = *gen::structureOf(std::vector<std::vector<int>>{
+      {0, 1, 2}, {0, 1, 3}, {0, 2, 3}, {1, 2, 3}, {3, 2, 1}, {2, 0, 3}, {1, 3, 0}});
+  const auto j = *gen::structure<std::size_t>(0, 2) % n;
+  std::vector<MeshDim> dims;
+  for (std::size_t i = 0; i < n; ++i) {
+    const int size = i == j ? *gen::structure(2, 3) : *gen::structure(1, 3);
+    dims.push_back({kMeshNames[names[i]], size});
+  }
+  fit_world(dims, config.max_world, j);
+  c.mesh = DeviceMesh(dims);
+  const auto nd = *gen::structure<std::size_t>(1, 3);
+  c.global = *rc::gen::container<Shape>(nd, genExtent());
+  c.op = *gen::weightedStructure<ReduceOp>(
+      {{2, ReduceOp::sum}, {2, ReduceOp::avg}, {1, ReduceOp::max}, {1, ReduceOp::min}});
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i != j) {
+      add_pair(c, nd);
+      continue;
+    }
+    c.from.push_back(Placement::partial(c.op));
+    c.to.push_back(*gen::chance(17) ? Placement::partial(c.op) : *genPlacement(nd, c.op, false));
+  }
+  add_explicit_splits(c.from, c.mesh, c.global);
+  add_explicit_splits(c.to, c.mesh, c.global);
+  return c;
+}
+
+void partial_to_replicate(RedistributeCase& c) {
+  for (auto* layout : {&c.from, &c.to}) {
+    for (auto& p : *layout) {
+      if (p.is_partial()) p = Placement::replicate();
+    }
+  }
+}
+
+// One mesh dimension i (size >= 2) made S(0) -> P(op) or P(op) -> P(another op).
+void make_impossible(RedistributeCase& c, const RunConfig& config) {
+  const auto i = *gen::structure<std::size_t>(0, c.mesh.ndim() - 1);
+  auto dims = c.mesh.dims();
+  dims[i].size = std::max(dims[i].size, 2);
+  fit_world(dims, config.max_world, i);
+  c.mesh = DeviceMesh(dims);
+  // Explicit sizes tile only the shapes they were drawn for: back to torch.chunk here.
+  for (auto* layout : {&c.from, &c.to}) {
+    for (auto& pl : *layout) {
+      if (pl.is_shard()) pl = Placement::shard(pl.dim());
+    }
+  }
+  if (*gen::chance(50)) {
+    const ReduceOp ops[] = {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min};
+    const auto k = *gen::structure(1, 3);
+    ReduceOp other = c.op;
+    for (int j = 0; j < 4; ++j) {
+      if (ops[j] == c.op) other = ops[(j + k) % 4];
+    }
+    c.from[i] = Placement::partial(c.op);
+    c.to[i] = Placement::partial(other);
+  } else {
+    c.from[i] = Placement::shard(0);
+    c.to[i] = Placement::partial(c.op);
+  }
+}
+
+}  // namespace
+
+std::string RedistributeCase::describe() const {
+  std::ostringstream os;
+  os << format_placements(from) << " -> " << format_placements(to) << " on " << mesh.to_string()
+     << ", global " << format_shape(global);
+  bool partial = false;
+  for (const auto* layout : {&from, &to}) {
+    for (const auto& p : *layout) partial = partial || p.is_partial();
+  }
+  if (partial) os << ", reduce op " << name(op);
+  return os.str();
+}
+
+rc::Gen<RedistributeCase> gen_case(const RunConfig& config, const RedistributeOptions& options) {
+  return rc::gen::exec([config, options] {
+    RedistributeCase c;
+    switch (options.draw) {
+      case RedistributeDraw::exact: c = draw_any(config); break;
+      case RedistributeDraw::round_trip:
+      case RedistributeDraw::data_movement:
+        c = draw_any(config);
+        partial_to_replicate(c);
+        break;
+      case RedistributeDraw::impossible:
+        c = draw_any(config);
+        make_impossible(c, config);
+        break;
+      case RedistributeDraw::reduction: c = draw_reduction(config); break;
+    }
+    const bool typed = options.draw == RedistributeDraw::data_movement ||
+                       options.draw == RedistributeDraw::reduction;
+    c.dtype = typed ? *gen::structureOf(config.dtypes) : DType::float64;
+    return c;
+  });
+}
+
+std::size_t term_count(const DeviceMesh& mesh, const std::vector<Placement>& layout) {
+  std::size_t n = 1;
+  for (std::size_t i = 0; i < layout.size(); ++i) {
+    if (layout[i].is_partial()) n *= static_cast<std::size_t>(mesh.size(i));
+  }
+  return n;
+}
+
+std::size_t term_of(const DeviceMesh& mesh, const std::vector<Placement>& layout,
+                    const std::vector<int>& co) {
+  std::size_t t = 0;
+  for (std::size_t i = 0; i < layout.size(); ++i) {
+    if (!layout[i].is_partial()) continue;
+    t = t * static_cast<std::size_t>(mesh.size(i)) + static_cast<std::size_t>(co[i]);
+  }
+  return t;
+}
+
+}  // namespace shardcheck::check
