@@ -97,7 +97,8 @@ std::string VocabCase::describe() const {
 rc::Gen<VocabCase> gen_case(const RunConfig& config, const VocabCaseOptions& options) {
   return rc::gen::exec([config, options] {
     VocabCase c;
-    c.op = options.op ? *options.op : *rc::gen::element(VocabOp::embedding, VocabOp::cross_entropy);
+    c.op =
+        options.op ? *options.op : *gen::structureOf({VocabOp::embedding, VocabOp::cross_entropy});
     c.dtype = *gen::genFloatDType(config.dtypes);
     c.world = options.world ? *options.world : *gen::genWorld(config.max_world);
     c.tokens = *gen::genDim(max_tokens);
@@ -108,13 +109,18 @@ rc::Gen<VocabCase> gen_case(const RunConfig& config, const VocabCaseOptions& opt
         c.vocab == real ? std::nullopt : std::optional<std::size_t>(real);
     c.hidden = *gen::genDim(max_hidden);
     const SplitPolicy vsplit = *gen::genSplit(c.vocab, c.world);
-    const Algorithm algo = *rc::gen::element(Algorithm::ring, Algorithm::sequential);
+    const Algorithm algo = *gen::structureOf({Algorithm::ring, Algorithm::sequential});
     const auto bounds = boundary_ids(vsplit, c.vocab, real, c.world);
     // Ids: shard boundaries on purpose, and any real id; repeats come from the small pool.
-    auto gen_id = rc::gen::weightedOneOf<std::int64_t>({
-        {3, rc::gen::elementOf(bounds)},
-        {2, rc::gen::inRange<std::int64_t>(0, static_cast<std::int64_t>(real))},
-    });
+    // Every choice here and below shrinks (toward id 0, no ignore_index, no weights, ...):
+    // RapidCheck's element, elementOf, weightedElement and weightedOneOf keep their choice
+    // however the case shrinks, which left counterexamples at V = 5 with an ignore_index that
+    // shrinking V would have turned into the only target.
+    auto gen_id = rc::gen::mapcat(
+        gen::weightedStructure<bool>({{2, false}, {3, true}}), [bounds, real](bool boundary) {
+          return boundary ? gen::structureOf(bounds)
+                          : rc::gen::inRange<std::int64_t>(0, static_cast<std::int64_t>(real));
+        });
     c.ids = *rc::gen::container<std::vector<std::int64_t>>(c.tokens, gen_id);
     if (c.op == VocabOp::embedding) {
       auto& e = c.embedding;
@@ -123,10 +129,10 @@ rc::Gen<VocabCase> gen_case(const RunConfig& config, const VocabCaseOptions& opt
       e.vocab_split = vsplit;
       e.reduce_algorithm = algo;
       if (*rc::gen::arbitrary<bool>()) e.padding_idx = *gen_id;
-      e.sequence_parallel_output = *rc::gen::weightedElement<bool>({{2, false}, {1, true}});
+      e.sequence_parallel_output = *gen::chance(33);
       e.token_split = *gen::genSplit(c.tokens, c.world);
       c.profile =
-          *rc::gen::element(gen::Profile::unit, gen::Profile::wide, gen::Profile::cancellation);
+          *gen::structureOf({gen::Profile::unit, gen::Profile::wide, gen::Profile::cancellation});
       RC_TAG(e.padding_idx ? "padding_idx" : "no padding");
     } else {
       auto& ce = c.ce;
@@ -135,20 +141,19 @@ rc::Gen<VocabCase> gen_case(const RunConfig& config, const VocabCaseOptions& opt
       ce.vocab_split = vsplit;
       ce.reduce_algorithm = algo;
       ce.reduction =
-          *rc::gen::element(LossReduction::none, LossReduction::sum, LossReduction::mean);
+          *gen::structureOf({LossReduction::none, LossReduction::sum, LossReduction::mean});
       // Dyadic ε: exact in every accumulator, 1 − ε exact too
       // (reference/vocab/vocab_cross_entropy.hpp).
-      ce.label_smoothing = *rc::gen::weightedElement<double>(
-          {{3, 0.0}, {1, 0.5}, {1, 0.25}, {1, 0.125}, {1, 0.0625}});
-      ce.ignore_index = *rc::gen::weightedOneOf<std::optional<std::int64_t>>({
-          {2, rc::gen::just(std::optional<std::int64_t>(-100))},
-          {1, rc::gen::just(std::optional<std::int64_t>())},
-          {1, rc::gen::map(gen_id, [](std::int64_t i) { return std::optional<std::int64_t>(i); })},
-      });
+      ce.label_smoothing =
+          *gen::weightedStructure<double>({{3, 0.0}, {1, 0.5}, {1, 0.25}, {1, 0.125}, {1, 0.0625}});
+      // PyTorch's −100 (the simplest: no real id is ignored), none, or a real id.
+      const int ignore_kind = *gen::weightedStructure<int>({{2, 0}, {1, 1}, {1, 2}});
+      if (ignore_kind == 0) ce.ignore_index = -100;
+      if (ignore_kind == 2) ce.ignore_index = *gen_id;
       if (ce.ignore_index) {
-        c.all_ignored = *rc::gen::weightedElement<bool>({{9, false}, {1, true}});
+        c.all_ignored = *gen::chance(10);
         for (auto& y : c.ids) {
-          if (c.all_ignored || *rc::gen::weightedElement<bool>({{4, false}, {1, true}})) {
+          if (c.all_ignored || *gen::chance(20)) {
             y = *ce.ignore_index;
           }
         }
@@ -156,26 +161,26 @@ rc::Gen<VocabCase> gen_case(const RunConfig& config, const VocabCaseOptions& opt
       // Weights (values exact in every T): sometimes per-token, sometimes per-class, with zeros
       // and, one time in eight, all zero (the mean's D = 0 convention).
       auto gen_weights = [](std::size_t n) {
-        if (*rc::gen::weightedElement<bool>({{7, false}, {1, true}})) {
+        if (*gen::chance(12)) {
           return std::vector<double>(n, 0.0);
         }
         return *rc::gen::container<std::vector<double>>(
-            n, rc::gen::weightedElement<double>(
-                   {{2, 0.0}, {1, 0.25}, {1, 0.5}, {3, 1.0}, {1, 1.5}, {2, 2.0}, {1, 3.0}}));
+            n, gen::weightedStructure<double>(
+                   {{3, 1.0}, {2, 0.0}, {1, 0.25}, {1, 0.5}, {1, 1.5}, {2, 2.0}, {1, 3.0}}));
       };
-      if (*rc::gen::weightedElement<bool>({{2, false}, {1, true}})) {
+      if (*gen::chance(33)) {
         ce.token_weight = gen_weights(c.tokens);
       }
-      if (*rc::gen::weightedElement<bool>({{2, false}, {1, true}})) {
+      if (*gen::chance(33)) {
         ce.class_weight = gen_weights(real);  // [V]: padding columns have no weight
       }
       RC_CLASSIFY(!ce.token_weight.empty(), "token weights");
       RC_CLASSIFY(!ce.class_weight.empty(), "class weights");
       c.logits = options.logits
                      ? *options.logits
-                     : *rc::gen::weightedElement<LogitProfile>({{2, LogitProfile::unit},
-                                                                {1, LogitProfile::large},
-                                                                {1, LogitProfile::extreme}});
+                     : *gen::weightedStructure<LogitProfile>({{2, LogitProfile::unit},
+                                                              {1, LogitProfile::large},
+                                                              {1, LogitProfile::extreme}});
       RC_TAG(to_string(c.logits));
     }
     RC_CLASSIFY(gen::has_empty_piece(vsplit, c.vocab, c.world), "empty vocab shard");
