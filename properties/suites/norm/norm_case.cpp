@@ -51,7 +51,7 @@ rc::Gen<NormCase> gen_case(const RunConfig& config, const NormCaseOptions& optio
   return rc::gen::exec([config, options] {
     NormCase c;
     c.op = options.op ? *options.op
-                      : *gen::weightedStructure<NormOp>({{3, NormOp::norm}, {1, NormOp::block}});
+                      : *gen::weightedStructure<NormOp>({{2, NormOp::norm}, {1, NormOp::block}});
     c.dtype = *gen::genFloatDType(config.dtypes);
     if (options.world) {
       c.world = *options.world;

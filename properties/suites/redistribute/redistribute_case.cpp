@@ -83,14 +83,26 @@ void fit_world(std::vector<MeshDim>& dims, int max_world, std::size_t keep) {
 
 // A valid pair of placements for one mesh dimension: mostly a change, a quarter of the cases
 // the same placement (from the first case on: the scaled inRange(0, 4) this replaced made it
-// certain in cases 0-16).
-void add_pair(RedistributeCase& c, std::size_t nd) {
-  const auto f = *genPlacement(nd, c.op, true);
-  auto t = *genPlacement(nd, c.op, !f.is_shard());
+// certain in cases 0-16). Drawn for every one of kMaxMeshDims dimensions whatever the mesh (only
+// the first n are used, and only they must be valid): RapidCheck redraws the picks after one
+// that shrinks from the same random stream position by position, so a fixed number of picks
+// lets the mesh lose a dimension while the rest of the case stays what it was.
+struct PlacementPair {
+  Placement from, to;
+};
+PlacementPair draw_pair(std::size_t nd, ReduceOp op) {
+  const auto f = *genPlacement(nd, op, true);
+  auto t = *genPlacement(nd, op, !f.is_shard());
   if (*gen::chance(25)) t = f;
-  RC_PRE(valid(f, t));
-  c.from.push_back(f);
-  c.to.push_back(t);
+  return {f, t};
+}
+constexpr std::size_t kMaxMeshDims = 3;
+
+// kMaxMeshDims sizes in 1..3, drawn whatever the mesh's dimension count (see draw_pair).
+std::vector<int> draw_sizes() {
+  std::vector<int> sizes;
+  for (std::size_t i = 0; i < kMaxMeshDims; ++i) sizes.push_back(*gen::structure<int>(1, 3));
+  return sizes;
 }
 
 // A size 0 to 6, mostly nonzero and unscaled: an empty tensor checks nothing about rounding,
@@ -113,20 +125,28 @@ rc::Gen<std::vector<int>> genMeshNames() {
 // Any valid pair of layouts.
 RedistributeCase draw_any(const RunConfig& config) {
   RedistributeCase c;
-  const auto n = *gen::structure<std::size_t>(1, 3);
+  const auto n = *gen::structure<std::size_t>(1, kMaxMeshDims);
   const auto names = *genMeshNames();
+  const auto sizes = draw_sizes();
   std::vector<MeshDim> dims;
   dims.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    dims.push_back({kMeshNames[names[i]], *gen::structure<int>(1, 3)});
-  }
+  for (std::size_t i = 0; i < n; ++i) dims.push_back({kMeshNames[names[i]], sizes[i]});
   fit_world(dims, config.max_world, dims.size());
   c.mesh = DeviceMesh(dims);
   const auto nd = *gen::structure<std::size_t>(1, 3);
   c.global = *rc::gen::container<Shape>(nd, genExtent());
-  c.op = *gen::weightedStructure<ReduceOp>(
-      {{3, ReduceOp::sum}, {1, ReduceOp::avg}, {1, ReduceOp::max}, {1, ReduceOp::min}});
-  for (std::size_t i = 0; i < c.mesh.ndim(); ++i) add_pair(c, nd);
+  // The reduce op by the case index (a sweep, sum every other case: the op real models use):
+  // about half the cases have a Partial, so a random op left avg, max or min out of the first
+  // 30 cases at some of 10 seeds (redistribute_coverage_tests); the sweep gives each 5 of them.
+  c.op = *gen::sweepOf(std::vector<ReduceOp>{ReduceOp::sum, ReduceOp::avg, ReduceOp::sum,
+                                             ReduceOp::max, ReduceOp::sum, ReduceOp::min});
+  for (std::size_t i = 0; i < kMaxMeshDims; ++i) {
+    const auto [f, t] = draw_pair(nd, c.op);
+    if (i >= n) continue;
+    RC_PRE(valid(f, t));
+    c.from.push_back(f);
+    c.to.push_back(t);
+  }
   add_explicit_splits(c.from, c.mesh, c.global);
   add_explicit_splits(c.to, c.mesh, c.global);
   return c;
@@ -136,13 +156,13 @@ RedistributeCase draw_any(const RunConfig& config) {
 // every other dimension is a valid pair as in draw_any.
 RedistributeCase draw_reduction(const RunConfig& config) {
   RedistributeCase c;
-  const auto n = *gen::structure<std::size_t>(1, 3);
+  const auto n = *gen::structure<std::size_t>(1, kMaxMeshDims);
   const auto names = *genMeshNames();
-  const auto j = *gen::structure<std::size_t>(0, 2) % n;
+  const auto j = *gen::structure<std::size_t>(0, kMaxMeshDims - 1) % n;
+  const auto sizes = draw_sizes();
   std::vector<MeshDim> dims;
   for (std::size_t i = 0; i < n; ++i) {
-    const int size = i == j ? *gen::structure(2, 3) : *gen::structure(1, 3);
-    dims.push_back({kMeshNames[names[i]], size});
+    dims.push_back({kMeshNames[names[i]], i == j ? std::max(sizes[i], 2) : sizes[i]});
   }
   fit_world(dims, config.max_world, j);
   c.mesh = DeviceMesh(dims);
@@ -150,13 +170,19 @@ RedistributeCase draw_reduction(const RunConfig& config) {
   c.global = *rc::gen::container<Shape>(nd, genExtent());
   c.op = *gen::weightedStructure<ReduceOp>(
       {{2, ReduceOp::sum}, {2, ReduceOp::avg}, {1, ReduceOp::max}, {1, ReduceOp::min}});
-  for (std::size_t i = 0; i < n; ++i) {
-    if (i != j) {
-      add_pair(c, nd);
+  const bool stays_partial = *gen::chance(17);
+  const auto reduced_to = *genPlacement(nd, c.op, false);
+  for (std::size_t i = 0; i < kMaxMeshDims; ++i) {
+    const auto [f, t] = draw_pair(nd, c.op);
+    if (i >= n) continue;
+    if (i == j) {
+      c.from.push_back(Placement::partial(c.op));
+      c.to.push_back(stays_partial ? Placement::partial(c.op) : reduced_to);
       continue;
     }
-    c.from.push_back(Placement::partial(c.op));
-    c.to.push_back(*gen::chance(17) ? Placement::partial(c.op) : *genPlacement(nd, c.op, false));
+    RC_PRE(valid(f, t));
+    c.from.push_back(f);
+    c.to.push_back(t);
   }
   add_explicit_splits(c.from, c.mesh, c.global);
   add_explicit_splits(c.to, c.mesh, c.global);

@@ -148,6 +148,9 @@ rc::Gen<VocabCase> gen_case(const RunConfig& config, const VocabCaseOptions& opt
           *gen::weightedStructure<double>({{3, 0.0}, {1, 0.5}, {1, 0.25}, {1, 0.125}, {1, 0.0625}});
       // PyTorch's −100 (the simplest: no real id is ignored), none, or a real id.
       const int ignore_kind = *gen::weightedStructure<int>({{2, 0}, {1, 1}, {1, 2}});
+      // (Every kind set explicitly: the config's default is already −100, so "none" must be
+      // written; vocab_coverage_tests caught a draw that never made it.)
+      ce.ignore_index = std::nullopt;
       if (ignore_kind == 0) ce.ignore_index = -100;
       if (ignore_kind == 2) ce.ignore_index = *gen_id;
       if (ce.ignore_index) {

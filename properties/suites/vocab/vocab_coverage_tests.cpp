@@ -3,6 +3,7 @@
 // sample_cases), contain, for each op, a padded case, a rank holding real rows and padding, and
 // a rank holding only padding (docs/vocab.md, "Padded vocabulary"). The padding is drawn with
 // gen::chance and the split of V_pad, unscaled, so it appears from the first case on.
+#include "generators/layout_gen.hpp"
 #include "generators/structure.hpp"
 #include "suites/vocab/vocab_case.hpp"
 
@@ -40,6 +41,58 @@ TEST(VocabCoverage, PaddingOnEveryKindOfRankWithin30CasesAtEverySeed) {
         gen::missing_configurations(gen_case(config, options), wanted, padding_labels);
     EXPECT_TRUE(missing.empty()) << gen::missing_text(missing);
   }
+}
+
+// The cross-entropy's options and the world: every reduction, smoothing on, each kind of
+// ignore_index, each kind of weights, each split kind and a rank without columns.
+std::vector<std::string> ce_labels(const VocabCase& c) {
+  std::vector<std::string> out = {"P=" + std::to_string(c.world),
+                                  "reduction " + std::string(name(c.ce.reduction)),
+                                  "split " + gen::policy_kind(c.vocab_split())};
+  if (c.ce.label_smoothing > 0) out.emplace_back("label smoothing");
+  if (!c.ce.ignore_index) out.emplace_back("no ignore_index");
+  if (c.ce.ignore_index && *c.ce.ignore_index == -100) out.emplace_back("ignore_index -100");
+  if (c.ce.ignore_index && *c.ce.ignore_index >= 0) out.emplace_back("ignore_index a real id");
+  if (!c.ce.token_weight.empty()) out.emplace_back("token weights");
+  if (!c.ce.class_weight.empty()) out.emplace_back("class weights");
+  if (gen::has_empty_piece(c.vocab_split(), c.vocab, c.world)) {
+    out.emplace_back("a rank without columns");
+  }
+  return out;
+}
+
+VocabCaseOptions cross_entropy() {
+  VocabCaseOptions options;
+  options.op = VocabOp::cross_entropy;
+  return options;
+}
+
+TEST(VocabCoverage, EveryCrossEntropyOptionWithin30CasesAtEverySeed) {
+  const RunConfig config;
+  const auto missing = gen::missing_configurations(
+      gen_case(config, cross_entropy()),
+      {"reduction none", "reduction sum", "reduction mean", "label smoothing", "no ignore_index",
+       "ignore_index -100", "ignore_index a real id", "token weights", "class weights",
+       "split chunk", "split balanced", "split explicit", "a rank without columns"},
+      ce_labels);
+  EXPECT_TRUE(missing.empty()) << gen::missing_text(missing);
+}
+
+TEST(VocabCoverage, EveryWorldSizeWithin60CasesAtEverySeed) {
+  const RunConfig config;
+  std::vector<std::string> worlds;
+  for (int p = 1; p <= config.max_world; ++p) worlds.push_back("P=" + std::to_string(p));
+  const auto missing =
+      gen::missing_configurations(gen_case(config, cross_entropy()), worlds, ce_labels, 10, 60);
+  EXPECT_TRUE(missing.empty()) << gen::missing_text(missing);
+}
+
+TEST(VocabCoverage, ALabelTheDrawCannotMakeIsReportedMissing) {
+  const RunConfig config;  // max_world 8
+  const auto missing =
+      gen::missing_configurations(gen_case(config, cross_entropy()), {"P=9"}, ce_labels);
+  ASSERT_EQ(missing.size(), 1U);
+  EXPECT_EQ(missing.at("P=9").size(), 10U);
 }
 
 }  // namespace
