@@ -107,7 +107,7 @@ std::vector<int> draw_sizes() {
 
 // A size 0 to 6, mostly nonzero and unscaled: an empty tensor checks nothing about rounding,
 // and a size-1 dimension hides which dimension a step moves data along (the scaled
-// inRange(0, 7) this replaced in draw_any drew 0 or 1 in most of the first 20 cases, and
+// inRange(0, 7) this replaced in the draw drew 0 or 1 in most of the first 20 cases, and
 // gather-along-wrong-dimension needed 60 to 80 cases to die). Shrinks toward 1.
 rc::Gen<std::size_t> genExtent() {
   return gen::weightedStructure<std::size_t>(
@@ -115,69 +115,53 @@ rc::Gen<std::size_t> genExtent() {
 }
 
 // Three distinct mesh dimension names (indices into kMeshNames; a mesh of n dimensions takes
-// the first n), unscaled: the scaled unique(inRange(0, 4)) this replaced in draw_any could not
+// the first n), unscaled: the scaled unique(inRange(0, 4)) this replaced in the draw could not
 // draw two distinct names at the smallest sizes.
 rc::Gen<std::vector<int>> genMeshNames() {
   return gen::structureOf(std::vector<std::vector<int>>{
       {0, 1, 2}, {0, 1, 3}, {0, 2, 3}, {1, 2, 3}, {3, 2, 1}, {2, 0, 3}, {1, 3, 0}});
 }
 
-// Any valid pair of layouts.
-RedistributeCase draw_any(const RunConfig& config) {
+// Any valid pair of layouts; with `reduction`, one mesh dimension j of size >= 2 goes from P(op)
+// to R or S(d) (to P(op) one time in six) and every other dimension is any valid pair. The
+// picks come in the same order in both draws, and their number does not depend on the mesh.
+RedistributeCase draw_layouts(const RunConfig& config, bool reduction) {
   RedistributeCase c;
   const auto n = *gen::structure<std::size_t>(1, kMaxMeshDims);
   const auto names = *genMeshNames();
+  const std::size_t j =
+      reduction ? *gen::structure<std::size_t>(0, kMaxMeshDims - 1) % n : kMaxMeshDims;
   const auto sizes = draw_sizes();
   std::vector<MeshDim> dims;
   dims.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) dims.push_back({kMeshNames[names[i]], sizes[i]});
-  fit_world(dims, config.max_world, dims.size());
-  c.mesh = DeviceMesh(dims);
-  const auto nd = *gen::structure<std::size_t>(1, 3);
-  c.global = *rc::gen::container<Shape>(nd, genExtent());
-  // The reduce op by the case index (a sweep, sum every other case: the op real models use):
-  // about half the cases have a Partial, so a random op left avg, max or min out of the first
-  // 30 cases at some of 10 seeds (redistribute_coverage_tests); the sweep gives each 5 of them.
-  c.op = *gen::sweepOf(std::vector<ReduceOp>{ReduceOp::sum, ReduceOp::avg, ReduceOp::sum,
-                                             ReduceOp::max, ReduceOp::sum, ReduceOp::min});
-  for (std::size_t i = 0; i < kMaxMeshDims; ++i) {
-    const auto [f, t] = draw_pair(nd, c.op);
-    if (i >= n) continue;
-    RC_PRE(valid(f, t));
-    c.from.push_back(f);
-    c.to.push_back(t);
-  }
-  add_explicit_splits(c.from, c.mesh, c.global);
-  add_explicit_splits(c.to, c.mesh, c.global);
-  return c;
-}
-
-// One mesh dimension j of size >= 2 goes from P(op) to R or S(d) (to P(op) one time in six);
-// every other dimension is a valid pair as in draw_any.
-RedistributeCase draw_reduction(const RunConfig& config) {
-  RedistributeCase c;
-  const auto n = *gen::structure<std::size_t>(1, kMaxMeshDims);
-  const auto names = *genMeshNames();
-  const auto j = *gen::structure<std::size_t>(0, kMaxMeshDims - 1) % n;
-  const auto sizes = draw_sizes();
-  std::vector<MeshDim> dims;
   for (std::size_t i = 0; i < n; ++i) {
     dims.push_back({kMeshNames[names[i]], i == j ? std::max(sizes[i], 2) : sizes[i]});
   }
-  fit_world(dims, config.max_world, j);
+  fit_world(dims, config.max_world, reduction ? j : dims.size());
   c.mesh = DeviceMesh(dims);
   const auto nd = *gen::structure<std::size_t>(1, 3);
   c.global = *rc::gen::container<Shape>(nd, genExtent());
-  c.op = *gen::weightedStructure<ReduceOp>(
-      {{2, ReduceOp::sum}, {2, ReduceOp::avg}, {1, ReduceOp::max}, {1, ReduceOp::min}});
-  const bool stays_partial = *gen::chance(17);
-  const auto reduced_to = *genPlacement(nd, c.op, false);
+  // The reduce op of any layouts by the case index (a sweep, sum every other case: the op real
+  // models use): about half those cases have a Partial, so a random op left avg, max or min out
+  // of the first 30 cases at some of 10 seeds (redistribute_coverage_tests); the sweep gives
+  // each 5 of them. A reduction always has one.
+  c.op = reduction
+             ? *gen::weightedStructure<ReduceOp>(
+                   {{2, ReduceOp::sum}, {2, ReduceOp::avg}, {1, ReduceOp::max}, {1, ReduceOp::min}})
+             : *gen::sweepOf(std::vector<ReduceOp>{ReduceOp::sum, ReduceOp::avg, ReduceOp::sum,
+                                                   ReduceOp::max, ReduceOp::sum, ReduceOp::min});
+  Placement reduced_to = Placement::partial(c.op);
+  if (reduction) {
+    const bool stays_partial = *gen::chance(17);
+    const auto to = *genPlacement(nd, c.op, false);
+    if (!stays_partial) reduced_to = to;
+  }
   for (std::size_t i = 0; i < kMaxMeshDims; ++i) {
     const auto [f, t] = draw_pair(nd, c.op);
     if (i >= n) continue;
     if (i == j) {
       c.from.push_back(Placement::partial(c.op));
-      c.to.push_back(stays_partial ? Placement::partial(c.op) : reduced_to);
+      c.to.push_back(reduced_to);
       continue;
     }
     RC_PRE(valid(f, t));
@@ -243,17 +227,17 @@ rc::Gen<RedistributeCase> gen_case(const RunConfig& config, const RedistributeOp
   return rc::gen::exec([config, options] {
     RedistributeCase c;
     switch (options.draw) {
-      case RedistributeDraw::exact: c = draw_any(config); break;
+      case RedistributeDraw::exact: c = draw_layouts(config, false); break;
       case RedistributeDraw::round_trip:
       case RedistributeDraw::data_movement:
-        c = draw_any(config);
+        c = draw_layouts(config, false);
         partial_to_replicate(c);
         break;
       case RedistributeDraw::impossible:
-        c = draw_any(config);
+        c = draw_layouts(config, false);
         make_impossible(c, config);
         break;
-      case RedistributeDraw::reduction: c = draw_reduction(config); break;
+      case RedistributeDraw::reduction: c = draw_layouts(config, true); break;
     }
     const bool typed = options.draw == RedistributeDraw::data_movement ||
                        options.draw == RedistributeDraw::reduction;

@@ -11,8 +11,9 @@
 
 #include <rapidcheck.h>
 
+#include <array>
+#include <bit>
 #include <cmath>
-#include <cstring>
 #include <set>
 #include <sstream>
 
@@ -56,7 +57,8 @@ RedistributeRun<T> run_redistribute(const RedistributeImplementation& impl,
 template <class T>
 std::string first_difference(const Tensor<T>& got, const Tensor<T>& want) {
   for (std::size_t k = 0; k < want.size(); ++k) {
-    if (std::memcmp(&got[k], &want[k], sizeof(T)) == 0) continue;
+    using Bits = std::array<unsigned char, sizeof(T)>;  // the same bits, NaN payloads included
+    if (std::bit_cast<Bits>(got[k]) == std::bit_cast<Bits>(want[k])) continue;
     std::ostringstream os;
     os.precision(17);
     os << "element " << format_shape(detail::unravel(k, want.shape())) << " (flat " << k
@@ -67,6 +69,8 @@ std::string first_difference(const Tensor<T>& got, const Tensor<T>& want) {
   return {};
 }
 
+// A type in a template argument list cannot be parenthesized:
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define SHARDCHECK_DETAIL_REDISTRIBUTE_HELPERS(T)                                                \
   template std::vector<Tensor<T>> pieces_of_terms<T>(                                            \
       const std::vector<Tensor<T>>&, const RedistributeCase&, const std::vector<Placement>&);    \
@@ -76,6 +80,7 @@ std::string first_difference(const Tensor<T>& got, const Tensor<T>& want) {
   template std::string first_difference<T>(const Tensor<T>&, const Tensor<T>&);
 SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_DETAIL_REDISTRIBUTE_HELPERS)
 #undef SHARDCHECK_DETAIL_REDISTRIBUTE_HELPERS
+// NOLINTEND(bugprone-macro-parentheses)
 
 namespace {
 
