@@ -22,7 +22,8 @@ struct CpCase {
 
 // The case of p ranks attending over a sequence of seq_len with q_heads query heads and kv_heads
 // key/value heads of head_dim, masked by `mask` (its q_len and k_len are seq_len); batch 1, the
-// contiguous layout split by chunk, the ring algorithm.
+// contiguous layout split by chunk, the ring algorithm. gen_cp_case may then give the queries
+// their own length (cc.q_seq_len, mask.q_len).
 inline CpCase cp_case(int p, std::size_t seq_len, std::size_t q_heads, std::size_t kv_heads,
                       std::size_t head_dim, MaskKind mask) {
   CpCase k;
@@ -48,6 +49,16 @@ inline CpCase gen_cp_case() {
   k.cc.layout = *rc::gen::element(CpLayout::contiguous, CpLayout::zigzag);
   k.cc.split = *gen_split(k.cc.seq_len, k.cc.layout == CpLayout::zigzag ? 2 * k.p : k.p);
   k.cc.algorithm = *rc::gen::element(CpAlgorithm::ring, CpAlgorithm::all_gather);
+  // One case in two Lq != Lk (cross-attention, decode, chunked prefill: the queries cut by the
+  // same layout over their own length, either causal alignment); the K/V terms of the model
+  // follow the keys' length, the kept q, out and lse the queries'.
+  if (*rc::gen::arbitrary<bool>()) {
+    k.cc.q_seq_len = *rc::gen::inRange<std::size_t>(1, 10);
+    k.cc.q_split = *gen_split(k.cc.q_seq_len, k.cc.layout == CpLayout::zigzag ? 2 * k.p : k.p);
+    k.att.mask.q_len = k.cc.q_seq_len;
+    k.att.mask.alignment =
+        *rc::gen::element(CausalAlignment::bottom_right, CausalAlignment::top_left);
+  }
   return k;
 }
 
@@ -57,8 +68,9 @@ std::vector<Measured> run_cp(const CpCase& k) {
   return measure_ranks(k.p, [&](Communicator& c, Probe& probe) {
     const int r = c.rank();
     const std::size_t len = lens[static_cast<std::size_t>(r)];
+    const std::size_t q_len = cp_query_positions(k.cc, k.p, r).size();
     const auto& a = k.att;
-    const auto q = zeros<T>({k.batch, len, a.q_heads, a.head_dim});
+    const auto q = zeros<T>({k.batch, q_len, a.q_heads, a.head_dim});
     const auto kk = zeros<T>({k.batch, len, a.kv_heads, a.head_dim});
     const auto v = zeros<T>({k.batch, len, a.kv_heads, a.head_dim});
     const auto out =
