@@ -119,6 +119,18 @@ std::string to_json(const CompareReport& r) {
       ts.push_back(tj);
     }
     cj["tensors"] = ts;
+    if (!pass && c.signatures_tried > 0) {
+      ordered_json dj = ordered_json::array();
+      for (const auto& d : c.diagnosis) {
+        dj.push_back({{"signature", d.signature},
+                      {"description", d.description},
+                      {"residual", number(d.residual)},
+                      {"failing", d.failing},
+                      {"unexplained", d.unexplained},
+                      {"rank", d.rank}});
+      }
+      cj["diagnosis"] = {{"signatures_tried", c.signatures_tried}, {"matches", dj}};
+    }
     cases.push_back(cj);
   }
   j["summary"] = {{"cases", r.cases.size()},
@@ -190,8 +202,9 @@ std::string to_markdown(const CompareReport& r) {
     if (c.verdict.pass()) continue;
     if (!any) o << "\n## Failures\n";
     any = true;
-    o << "\n### " << c.dir << "\n\nContract: " << c.contract << "\n\n```\n"
-      << c.verdict.explain() << "\n```\n";
+    o << "\n### " << c.dir << "\n\nContract: " << c.contract << "\n\n";
+    for (const auto& d : check::diagnosis_lines(c)) o << "Diagnosis: " << d << "\n\n";
+    o << "```\n" << c.verdict.explain() << "\n```\n";
   }
   return o.str();
 }

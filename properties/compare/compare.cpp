@@ -2,7 +2,10 @@
 
 #include "cases/npy.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
+#include <sstream>
 
 namespace shardcheck::check {
 
@@ -71,6 +74,50 @@ double baseline_error_ratio(const TensorCheck& impl, const TensorCheck& baseline
     return impl.max_abs_err == 0 ? 1.0 : std::numeric_limits<double>::infinity();
   }
   return impl.max_abs_err / baseline.max_abs_err;
+}
+
+double element_residual(const TensorCheck& a, const TensorCheck& b) {
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  if (a.values.size() != b.values.size() || a.bounds.size() != a.values.size()) return inf;
+  double worst = 0;
+  for (std::size_t i = 0; i < a.values.size(); ++i) {
+    const double x = a.values[i], y = b.values[i];
+    if (!std::isfinite(x) || !std::isfinite(y)) {
+      const bool same = (std::isnan(x) && std::isnan(y)) || x == y;
+      if (!same) return inf;
+      continue;
+    }
+    const double diff = std::fabs(x - y);
+    if (diff == 0) continue;
+    if (!(a.bounds[i] > 0)) return inf;
+    worst = std::max(worst, diff / a.bounds[i]);
+  }
+  return worst;
+}
+
+std::vector<std::string> diagnosis_lines(const CompareResult& r) {
+  std::vector<std::string> out;
+  if (r.verdict.pass() || r.signatures_tried == 0) return out;
+  for (const auto& d : r.diagnosis) {
+    std::ostringstream os;
+    os.precision(2);
+    os << (d.unexplained.empty() ? "matches " : "partly matches ") << d.signature;
+    if (d.rank >= 0) os << " at rank " << d.rank;
+    os << " (residual " << d.residual << " of the bound; fails in ";
+    for (std::size_t k = 0; k < d.failing.size(); ++k) os << (k ? ", " : "") << d.failing[k];
+    if (!d.unexplained.empty()) {
+      os << "; not ";
+      for (std::size_t k = 0; k < d.unexplained.size(); ++k) {
+        os << (k ? ", " : "") << d.unexplained[k];
+      }
+    }
+    os << "): " << d.description;
+    out.push_back(os.str());
+  }
+  if (out.empty()) {
+    out.push_back("no known signature (of " + std::to_string(r.signatures_tried) + ")");
+  }
+  return out;
 }
 
 std::string default_contract(DType t) {

@@ -22,15 +22,51 @@
 
 #include "cases/case_manifest.hpp"
 #include "compare/case_reader.hpp"
+#include "engine/family.hpp"
 #include "engine/rank_family.hpp"
 #include "engine/verdict.hpp"
 
+#include <algorithm>
+#include <cstddef>
+#include <exception>
 #include <functional>
 #include <map>
+#include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace shardcheck::check {
+
+// A known bug signature the failing outputs match: one of the family's mutants (its realistic
+// bugs, properties/suites/<family>/<family>_mutants.cpp) run on the case's own inputs. It
+// matches a tensor when its values are within kDiagnosisResidual of the case's, in units of
+// each element's bound (max over elements of |case − signature| / bound), and, where the case
+// fails, that residual is at most 1/kDiagnosisShare of the case's bound ratio there. A
+// signature is reported when it fails somewhere, matches every tensor where it fails, and
+// fails wherever the case passes nowhere: a full match when it also matches every other
+// tensor, a partial one when the case fails further tensors it does not explain (`unexplained`:
+// PyTorch's bias on every rank, whose autograd also scales the bias gradient by P, partly
+// matches bias-on-every-rank, which gets db right).
+struct Diagnosis {
+  std::string signature;    // the mutant's name: "bias-on-every-rank"
+  std::string description;  // the bug in words
+  double residual = 0;      // over the matched tensors
+  // The tensors where the signature itself fails (where the bug shows), and the rank that owns
+  // the case's worst element of the first of them (-1: replicated).
+  std::vector<std::string> failing;
+  std::vector<std::string> unexplained;  // failing in the case, not matched by the signature
+  int rank = -1;
+};
+
+// A signature matches when the case's outputs are within kDiagnosisResidual bounds of the
+// signature's everywhere, and that residual is at most 1/kDiagnosisShare of the case's worst
+// bound ratio (the signature accounts for all but a sliver of the error). Both are roundings of
+// the same wrong formula, whose own rounding can exceed the correct formula's bound by a small
+// factor (bias-on-every-rank adds P biases: 2.2 bounds measured against a NumPy port), while a
+// signature of another bug is off by about the bug's size (1.4e7 bounds in the same case).
+inline constexpr double kDiagnosisResidual = 16.0;
+inline constexpr double kDiagnosisShare = 16.0;
 
 // What the comparison of one case concluded.
 struct CompareResult {
@@ -43,7 +79,20 @@ struct CompareResult {
   std::vector<TensorCheck> baseline;
   // The baseline's check of tensor `name`, or nullptr.
   const TensorCheck* baseline_of(const std::string& name) const;
+  // When a tensor fails: the known signatures it matches, closest first ("no known signature"
+  // when empty and signatures_tried > 0), and how many the family has.
+  std::vector<Diagnosis> diagnosis;
+  std::size_t signatures_tried = 0;
 };
+
+// max over elements of |a − b| / bound (a's bounds) for two checks of one tensor with kept
+// values; 0 for two equal specials (NaN and NaN, the same infinity), inf for values of
+// different classes, for an element over a zero bound, or when the shapes differ.
+double element_residual(const TensorCheck& a, const TensorCheck& b);
+
+// "matches bias-on-every-rank at rank 1 (residual 0.02 of the bound; fails in y, db): <what the
+// bug is>" for each diagnosis, or "no known signature (of 17)"; empty when nothing failed.
+std::vector<std::string> diagnosis_lines(const CompareResult& r);
 
 // The implementation's largest error over the baseline's (FlashAttention's tests pass a kernel
 // at most 2x a same-dtype baseline's error): 1 when both are 0, inf when only the baseline's is.
@@ -122,9 +171,68 @@ void check_given(CaseVerdict& v, const cases::CaseManifest& m, const spec::OpSpe
   v.failures.insert(v.failures.end(), all.failures.begin(), all.failures.end());
 }
 
+// Runs each signature (a mutant of the family) on the case's inputs and keeps those whose
+// outputs match the case's checked tensors (out.verdict, with kept values) as
+// kDiagnosisResidual and kDiagnosisShare say, and fail somewhere. A signature that throws on the
+// case is skipped.
+template <class T, class Case, template <class> class Data, template <class> class Run,
+          class Expected, class I>
+void diagnose(CompareResult& out, const Case& c, const Data<T>& d, const Expected& e,
+              std::span<const Mutant<I>> signatures) {
+  double worst_ratio = 0;  // the case's (inf with a NaN/Inf mismatch)
+  for (const auto& t : out.verdict.tensors) worst_ratio = std::max(worst_ratio, t.max_ratio);
+  for (const auto& sig : signatures) {
+    ++out.signatures_tried;
+    CaseVerdict sv;
+    try {
+      const auto impl = sig.make();
+      const Run<T> run = run_ranks(*impl, c, d);
+      check_outputs(sv, c, run, e);
+    } catch (const std::exception&) {
+      continue;  // the signature cannot run this case (a config it refuses)
+    }
+    Diagnosis dg{sig.name, sig.description, 0, {}, {}, -1};
+    bool explains_its_own = true;  // every tensor where the signature fails matches the case's
+    bool contradicted = false;     // a tensor where the case passes and the signature does not
+    for (const auto& t : out.verdict.tensors) {
+      if (!t.problem.empty() || t.values.empty()) continue;
+      const auto it = std::find_if(sv.tensors.begin(), sv.tensors.end(),
+                                   [&](const TensorCheck& x) { return x.name == t.name; });
+      if (it == sv.tensors.end()) continue;
+      const double r = element_residual(t, *it);
+      const bool matched =
+          r <= kDiagnosisResidual && (t.pass() || r * kDiagnosisShare <= t.max_ratio);
+      if (!it->pass()) {
+        if (dg.failing.empty()) dg.rank = t.worst_rank;
+        dg.failing.push_back(t.name);
+        explains_its_own = explains_its_own && matched;
+        contradicted = contradicted || t.pass();
+      } else if (!matched) {
+        if (t.pass()) contradicted = true;
+        else dg.unexplained.push_back(t.name);  // the case fails here and the signature does not
+      }
+      if (matched) dg.residual = std::max(dg.residual, r);
+    }
+    if (!dg.failing.empty() && explains_its_own && !contradicted) {
+      out.diagnosis.push_back(std::move(dg));
+    }
+  }
+  // Full matches first, then the closest.
+  std::stable_sort(out.diagnosis.begin(), out.diagnosis.end(),
+                   [](const Diagnosis& a, const Diagnosis& b) {
+                     if (a.unexplained.empty() != b.unexplained.empty()) {
+                       return a.unexplained.empty();
+                     }
+                     return a.residual < b.residual;
+                   });
+}
+
 // The typed comparison of one family's case: read, compute the reference, check the outputs the
-// case gives (and the baseline's), report the layout problems found while reading.
-template <class Case, template <class> class Data, template <class> class Run>
+// case gives (and the baseline's), report the layout problems found while reading; when a
+// tensor fails and the family gives its signatures (a function returning its mutant catalog,
+// for example &linear_mutants), the diagnosis.
+template <class Case, template <class> class Data, template <class> class Run,
+          auto Signatures = nullptr>
 CompareResult compare_as(const cases::CaseManifest& m) {
   const Case c = case_of(m, static_cast<Case*>(nullptr));
   const spec::OpSpec s = spec_of(m, c);
@@ -154,7 +262,17 @@ CompareResult compare_as(const cases::CaseManifest& m) {
       const auto e = expected(c, d);
       CaseVerdict& v = out.verdict;
       begin_verdict(v, s.op, m.dtype, s.world(), without_profile(c.describe()));
-      check_given<T, Case, Data, Run>(v, m, s, c, e);
+      {
+        const KeepElementValues keep;  // for the diagnosis; dropped below
+        check_given<T, Case, Data, Run>(v, m, s, c, e);
+        if constexpr (!std::is_null_pointer_v<decltype(Signatures)>) {
+          if (!v.pass()) diagnose<T, Case, Data, Run>(out, c, d, e, Signatures());
+        }
+      }
+      for (auto& t : v.tensors) {
+        t.values = {};
+        t.bounds = {};
+      }
       if (!m.baseline.empty()) {
         cases::CaseManifest b = m;
         b.outputs = m.baseline;

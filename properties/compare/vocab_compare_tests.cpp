@@ -15,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -229,6 +230,45 @@ TEST(VocabCompare, an_embedding_mask_off_by_one_fails_on_y_and_dw) {
   ASSERT_FALSE(r.verdict.pass());
   for (const auto& t : r.verdict.tensors) EXPECT_FALSE(t.pass()) << t.summary();
   expect_parts(r.verdict.explain(), {"y: worst element"});
+}
+
+// The diagnosis (compare.hpp): every mutant whose outputs fail is named as a signature they
+// match, at residual 0 (the same code on the same inputs); the library's passing outputs get
+// none; outputs no known bug makes (a loss of 123 on every rank) get "no known signature".
+TEST(VocabCompare, a_failing_case_is_diagnosed_by_the_signature_it_carries) {
+  std::size_t diagnosed = 0;
+  for (VocabOp op : {VocabOp::embedding, VocabOp::cross_entropy}) {
+    for (const auto& m : vocab_mutants()) {
+      SCOPED_TRACE(to_string(op) + " " + m.name);
+      const auto r = compare_dir(
+          write_run<float>(std::string("diag_") + m.name, op, "float32", mutant(m.name)));
+      if (r.verdict.pass()) continue;  // the mutant's bug is not in this op or case
+      ++diagnosed;
+      EXPECT_EQ(r.signatures_tried, vocab_mutants().size());
+      const auto self = std::find_if(r.diagnosis.begin(), r.diagnosis.end(),
+                                     [&](const Diagnosis& d) { return d.signature == m.name; });
+      ASSERT_NE(self, r.diagnosis.end()) << testing::PrintToString(diagnosis_lines(r));
+      EXPECT_EQ(self->residual, 0.0);
+      EXPECT_FALSE(self->failing.empty());
+      EXPECT_EQ(diagnosis_lines(r).front().rfind("matches ", 0), 0U);
+    }
+  }
+  EXPECT_GE(diagnosed, 10U);  // 13 (mutant, op) pairs fail on these two fixed cases (measured)
+
+  const auto good =
+      compare_dir(write_run<float>("diag_library", VocabOp::cross_entropy, "float32", library));
+  EXPECT_TRUE(good.verdict.pass());
+  EXPECT_TRUE(good.diagnosis.empty());
+  EXPECT_TRUE(diagnosis_lines(good).empty());
+
+  const fs::path d = write_run<float>("diag_unknown", VocabOp::cross_entropy, "float32", library);
+  for (int r = 0; r < world; ++r) {
+    write_tensor(d / ("loss." + std::to_string(r) + ".npy"), Tensor<float>(Shape{1}, {123.0F}));
+  }
+  const auto unknown = compare_dir(d);
+  ASSERT_FALSE(unknown.verdict.pass());
+  EXPECT_TRUE(unknown.diagnosis.empty());
+  EXPECT_EQ(diagnosis_lines(unknown), std::vector<std::string>{"no known signature (of 18)"});
 }
 
 // A padded vocabulary: V = 5 real of the 7 columns (real_vocab 5), split [4, 0, 3], so rank 2

@@ -19,6 +19,7 @@
 #include "tensor/tensor.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <limits>
@@ -113,6 +114,11 @@ struct TensorCheck {
   std::vector<int> divergent_ranks;  // replicated tensor whose ranks disagree in some bit
   std::string problem;               // e.g. a piece of the wrong shape: nothing was compared
 
+  // Every element's value as the implementation gave it and its bound, row-major; filled only
+  // while a KeepElementValues is alive (compare's diagnosis compares two implementations'
+  // outputs element by element), empty otherwise.
+  std::vector<double> values, bounds;
+
   bool fixed_tolerance_pass() const { return problem.empty() && fixed_tolerance_failures == 0; }
   bool pass() const {
     return problem.empty() && over_bound == 0 && special_mismatches == 0 && divergent_ranks.empty();
@@ -155,6 +161,23 @@ double overflow_threshold() {
 
 }  // namespace detail
 
+// While one is alive, check_tensor keeps each element's value and bound in the TensorCheck
+// (TensorCheck::values, bounds). Nests; not for concurrent checks with and without it.
+class KeepElementValues {
+ public:
+  KeepElementValues() : previous_(active_.exchange(true)) {}
+  ~KeepElementValues() { active_.store(previous_); }
+  KeepElementValues(const KeepElementValues&) = delete;
+  KeepElementValues& operator=(const KeepElementValues&) = delete;
+  KeepElementValues(KeepElementValues&&) = delete;
+  KeepElementValues& operator=(KeepElementValues&&) = delete;
+  static bool active() { return active_.load(); }
+
+ private:
+  inline static std::atomic<bool> active_{false};
+  bool previous_;
+};
+
 // Compares `actual` (materialized from the ranks) with `exact` under `bound` (same shape).
 // `placement` and `parts` locate the worst element's owner; `divergent` comes from
 // materialize (replicated pieces that disagree).
@@ -178,6 +201,11 @@ TensorCheck check_tensor(std::string name, const Tensor<T>& actual, const Tensor
   const double overflow = detail::overflow_threshold<T>();
   double worst = -1;
   c.profile.reset(c.shape, placement, parts);
+  const bool keep = KeepElementValues::active();
+  if (keep) {
+    c.values.reserve(exact.size());
+    c.bounds.reserve(exact.size());
+  }
   for (std::size_t i = 0; i < exact.size(); ++i) {
     const T a_t = actual[i];
     const auto a = static_cast<double>(a_t);
@@ -185,6 +213,10 @@ TensorCheck check_tensor(std::string name, const Tensor<T>& actual, const Tensor
     const R& b = bound[i];
     const auto e_d = static_cast<double>(e);
     const auto b_d = static_cast<double>(b);
+    if (keep) {
+      c.values.push_back(a);
+      c.bounds.push_back(b_d);
+    }
     double ratio = 0;
     double err = 0;
     bool special = false;

@@ -116,6 +116,9 @@ for bug, bad in (("bias_on_every_rank", ["y"]),
     failing = failing_tensors(out)
     expect("planted bug %s fails on exactly %s (exit 1)" % (bug, ", ".join(bad)),
            code == 1 and failing == bad and "of the bound" in out, out)
+    want = {"bias_on_every_rank": "diagnosis: matches down-bias-on-every-rank ",
+            "fused_contiguous": "diagnosis: matches fused-gate-up-contiguous-chunk "}[bug]
+    expect("planted bug %s is diagnosed: %s" % (bug, want.strip()), want in out, out)
 
 bad_dir = os.path.join(WORK, "bad")
 case = parallel_mlp("float32")

@@ -172,6 +172,12 @@ for bug, kind, bad, words in (
     # eps outside the sqrt and N-1 change rstd, so xhat: y, dx and dgamma; dbeta = Σ dy holds.
     expect("planted bug %s (%s) leaves the other tensors passing" % (bug, kind),
            failing == sorted(bad), out)
+    # The diagnosis: unreduced parameter gradients are a known signature; eps outside the sqrt
+    # partly matches the suite's (its y, not the rest of this port's backward); N - 1 is none.
+    want = {"unreduced": "diagnosis: matches param-grads-not-reduced ",
+            "eps_outside_sqrt": "diagnosis: partly matches eps-outside-sqrt ",
+            "var_n_minus_1": "diagnosis: no known signature (of 7)"}[bug]
+    expect("planted bug %s (%s) is diagnosed: %s" % (bug, kind, want.strip()), want in out, out)
 
 bad_dir = os.path.join(WORK, "bad")
 case = sequence_parallel_norm("float32", "rms_norm")

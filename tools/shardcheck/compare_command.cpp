@@ -63,6 +63,7 @@ void print_case(std::ostream& out, const check::CompareResult& r) {
     }
   }
   for (const auto& f : v.failures) out << "  FAIL " << f << "\n";
+  for (const auto& d : check::diagnosis_lines(r)) out << "  diagnosis: " << d << "\n";
   if (!v.pass()) {
     for (const auto& t : v.tensors) {
       if (t.pass()) continue;
@@ -88,8 +89,10 @@ Command compare_command() {
       "per tensor the bound ratio, ulps, NaN/Inf placement, the worst element with the rank that "
       "owns it and its distance to the nearest shard boundary, and what assert_close's default "
       "tolerance would say. Per-rank outputs are also checked for layout (each rank's piece must "
-      "have the local shape the op's spec gives it). Every case is read before anything is "
-      "printed or written.";
+      "have the local shape the op's spec gives it). When a tensor fails, the diagnosis names the "
+      "known bug signatures (the suite's mutants, run on the case's inputs) the outputs match "
+      "(docs/compare.md, \"Diagnosis\"). Every case is read before anything is printed or "
+      "written.";
   c.operands = "CASE...";
   c.operands_help =
       "case directories, case.json files, or directories of case directories (required)";

@@ -24,6 +24,7 @@
 #include "compare/config_fields.hpp"
 #include "engine/slicing.hpp"
 #include "suites/attention/attention_expected.hpp"
+#include "suites/attention/attention_mutants.hpp"
 #include "suites/attention/attention_run.hpp"
 #include "suites/upstream_gradient.hpp"
 
@@ -282,7 +283,8 @@ void read_tensors(CaseReader& r, const AttentionCase& c, AttentionData<T>& d,
 
 void register_attention_compare() {
   for (const char* op : {"context_parallel_attention", "attention_layer"}) {
-    CompareRegistry::instance().add(op, compare_as<AttentionCase, AttentionData, AttentionRun>);
+    CompareRegistry::instance().add(
+        op, compare_as<AttentionCase, AttentionData, AttentionRun, &attention_mutants>);
   }
 }
 

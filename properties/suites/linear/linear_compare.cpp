@@ -6,6 +6,7 @@
 #include "compare/compare.hpp"
 #include "compare/config_fields.hpp"
 #include "suites/linear/linear_case.hpp"
+#include "suites/linear/linear_mutants.hpp"
 #include "suites/upstream_gradient.hpp"
 
 namespace shardcheck::check {
@@ -61,7 +62,8 @@ void read_tensors(CaseReader& r, const LinearCase& c, LinearData<T>& d, LinearRu
 
 void register_linear_compare() {
   for (const char* op : {"column_parallel_linear", "row_parallel_linear"}) {
-    CompareRegistry::instance().add(op, compare_as<LinearCase, LinearData, LinearRun>);
+    CompareRegistry::instance().add(op,
+                                    compare_as<LinearCase, LinearData, LinearRun, &linear_mutants>);
   }
 }
 

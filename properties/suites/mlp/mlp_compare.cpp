@@ -9,6 +9,7 @@
 #include "compare/compare.hpp"
 #include "compare/config_fields.hpp"
 #include "suites/mlp/mlp_case.hpp"
+#include "suites/mlp/mlp_mutants.hpp"
 #include "suites/upstream_gradient.hpp"
 
 #include <algorithm>
@@ -112,7 +113,8 @@ void read_tensors(CaseReader& r, const MlpCase& c, MlpData<T>& d, MlpRun<T>& run
 }
 
 void register_mlp_compare() {
-  CompareRegistry::instance().add("parallel_mlp", compare_as<MlpCase, MlpData, MlpRun>);
+  CompareRegistry::instance().add("parallel_mlp",
+                                  compare_as<MlpCase, MlpData, MlpRun, &mlp_mutants>);
 }
 
 }  // namespace shardcheck::check

@@ -7,6 +7,7 @@
 #include "compare/compare.hpp"
 #include "compare/config_fields.hpp"
 #include "suites/norm/norm_case.hpp"
+#include "suites/norm/norm_mutants.hpp"
 #include "suites/upstream_gradient.hpp"
 
 namespace shardcheck::check {
@@ -73,7 +74,7 @@ void read_tensors(CaseReader& r, const NormCase& c, NormData<T>& d, NormRun<T>& 
 
 void register_norm_compare() {
   CompareRegistry::instance().add("sequence_parallel_norm",
-                                  compare_as<NormCase, NormData, NormRun>);
+                                  compare_as<NormCase, NormData, NormRun, &norm_mutants>);
 }
 
 }  // namespace shardcheck::check

@@ -21,6 +21,7 @@
 #include "compare/config_fields.hpp"
 #include "suites/upstream_gradient.hpp"
 #include "suites/vocab/vocab_case.hpp"
+#include "suites/vocab/vocab_mutants.hpp"
 
 #include <algorithm>
 #include <optional>
@@ -185,7 +186,7 @@ void read_tensors(CaseReader& r, const VocabCase& c, VocabData<T>& d, VocabRun<T
 
 void register_vocab_compare() {
   for (const char* op : {"vocab_parallel_embedding", "vocab_parallel_cross_entropy"}) {
-    CompareRegistry::instance().add(op, compare_as<VocabCase, VocabData, VocabRun>);
+    CompareRegistry::instance().add(op, compare_as<VocabCase, VocabData, VocabRun, &vocab_mutants>);
   }
 }
 
