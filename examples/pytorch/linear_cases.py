@@ -127,12 +127,12 @@ checks.expect("torch's F.linear and the hand-sharded layers pass in float64 and 
 
 # Autograd carries the bias bug into db too: the bias counted P times gets P times the gradient.
 # The diagnosis: the suite's bias-on-every-rank explains y but gets db right, so it partly
-# matches; no known signature averages dx.
+# matches; the averaged dx is the suite's column-dx-averaged.
 for name, case, tensors, diagnosis in (
         ("bias_on_every_rank", row_parallel(torch.float32, "bias_on_every_rank"), ["y", "db"],
          "diagnosis: partly matches bias-on-every-rank "),
         ("dx_averaged", column_parallel(torch.float32, "dx_averaged"), ["dx"],
-         "diagnosis: no known signature (of 12)")):
+         "diagnosis: matches column-dx-averaged ")):
     d = os.path.join(WORK, name)
     case.write(d)
     out = checks.expect_fails("planted bug " + name, d, tensors)

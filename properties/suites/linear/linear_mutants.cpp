@@ -27,6 +27,8 @@ enum class Bug {
   sp_backward_all_reduce,
   dw_transposed,
   dx_reduced_twice,
+  column_dx_averaged,
+  partial_not_reduced,
 };
 
 std::vector<std::size_t> scaled(std::vector<std::size_t> sizes, std::size_t row_len) {
@@ -112,7 +114,8 @@ struct MutantLinear {
         dx = reduce_scatter_tokens(tp, dx, token_sizes, cfg.all_reduce_algorithm);
       }
     } else if constexpr (B != Bug::column_dx_not_summed) {
-      tp.all_reduce<T>(dx.span(), ReduceOp::sum, cfg.all_reduce_algorithm);
+      tp.all_reduce<T>(dx.span(), B == Bug::column_dx_averaged ? ReduceOp::avg : ReduceOp::sum,
+                       cfg.all_reduce_algorithm);
       if constexpr (B == Bug::dx_reduced_twice) {
         tp.all_reduce<T>(dx.span(), ReduceOp::sum, cfg.all_reduce_algorithm);
       }
@@ -144,7 +147,17 @@ struct MutantLinear {
     const ReduceOp op = B == Bug::sum_replaced_by_average ? ReduceOp::avg : ReduceOp::sum;
     const auto token_sizes = split_sizes(cfg.token_split, tokens, p);
     Tensor<T> y;
-    if (cfg.sequence_parallel_output) {
+    if constexpr (B == Bug::partial_not_reduced) {
+      // No reduction at all: each rank keeps its own partial product (its token rows of it
+      // under sequence parallelism).
+      if (cfg.sequence_parallel_output) {
+        std::size_t offset = 0;
+        for (std::size_t k = 0; k < r; ++k) offset += token_sizes[k];
+        y = rows(partial, offset, token_sizes[r]);
+      } else {
+        y = std::move(partial);
+      }
+    } else if (cfg.sequence_parallel_output) {
       y = Tensor<T>({token_sizes[r], out_f});
       tp.reduce_scatter<T>(partial.span(), y.span(), scaled(token_sizes, out_f), op,
                            cfg.reduce_algorithm);
@@ -228,6 +241,17 @@ constexpr Mutant<LinearImplementation> catalog[] = {
      "the weight gradient is computed as xᵀ·dy ([in, out_r]) and stored into the [out_r, in] "
      "buffer as is",
      &make<Bug::dw_transposed>},
+    {"column-dx-averaged",
+     "column_parallel_linear's backward all_reduces dx with avg instead of sum (the "
+     "tensor-parallel sum of partial input gradients treated like a data-parallel gradient "
+     "average): dx is 1/P of what it should be",
+     &make<Bug::column_dx_averaged>},
+    {"partial-not-reduced",
+     "row_parallel_linear returns each rank's partial product x_r·W_rᵀ (+ b) without the "
+     "all_reduce (reduce_scatter under sequence parallelism) over the tensor-parallel group "
+     "(Megatron's reduce_from_tensor_model_parallel_region forgotten): every rank holds a "
+     "different, partial y",
+     &make<Bug::partial_not_reduced>},
     {"dx-reduced-twice",
      "column_parallel_linear's backward all_reduces dx twice (a hook registered in two "
      "places), multiplying it by P",
