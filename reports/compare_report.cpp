@@ -125,7 +125,7 @@ std::string to_json(const CompareReport& r) {
         dj.push_back({{"signature", d.signature},
                       {"description", d.description},
                       {"residual", number(d.residual)},
-                      {"failing", d.failing},
+                      {"explained", d.explained},
                       {"unexplained", d.unexplained},
                       {"rank", d.rank}});
       }

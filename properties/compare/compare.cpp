@@ -103,8 +103,8 @@ std::vector<std::string> diagnosis_lines(const CompareResult& r) {
     os.precision(2);
     os << (d.unexplained.empty() ? "matches " : "partly matches ") << d.signature;
     if (d.rank >= 0) os << " at rank " << d.rank;
-    os << " (residual " << d.residual << " of the bound; fails in ";
-    for (std::size_t k = 0; k < d.failing.size(); ++k) os << (k ? ", " : "") << d.failing[k];
+    os << " (residual " << d.residual << " of the bound; explains ";
+    for (std::size_t k = 0; k < d.explained.size(); ++k) os << (k ? ", " : "") << d.explained[k];
     if (!d.unexplained.empty()) {
       os << "; not ";
       for (std::size_t k = 0; k < d.unexplained.size(); ++k) {

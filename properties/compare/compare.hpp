@@ -42,20 +42,20 @@ namespace shardcheck::check {
 // bugs, properties/suites/<family>/<family>_mutants.cpp) run on the case's own inputs. It
 // matches a tensor when its values are within kDiagnosisResidual of the case's, in units of
 // each element's bound (max over elements of |case − signature| / bound), and, where the case
-// fails, that residual is at most 1/kDiagnosisShare of the case's bound ratio there. A
-// signature is reported when it fails somewhere, matches every tensor where it fails, and
-// fails wherever the case passes nowhere: a full match when it also matches every other
-// tensor, a partial one when the case fails further tensors it does not explain (`unexplained`:
-// PyTorch's bias on every rank, whose autograd also scales the bias gradient by P, partly
-// matches bias-on-every-rank, which gets db right).
+// fails, that residual is at most 1/kDiagnosisShare of the case's bound ratio there. It is
+// reported when it matches at least one tensor where the case fails and fails nowhere the case
+// passes: a full match when it matches every tensor the case gives, a partial one otherwise
+// (`unexplained`: PyTorch's bias on every rank, whose autograd also scales the bias gradient by
+// P, partly matches bias-on-every-rank, which gets db right; a NumPy port with the top-left
+// mask in its forward and backward partly matches cp-top-left-mask, whose backward differs).
 struct Diagnosis {
   std::string signature;    // the mutant's name: "bias-on-every-rank"
   std::string description;  // the bug in words
   double residual = 0;      // over the matched tensors
-  // The tensors where the signature itself fails (where the bug shows), and the rank that owns
-  // the case's worst element of the first of them (-1: replicated).
-  std::vector<std::string> failing;
-  std::vector<std::string> unexplained;  // failing in the case, not matched by the signature
+  // The failing tensors of the case the signature explains (matches), the rank that owns the
+  // case's worst element of the first of them (-1: replicated), and those it does not explain.
+  std::vector<std::string> explained;
+  std::vector<std::string> unexplained;
   int rank = -1;
 };
 
@@ -179,8 +179,6 @@ template <class T, class Case, template <class> class Data, template <class> cla
           class Expected, class I>
 void diagnose(CompareResult& out, const Case& c, const Data<T>& d, const Expected& e,
               std::span<const Mutant<I>> signatures) {
-  double worst_ratio = 0;  // the case's (inf with a NaN/Inf mismatch)
-  for (const auto& t : out.verdict.tensors) worst_ratio = std::max(worst_ratio, t.max_ratio);
   for (const auto& sig : signatures) {
     ++out.signatures_tried;
     CaseVerdict sv;
@@ -192,8 +190,7 @@ void diagnose(CompareResult& out, const Case& c, const Data<T>& d, const Expecte
       continue;  // the signature cannot run this case (a config it refuses)
     }
     Diagnosis dg{sig.name, sig.description, 0, {}, {}, -1};
-    bool explains_its_own = true;  // every tensor where the signature fails matches the case's
-    bool contradicted = false;     // a tensor where the case passes and the signature does not
+    bool contradicted = false;  // a tensor where the case passes and the signature does not
     for (const auto& t : out.verdict.tensors) {
       if (!t.problem.empty() || t.values.empty()) continue;
       const auto it = std::find_if(sv.tensors.begin(), sv.tensors.end(),
@@ -202,20 +199,17 @@ void diagnose(CompareResult& out, const Case& c, const Data<T>& d, const Expecte
       const double r = element_residual(t, *it);
       const bool matched =
           r <= kDiagnosisResidual && (t.pass() || r * kDiagnosisShare <= t.max_ratio);
-      if (!it->pass()) {
-        if (dg.failing.empty()) dg.rank = t.worst_rank;
-        dg.failing.push_back(t.name);
-        explains_its_own = explains_its_own && matched;
-        contradicted = contradicted || t.pass();
-      } else if (!matched) {
-        if (t.pass()) contradicted = true;
-        else dg.unexplained.push_back(t.name);  // the case fails here and the signature does not
-      }
       if (matched) dg.residual = std::max(dg.residual, r);
+      if (t.pass()) {
+        contradicted = contradicted || !it->pass();
+      } else if (matched) {
+        if (dg.explained.empty()) dg.rank = t.worst_rank;
+        dg.explained.push_back(t.name);
+      } else {
+        dg.unexplained.push_back(t.name);
+      }
     }
-    if (!dg.failing.empty() && explains_its_own && !contradicted) {
-      out.diagnosis.push_back(std::move(dg));
-    }
+    if (!dg.explained.empty() && !contradicted) out.diagnosis.push_back(std::move(dg));
   }
   // Full matches first, then the closest.
   std::stable_sort(out.diagnosis.begin(), out.diagnosis.end(),
