@@ -150,6 +150,7 @@ CaseManifest parse_case_manifest(const std::string& json, const std::string& fil
   if (top.has("accumulate")) {
     m.accumulate = parse_float_dtype(top.string("accumulate"), file + ": accumulate");
   }
+  m.contract = top.string_or("contract", "");
   m.inputs = tensor_list(top.object("inputs"), false, m.world());
   m.outputs = tensor_list(top.object("outputs"), true, m.world());
   if (m.outputs.empty()) top.fail("outputs", "is empty; give at least one output to compare");

@@ -12,6 +12,8 @@
 //     "mesh": {"tp": 3},
 //     "dtype": "float32",                   float64, float32, bfloat16 or float16
 //     "accumulate": "float32",              optional: the accumulator the kernel used
+//     "contract": "fused_rstd_mean",        optional: the evaluation order the kernel follows,
+//                                           one the op names (docs/compare.md, "Contract")
 //     "inputs": {"x": "x.npy", "w": "w.npy", "dy": "dy.npy"},
 //     "outputs": {"y": "y.npy",                                  a global tensor
 //                 "dx": {"ranks": ["dx.0.npy", "dx.1.npy", "dx.2.npy"],   a piece per rank
@@ -58,6 +60,7 @@ struct CaseManifest {
   std::vector<std::pair<std::string, std::size_t>> mesh;
   DType dtype = DType::float32;
   std::optional<DType> accumulate;
+  std::string contract;  // "" when not given: the op's default contract
   std::vector<TensorFiles> inputs, outputs;
   std::string implementation;
   // Optional: the same outputs from a trusted implementation in the same dtype (FlashAttention's

@@ -101,7 +101,7 @@ class Case:
     """One case: the op, its config, sizes, mesh and element type, and its tensors."""
 
     def __init__(self, op, dtype, sizes, mesh=None, config=None, implementation="",
-                 accumulate=None, baseline_implementation=""):
+                 accumulate=None, baseline_implementation="", contract=None):
         if dtype not in ("float64", "float32", "bfloat16", "float16"):
             raise ValueError("dtype must be float64, float32, bfloat16 or float16, not %r"
                              % (dtype,))
@@ -112,6 +112,7 @@ class Case:
         self.config = dict(config or {})
         self.implementation = implementation
         self.accumulate = accumulate
+        self.contract = contract  # the evaluation order the op's kernel follows (docs/compare.md)
         self.inputs = {}   # name -> array
         self.outputs = {}  # name -> array, or (list of arrays, placement or None)
         self.baseline = {}  # name -> array: a trusted implementation's outputs, same dtype
@@ -153,6 +154,8 @@ class Case:
              "inputs": {n: n + ".npy" for n in self.inputs}, "outputs": {}}
         if self.accumulate:
             m["accumulate"] = self.accumulate
+        if self.contract:
+            m["contract"] = self.contract
         if self.implementation:
             m["implementation"] = self.implementation
         if self.baseline:
@@ -211,7 +214,7 @@ def read(directory):
                          % (directory, m.get("shardcheck_case"), FORMAT_VERSION))
     c = Case(m["op"], m["dtype"], m["sizes"], m.get("mesh"), m.get("config"),
              m.get("implementation", ""), m.get("accumulate"),
-             m.get("baseline_implementation", ""))
+             m.get("baseline_implementation", ""), m.get("contract"))
     for n, fn in m.get("baseline", {}).items():
         c.baseline[n] = np.load(os.path.join(directory, fn), allow_pickle=False)
     for n, fn in m["inputs"].items():

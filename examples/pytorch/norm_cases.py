@@ -86,6 +86,25 @@ def sequence_parallel(kind, dtype, p, split=None, bug=None):
     return case
 
 
+def layer_norm_hidden_1(dtype, contract=None):
+    """F.layer_norm over hidden = 1, where xhat is exactly 0: torch's CPU kernel forms it as
+    fma(x, rstd, -rstd*mean), which leaves about u·rstd·|x| (docs/compare.md, "Contract")."""
+    x = torch.randn(TOKENS, 1, dtype=dtype) * 2 + 0.5
+    gamma, beta = torch.full((1,), 1.25, dtype=dtype), torch.full((1,), -0.5, dtype=dtype)
+    dy = torch.randn(TOKENS, 1, dtype=dtype)
+    xl, gl, bl = (t.clone().requires_grad_() for t in (x, gamma, beta))
+    y = F.layer_norm(xl, (1,), gl, bl, EPS)
+    y.backward(dy)
+    case = sc.Case("sequence_parallel_norm", DTYPES[dtype], {"tokens": TOKENS, "hidden": 1},
+                   {"tp": 1}, {"kind": "layer_norm", "eps": EPS},
+                   "torch %s F.layer_norm" % torch.__version__, contract=contract)
+    for name, t in (("x", x), ("gamma", gamma), ("beta", beta), ("dy", dy)):
+        case.input(name, np_of(t))
+    for name, t in (("y", y.detach()), ("dx", xl.grad), ("dgamma", gl.grad), ("dbeta", bl.grad)):
+        case.output(name, np_of(t))
+    return case
+
+
 shutil.rmtree(WORK, ignore_errors=True)
 good = os.path.join(WORK, "good")
 n = 0
@@ -108,5 +127,25 @@ for kind, bad in (("layer_norm", ["dgamma", "dbeta"]), ("rms_norm", ["dgamma"]))
     sequence_parallel(kind, torch.float32, 3, bug="unreduced").write(d)
     checks.expect_fails("planted bug: %s weight gradients never summed over the ranks" % kind, d,
                         bad)
+
+# LayerNorm at hidden = 1 under the default contract, which covers both xhat orders: passes in
+# float64 and float32; declared as the library's two_pass order it fails (y about 160x, dgamma
+# about 1e17x its bound: torch's fma order is not that contract); declared as fused_rstd_mean
+# it passes; an unknown contract is bad input.
+h1 = os.path.join(WORK, "hidden_1")
+for dtype, tag in DTYPES.items():
+    layer_norm_hidden_1(dtype).write(os.path.join(h1, tag))
+checks.expect_passes("torch's LayerNorm at hidden = 1 under the default contract", h1, 2)
+d = os.path.join(WORK, "hidden_1_two_pass")
+layer_norm_hidden_1(torch.float64, "two_pass").write(d)
+checks.expect_fails("torch's LayerNorm at hidden = 1 judged as two_pass", d, ["dgamma", "y"])
+d = os.path.join(WORK, "hidden_1_fused")
+layer_norm_hidden_1(torch.float64, "fused_rstd_mean").write(d)
+checks.expect_passes("torch's LayerNorm at hidden = 1 judged as fused_rstd_mean", d, 1)
+d = os.path.join(WORK, "hidden_1_welford")
+layer_norm_hidden_1(torch.float64, "welford").write(d)
+code, out = checks.compare(d)
+checks.expect("an unknown contract is bad input (exit 2) naming the field and the contracts",
+              code == 2 and "contract:" in out and "fused_rstd_mean" in out, out)
 
 checks.finish()

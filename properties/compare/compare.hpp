@@ -31,6 +31,7 @@
 #include <exception>
 #include <functional>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -122,6 +123,15 @@ CompareResult compare_case(const cases::CaseManifest& m);
 
 // The contract every builtin bound assumes, in words (docs/compare.md).
 std::string default_contract(DType t);
+
+// A family whose ops take a declared contract (the manifest's "contract") defines, beside its
+// case type, `std::optional<std::string> contract_words(const Case&, DType)`: the contract the
+// case's bounds assumed, in words (its case_of reads manifest.contract). This fallback, for the
+// others, says they take none.
+template <class Case>
+std::optional<std::string> contract_words(const Case& /*c*/, DType /*t*/) {
+  return std::nullopt;
+}
 
 // @throws cases::CaseError when the manifest's mesh is not the op's (names and sizes, in order).
 void require_mesh(const cases::CaseManifest& m, const spec::OpSpec& s);
@@ -239,7 +249,15 @@ CompareResult compare_as(const cases::CaseManifest& m) {
   CompareResult out;
   out.dir = m.dir;
   out.implementation = m.implementation;
-  out.contract = default_contract(m.dtype);
+  if (auto words = contract_words(c, m.dtype)) {
+    out.contract = std::move(*words);
+  } else if (!m.contract.empty()) {
+    throw cases::CaseError(m.file + ": contract: is \"" + m.contract + "\" but " + s.op +
+                           " takes no declared contract; omit the field (its bounds assume " +
+                           default_contract(m.dtype) + ")");
+  } else {
+    out.contract = default_contract(m.dtype);
+  }
   visit_dtype(m.dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, bfloat16> ||

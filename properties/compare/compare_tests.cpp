@@ -263,6 +263,10 @@ TEST(CompareBadInput, every_error_names_the_file_and_the_field) {
       {"accumulate other than the bound's",
        manifest(f, "float32", outs, R"(, "accumulate": "float16")"),
        {"accumulate: is float16 but the bounds of row_parallel_linear in float32 assume float32"}},
+      {"a contract for an op that takes none",
+       manifest(f, "float32", outs, R"(, "contract": "split_k")"),
+       {"contract: is \"split_k\" but row_parallel_linear takes no declared contract; omit the "
+        "field"}},
       {"missing file",
        manifest(f, "float32", R"({"y": "nope.npy"})"),
        {"nope.npy: file: cannot be opened"}},

@@ -105,7 +105,8 @@ def sum_in_dtype(dtype, parts):
     return total
 
 
-def sequence_parallel_norm(dtype, kind, split=None, per_rank=False, bug=None, seed=1):
+def sequence_parallel_norm(dtype, kind, split=None, per_rank=False, bug=None, seed=1,
+                           contract="two_pass"):
     """The norm on P simulated ranks, each its tokens (`split`: the token counts; default the
     chunk split); dgamma/dbeta all-reduced unless the bug is `unreduced`."""
     x, gamma, beta, dy = data(dtype, kind, seed)
@@ -122,8 +123,10 @@ def sequence_parallel_norm(dtype, kind, split=None, per_rank=False, bug=None, se
     config = {"kind": kind, "eps": EPS}
     if split:
         config["token_split"] = {"kind": "explicit", "sizes": list(split)}
+    # This port forms xhat as (x - mean)·rstd: it declares the library's contract, two_pass, for
+    # the tightest bound (the default also covers PyTorch's fma order, and is looser).
     case = sc.Case("sequence_parallel_norm", dtype, {"tokens": TOKENS, "hidden": HIDDEN},
-                   {"tp": P}, config, "numpy " + np.__version__)
+                   {"tp": P}, config, "numpy " + np.__version__, contract=contract)
     case.input("x", x)
     case.input("gamma", gamma)
     if beta is not None:
@@ -178,6 +181,14 @@ for bug, kind, bad, words in (
             "eps_outside_sqrt": "diagnosis: partly matches eps-outside-sqrt ",
             "var_n_minus_1": "diagnosis: no known signature (of 7)"}[bug]
     expect("planted bug %s (%s) is diagnosed: %s" % (bug, kind, want.strip()), want in out, out)
+
+# Under the default contract, which also covers PyTorch's fma(x, rstd, -rstd*mean) order, the
+# subtle eps-outside-the-sqrt bug still fails y and dx, and dgamma falls within the wider bound.
+d = os.path.join(WORK, "eps_outside_sqrt_default_contract")
+sequence_parallel_norm("float32", "layer_norm", bug="eps_outside_sqrt", contract=None).write(d)
+code, out = compare(d)
+expect("eps outside the sqrt under the default contract fails on y and dx only (exit 1)",
+       code == 1 and failing_tensors(out) == ["dx", "y"], out)
 
 bad_dir = os.path.join(WORK, "bad")
 case = sequence_parallel_norm("float32", "rms_norm")

@@ -27,30 +27,43 @@ struct NormExpected {
 // Forward and backward of a norm for exact inputs: the values of norm_definition.hpp, the bounds
 // of norm_bound.hpp's propagation. `eps`: the accumulator's eps. `arith`: the implementation's
 // storage T and accumulator (arithmetic_of<T>()). `token_parts`: the sequence-parallel token
-// split (empty for dense).
+// split (empty for dense). `forms`: the xhat evaluation orders the bound covers (norm_bound.hpp's
+// NormXhat); with more than one, each element's bound is the largest of theirs.
 template <HighPrecision R = hp>
 NormExpected<R> norm_expected(NormKind kind, const Tensor<R>& x, const Tensor<R>& gamma,
                               const Tensor<R>& beta, const Tensor<R>& dy, const R& eps,
                               const Arithmetic& arith,
-                              std::span<const std::size_t> token_parts = {}) {
+                              std::span<const std::size_t> token_parts = {},
+                              std::span<const NormXhat> forms = {}) {
   detail::require_norm_shapes(kind, x.shape(), gamma, beta, &dy.shape());
   const auto fwd = norm_forward<R>(kind, x, gamma, beta, eps);
   const auto grads = norm_backward<R>(kind, x, gamma, dy, eps, token_parts);
   const Propagator<R> P(arith);
   const auto xt = TrackedTensor<R>::exact(x);
-  const auto fwd_t = propagate_norm_forward<R>(kind, xt, gamma, beta, eps, P);
-  const auto bwd_t =
-      propagate_norm_backward<R>(kind, xt, gamma, TrackedTensor<R>::exact(dy), eps, P, token_parts);
   NormExpected<R> e;
   e.y = fwd.y;
-  e.y_bound = fwd_t.y.bounds(P);
   e.dx = grads.dx;
-  e.dx_bound = bwd_t.dx.bounds(P);
   e.dgamma = grads.dgamma;
-  e.dgamma_bound = bwd_t.dgamma.bounds(P);
-  if (kind == NormKind::layer_norm) {
-    e.dbeta = grads.dbeta;
-    e.dbeta_bound = bwd_t.dbeta.bounds(P);
+  if (kind == NormKind::layer_norm) e.dbeta = grads.dbeta;
+  const NormXhat only[] = {NormXhat::difference};
+  bool first = true;
+  // The largest of the forms' bounds, element by element.
+  auto widen = [&first](Tensor<R>& into, const Tensor<R>& b) {
+    if (first) {
+      into = b;
+      return;
+    }
+    for (std::size_t k = 0; k < b.size(); ++k) into[k] = into[k] < b[k] ? b[k] : into[k];
+  };
+  for (const NormXhat form : forms.empty() ? std::span<const NormXhat>(only) : forms) {
+    const auto fwd_t = propagate_norm_forward<R>(kind, xt, gamma, beta, eps, P, form);
+    const auto bwd_t = propagate_norm_backward<R>(kind, xt, gamma, TrackedTensor<R>::exact(dy), eps,
+                                                  P, token_parts, form);
+    widen(e.y_bound, fwd_t.y.bounds(P));
+    widen(e.dx_bound, bwd_t.dx.bounds(P));
+    widen(e.dgamma_bound, bwd_t.dgamma.bounds(P));
+    if (kind == NormKind::layer_norm) widen(e.dbeta_bound, bwd_t.dbeta.bounds(P));
+    first = false;
   }
   return e;
 }

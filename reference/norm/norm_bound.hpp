@@ -40,6 +40,12 @@
 // number does, which is the point.
 // fma: an implementation may contract a·b + c; one rounding of the exact a·b + c is within the
 // bound of the two-rounding evaluation (each rule's rounding term is ≥ u·|result|).
+// xhat (layer_norm) in one of two evaluation orders (NormXhat): lib/ops/norm's (x − mean)·rstd,
+// or PyTorch's CPU kernel's fma(x, rstd, −rstd·mean), bounded as x·rstd − fl(rstd·mean) with two
+// roundings. The two differ most where x − mean cancels: at hidden = 1, xhat is exactly 0 and
+// the first order gives 0 exactly, the second an error of about u·rstd·|x| (measured: torch
+// 1.13's float64 y 160× and dgamma 1.3e17× the first order's bound). The variance is bounded as
+// two passes (Σ (x − mean)² / n) in both; a Welford or one-pass variance is not derived.
 // Underflow is covered by the eta/2 terms. Overflow in A is excluded by the suite's value ranges
 // (docs/norm.md);
 // a final rounding to T that overflows gives ±inf, which properties/engine/tensor_check accepts
@@ -254,23 +260,35 @@ struct NormBackwardTracked {
 // Token t's statistics and normalized values: layer_norm mean = Σx/n, d = x − mean,
 // var = Σd²/n; rms_norm d = x, ms = Σx²/n; rstd = 1/sqrt(var (or ms) + eps); xhat = d·rstd, all
 // in A. Writes out.xhat's row t and returns rstd.
+// How an implementation forms layer_norm's xhat (rms_norm's is x·rstd in both):
+//   difference  (x − mean)·rstd (lib/ops/norm: d = x − mean, then d·rstd)
+//   fused       x·rstd − rstd·mean (PyTorch's CPU LayerNorm: fma(x, rstd, −rstd·mean))
+enum class NormXhat { difference, fused };
+
 template <class R>
 Tracked<R> normalize_row(NormKind kind, const TrackedTensor<R>& x, std::size_t t, const R& eps,
-                         const Propagator<R>& P, NormForwardTracked<R>& out) {
+                         const Propagator<R>& P, NormForwardTracked<R>& out,
+                         NormXhat form = NormXhat::difference) {
   const std::size_t n = x.shape[1];
   const auto count = Propagator<R>::exact(R(n));
   std::vector<Tracked<R>> d(n), terms(n);
+  Tracked<R> mean = Propagator<R>::exact(R(0));
   if (kind == NormKind::rms_norm) {
     for (std::size_t i = 0; i < n; ++i) d[i] = x(t, i);
   } else {
     for (std::size_t i = 0; i < n; ++i) terms[i] = x(t, i);
-    const auto mean = P.div(P.sum(terms), count);
+    mean = P.div(P.sum(terms), count);
     for (std::size_t i = 0; i < n; ++i) d[i] = P.sub(x(t, i), mean);
   }
   for (std::size_t i = 0; i < n; ++i) terms[i] = P.mul(d[i], d[i]);
   const auto var = P.div(P.sum(terms), count);  // ms for rms_norm
   auto rstd = P.div(Propagator<R>::exact(R(1)), P.sqrt(P.add(var, Propagator<R>::exact(eps))));
-  for (std::size_t i = 0; i < n; ++i) out.xhat(t, i) = P.mul(d[i], rstd);
+  if (form == NormXhat::fused && kind != NormKind::rms_norm) {
+    const auto shift = P.mul(rstd, mean);
+    for (std::size_t i = 0; i < n; ++i) out.xhat(t, i) = P.sub(P.mul(x(t, i), rstd), shift);
+  } else {
+    for (std::size_t i = 0; i < n; ++i) out.xhat(t, i) = P.mul(d[i], rstd);
+  }
   return rstd;
 }
 
@@ -353,11 +371,12 @@ void parameter_gradients(NormKind kind, const TrackedTensor<R>& dy,
 template <HighPrecision R = hp>
 NormForwardTracked<R> propagate_norm_forward(NormKind kind, const TrackedTensor<R>& x,
                                              const Tensor<R>& gamma, const Tensor<R>& beta,
-                                             const R& eps, const Propagator<R>& P) {
+                                             const R& eps, const Propagator<R>& P,
+                                             NormXhat form = NormXhat::difference) {
   detail::require_norm_shapes(kind, x.shape, gamma, beta, nullptr);
   NormForwardTracked<R> out{TrackedTensor<R>(x.shape), TrackedTensor<R>(x.shape), {}};
   for (std::size_t t = 0; t < x.shape[0]; ++t) {
-    out.rstd.push_back(normalize_row(kind, x, t, eps, P, out));
+    out.rstd.push_back(normalize_row(kind, x, t, eps, P, out, form));
     scale_and_shift_row(kind, t, gamma, beta, P, out);
   }
   return out;
@@ -370,11 +389,13 @@ template <HighPrecision R = hp>
 NormBackwardTracked<R> propagate_norm_backward(NormKind kind, const TrackedTensor<R>& x,
                                                const Tensor<R>& gamma, const TrackedTensor<R>& dy,
                                                const R& eps, const Propagator<R>& P,
-                                               std::span<const std::size_t> token_parts = {}) {
+                                               std::span<const std::size_t> token_parts = {},
+                                               NormXhat form = NormXhat::difference) {
   const bool beta = kind == NormKind::layer_norm;
   detail::require_norm_shapes(kind, x.shape, gamma, beta ? gamma : Tensor<R>(), &dy.shape);
   const auto parts = detail::norm_token_parts(token_parts, x.shape[0]);
-  const auto fwd = propagate_norm_forward<R>(kind, x, gamma, beta ? gamma : Tensor<R>(), eps, P);
+  const auto fwd =
+      propagate_norm_forward<R>(kind, x, gamma, beta ? gamma : Tensor<R>(), eps, P, form);
   NormBackwardTracked<R> out;
   out.dx = TrackedTensor<R>(x.shape);
   for (std::size_t t = 0; t < x.shape[0]; ++t)

@@ -7,6 +7,7 @@
 #include "engine/suite.hpp"
 #include "generators/values.hpp"
 #include "ops/norm/norm_spec.hpp"
+#include "reference/norm/norm_bound.hpp"
 #include "suites/norm/norm_impl.hpp"
 #include "tensor/tensor.hpp"
 
@@ -14,6 +15,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace shardcheck::check {
 
@@ -30,6 +32,9 @@ struct NormCase {
   std::size_t hidden = 1;
   BlockConfig block;  // block.norm is the norm's configuration for either op
   gen::Profile profile = gen::Profile::unit;
+  // The xhat evaluation orders the bound covers (empty: lib/ops/norm's (x − mean)·rstd, what the
+  // suite checks); a case on disk names its contract (norm_compare.cpp).
+  std::vector<reference::NormXhat> xhat_forms;
 
   const SequenceParallelNormConfig& norm() const { return block.norm; }
   std::size_t tokens() const { return block.norm.tokens; }

@@ -10,6 +10,10 @@
 #include "suites/norm/norm_mutants.hpp"
 #include "suites/upstream_gradient.hpp"
 
+#include <algorithm>
+#include <optional>
+#include <string>
+
 namespace shardcheck::check {
 namespace {
 
@@ -54,7 +58,36 @@ NormCase case_of(const cases::CaseManifest& m, NormCase* /*tag*/) {
   cases::Fields f = m.config;
   c.block.norm = sp_norm_config(m, f);
   f.done();
+  // The contract: how the kernel forms layer_norm's xhat (reference/norm/norm_bound.hpp).
+  using reference::NormXhat;
+  if (m.contract.empty()) {
+    c.xhat_forms = {NormXhat::difference, NormXhat::fused};  // covers both kernels
+  } else if (m.contract == "two_pass") {
+    c.xhat_forms = {NormXhat::difference};
+  } else if (m.contract == "fused_rstd_mean") {
+    c.xhat_forms = {NormXhat::fused};
+  } else {
+    throw cases::CaseError(m.file + ": contract: is \"" + m.contract +
+                           "\" but sequence_parallel_norm knows \"two_pass\" (xhat = (x − "
+                           "mean)·rstd, as lib/ops/norm) and \"fused_rstd_mean\" (xhat = "
+                           "fma(x, rstd, −rstd·mean), as PyTorch's CPU LayerNorm); omit the field "
+                           "for a bound that covers both");
+  }
   return c;
+}
+
+std::optional<std::string> contract_words(const NormCase& c, DType t) {
+  using reference::NormXhat;
+  const bool two = std::find(c.xhat_forms.begin(), c.xhat_forms.end(), NormXhat::difference) !=
+                   c.xhat_forms.end();
+  const bool fused =
+      std::find(c.xhat_forms.begin(), c.xhat_forms.end(), NormXhat::fused) != c.xhat_forms.end();
+  std::string xhat = two && fused ? "layer_norm's xhat as (x − mean)·rstd or as fma(x, rstd, "
+                                    "−rstd·mean) (PyTorch's CPU kernel): the larger bound"
+                     : fused      ? "contract fused_rstd_mean: layer_norm's xhat as fma(x, rstd, "
+                                    "−rstd·mean) (PyTorch's CPU kernel)"
+                                  : "contract two_pass: layer_norm's xhat as (x − mean)·rstd";
+  return default_contract(t) + "; " + xhat + "; the variance in two passes";
 }
 
 template <class T>

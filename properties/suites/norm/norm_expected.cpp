@@ -61,7 +61,8 @@ NormExpected expected(const NormCase& c, const NormData<T>& d) {
   if (c.op == NormOp::norm) {
     // The definition's values, the propagation's bounds.
     auto r = reference::norm_expected<hp>(kind, reference::to_hp<hp>(d.x), gamma, beta,
-                                          reference::to_hp<hp>(d.dy), eps, arith, token_parts);
+                                          reference::to_hp<hp>(d.dy), eps, arith, token_parts,
+                                          c.xhat_forms);
     e.y = {std::move(r.y), std::move(r.y_bound)};
     e.dx = {std::move(r.dx), std::move(r.dx_bound)};
     e.dgamma = {std::move(r.dgamma), std::move(r.dgamma_bound)};

@@ -263,9 +263,11 @@ RC_GTEST_PROP(norm_reference, definition_and_bound_propagation_compute_the_same_
 
 // The contract emulated independently of lib/ops: every step in A = float, the sums over the
 // hidden axis in a random order (the bound claims any order), y and dx rounded to T. Each
-// element must lie within reference::norm_expected's bound of the reference value.
+// element must lie within reference::norm_expected's bound of the reference value. `fused`:
+// xhat as PyTorch's CPU LayerNorm forms it, fma(x, rstd, −rstd·mean), judged by the bound of
+// that order (NormXhat::fused).
 template <class T>
-void emulated_case() {
+void emulated_case(bool fused = false) {
   using A = float;
   const NormCase c0 = genCase<T>();
   const std::size_t n = c0.hidden, tokens = c0.tokens;
@@ -296,7 +298,7 @@ void emulated_case() {
     const A rstd = A(1) / std::sqrt(sq / static_cast<A>(n) + eps);
     A sg = 0, sgx = 0;
     for (std::size_t i = 0; i < n; ++i) {
-      xh[i] = d[i] * rstd;
+      xh[i] = fused && !rms ? std::fma(x(i), rstd, -(rstd * mean)) : d[i] * rstd;
       A v = xh[i] * at(c.gamma_, i);
       if (c.has_beta()) v = v + at(c.beta, i);
       y[t * n + i] = static_cast<T>(v);
@@ -312,8 +314,10 @@ void emulated_case() {
       dx[t * n + i] = static_cast<T>((base - xh[i] * c2) * rstd);
     }
   }
+  const reference::NormXhat form[] = {fused ? reference::NormXhat::fused
+                                            : reference::NormXhat::difference};
   const auto e = reference::norm_expected<hp>(c.kind, c.x, c.gamma_, c.beta, c.dy, c.eps,
-                                              reference::arithmetic_of<T>());
+                                              reference::arithmetic_of<T>(), {}, form);
   for (std::size_t i = 0; i < tokens * n; ++i) {
     using std::abs;
     RC_ASSERT(abs(to_hp(y[i]) - e.y[i]) <= e.y_bound[i]);
@@ -326,6 +330,35 @@ RC_GTEST_PROP(norm_bounds, hold_for_an_emulation_in_any_summation_order_float32,
 }
 RC_GTEST_PROP(norm_bounds, hold_for_an_emulation_in_any_summation_order_bfloat16, ()) {
   emulated_case<bfloat16>();
+}
+RC_GTEST_PROP(norm_bounds, hold_for_a_fused_xhat_emulation_float32, ()) {
+  emulated_case<float>(true);
+}
+RC_GTEST_PROP(norm_bounds, hold_for_a_fused_xhat_emulation_bfloat16, ()) {
+  emulated_case<bfloat16>(true);
+}
+
+// The fused order is not the difference order's contract: at hidden = 1 (xhat exactly 0, so y is
+// exactly beta) the fused xhat leaves fl(x·rstd − fl(rstd·x)) ≠ 0, outside the difference
+// bound (0 there up to beta's rounding) and inside the fused one.
+TEST(norm_bounds, a_fused_xhat_at_hidden_1_is_outside_the_difference_bound) {
+  const float x = 0.3F, eps = 1e-5F, gamma = 1.25F, beta = -0.5F;
+  const float rstd = 1.0F / std::sqrt(0.0F + eps);  // var = 0: mean = x
+  const float xh = std::fma(x, rstd, -(rstd * x));
+  ASSERT_NE(xh, 0.0F);  // the fma keeps the rounding error of rstd·x
+  const float y = xh * gamma + beta;
+  const Tensor<hp> xt({1, 1}, {to_hp(x)}), g({1}, {to_hp(gamma)}), b({1}, {to_hp(beta)}),
+      dy({1, 1}, {hp(1)});
+  const reference::NormXhat diff[] = {reference::NormXhat::difference},
+                            fused[] = {reference::NormXhat::fused};
+  const auto a = reference::arithmetic_of<float>();
+  const auto ed =
+      reference::norm_expected<hp>(NormKind::layer_norm, xt, g, b, dy, to_hp(eps), a, {}, diff);
+  const auto ef =
+      reference::norm_expected<hp>(NormKind::layer_norm, xt, g, b, dy, to_hp(eps), a, {}, fused);
+  using std::abs;
+  EXPECT_GT(abs(to_hp(y) - ed.y[0]), ed.y_bound[0]);
+  EXPECT_LE(abs(to_hp(y) - ef.y[0]), ef.y_bound[0]);
 }
 
 }  // namespace
