@@ -2,6 +2,7 @@
 // commands, the bound-ratio distributions and assert_close contrast per op x dtype x P, the
 // worst cases' per-element errors along the sharded axis, the mutant kill matrix, and the
 // properties. Layout and figures: reports/html_page.hpp; what each shows: docs/reports.md.
+#include "engine/replay.hpp"
 #include "reports/html_page.hpp"
 #include "reports/report.hpp"
 
@@ -13,15 +14,9 @@ namespace shardcheck::report {
 
 std::string replay_command(const Report& r, const std::string& suite, const std::string& property,
                            const std::string& impl) {
-  std::string s = "shardcheck check " + suite + " --impl " + impl + " --property " + property +
-                  " --seed " + std::to_string(r.seed) + " --cases " + std::to_string(r.cases) +
-                  " --max-world " + std::to_string(r.config.max_world);
-  if (r.config.dtypes != check::RunConfig{}.dtypes) {
-    std::string list;
-    for (const DType t : r.config.dtypes) list += (list.empty() ? "" : ",") + std::string(name(t));
-    s += " --dtype " + list;
-  }
-  return s;
+  const bool default_dtypes = r.config.dtypes == check::RunConfig{}.dtypes;
+  return check::replay_command({suite, impl, property, r.seed, r.cases, r.config.max_world,
+                                default_dtypes ? "" : check::dtype_operand(r.config.dtypes)});
 }
 
 namespace {

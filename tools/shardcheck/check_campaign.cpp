@@ -1,5 +1,6 @@
 #include "tools/shardcheck/check_campaign.hpp"
 
+#include "engine/replay.hpp"
 #include "runtime/errors.hpp"
 
 #include <algorithm>
@@ -22,11 +23,7 @@ const check::Suite* registered(const ReplayEntry& e) {
 
 }  // namespace
 
-std::string dtype_list(const std::vector<DType>& dtypes) {
-  std::string s;
-  for (const DType t : dtypes) s += (s.empty() ? "" : ",") + std::string(name(t));
-  return s;
-}
+std::string dtype_list(const std::vector<DType>& dtypes) { return check::dtype_operand(dtypes); }
 
 std::vector<DType> parse_dtypes(const std::string& text) {
   std::vector<DType> out;

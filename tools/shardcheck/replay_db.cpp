@@ -1,5 +1,6 @@
 #include "tools/shardcheck/replay_db.hpp"
 
+#include "engine/replay.hpp"
 #include "runtime/errors.hpp"
 
 #include <nlohmann/json.hpp>
@@ -108,9 +109,8 @@ bool same_finding(const ReplayEntry& a, const ReplayEntry& b) {
 }
 
 std::string replay_command(const ReplayEntry& e) {
-  return "shardcheck check " + e.suite + " --impl " + e.impl + " --property " + e.property +
-         " --seed " + std::to_string(e.seed) + " --cases " + std::to_string(e.cases) +
-         " --max-world " + std::to_string(e.max_world) + " --dtype " + e.dtypes;
+  return check::replay_command(
+      {e.suite, e.impl, e.property, e.seed, e.cases, e.max_world, e.dtypes});
 }
 
 }  // namespace shardcheck::cli

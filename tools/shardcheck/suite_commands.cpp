@@ -1,5 +1,6 @@
 #include "tools/shardcheck/suite_commands.hpp"
 
+#include "engine/replay.hpp"
 #include "engine/runner.hpp"
 #include "engine/suite.hpp"
 #include "ops/op_spec.hpp"
@@ -167,11 +168,8 @@ std::string ratio_text(double r) {
 // The command that replays p, which ran `cases` cases with `seed`.
 std::string replay_command(const SuiteRun& o, const check::PropertyOutcome& p, std::uint64_t seed,
                            int cases) {
-  std::string s = "shardcheck check " + p.suite + " --impl " + p.impl + " --property " +
-                  p.property + " --seed " + std::to_string(seed) + " --cases " +
-                  std::to_string(cases) + " --max-world " + std::to_string(o.config.max_world);
-  if (o.dtype_given) s += " --dtype " + dtype_list(o.config.dtypes);
-  return s;
+  return check::replay_command({p.suite, p.impl, p.property, seed, cases, o.config.max_world,
+                                o.dtype_given ? check::dtype_operand(o.config.dtypes) : ""});
 }
 
 // The suites and every op's spec as one JSON object (`list --json`).
