@@ -1,6 +1,7 @@
 // Renders a report.html in headless Chromium and checks it; exits 1 naming every problem.
 //
-//   node check_page.mjs PAGE.html SCREENSHOT.png [--expect-plots N] [--inject drop-plot|console-error]
+//   node check_page.mjs PAGE.html SCREENSHOT.png [--expect-plots N] [--no-js]
+//                       [--inject drop-plot|console-error|drop-tables]
 //
 // Talks the Chrome DevTools Protocol over --remote-debugging-pipe (file descriptors 3 and 4,
 // NUL-terminated JSON messages): no npm package, no WebSocket. Checks:
@@ -15,7 +16,11 @@
 //     the text of every element with text (its colour against the first opaque background
 //     behind it);
 // then writes a full-page PNG screenshot. --inject makes a copy of the page with one plot's
-// data removed or a console.error added: the check must then fail (the WILL_FAIL tests).
+// data removed, a console.error added or every table removed: the check must then fail (the
+// inverted tests).
+// --no-js renders with JavaScript disabled (the reader without it): then no figure may be drawn,
+// and every figure's section must hold a static table with at least one row (the numbers the
+// figure would plot), besides the accessibility and contrast checks.
 // Chromium runs with --no-sandbox: its sandbox cannot start as root in a container.
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -37,6 +42,9 @@ const expectPlots = Number(option('--expect-plots') ?? 1);
 const elementShots = [];
 for (let v; (v = option('--element-shot')) !== undefined;) elementShots.push(v);
 const inject = option('--inject');
+const noJsAt = args.indexOf('--no-js');
+const noJs = noJsAt >= 0;
+if (noJs) args.splice(noJsAt, 1);
 const chromium = option('--chromium') ?? process.env.CHROMIUM ?? 'chromium';
 if (args.length !== 2) {
   console.error('usage: check_page.mjs PAGE.html SCREENSHOT.png [--expect-plots N] ' +
@@ -58,6 +66,8 @@ if (inject) {
     // Remove the first plot's data entry: its figure stays, undrawn.
     html = html.replace(/(<script type="application\/json" id="plot-data">\{\n)"[^"]+": [^\n]*,?\n/,
       '$1');
+  } else if (inject === 'drop-tables') {
+    html = html.replace(/<table[\s\S]*?<\/table>/g, '');
   } else if (inject === 'console-error') {
     html = html.replace('</body>', '<script>console.error("injected by the test");</script></body>');
   } else {
@@ -125,14 +135,21 @@ listeners.push((msg) => {
 });
 
 // The checks run inside the page; returns {plots, problems}.
-const inPage = `(() => {
+const inPage = `((noJs) => {
   const problems = [];
   const data = JSON.parse(document.getElementById('plot-data').textContent);
   const figures = [...document.querySelectorAll('figure.plot')];
   for (const id of Object.keys(data)) {
     if (!document.getElementById(id)) problems.push('plot data ' + id + ' has no figure');
   }
-  for (const f of figures) {
+  for (const f of noJs ? figures : []) {
+    if (f.dataset.drawn) problems.push('figure ' + f.id + ' was drawn with JavaScript disabled');
+    const section = f.closest('section') ?? document.body;
+    if (!section.querySelector('table tbody tr, table tr td')) {
+      problems.push('figure ' + f.id + ' has no static table beside it (a reader without JavaScript sees nothing)');
+    }
+  }
+  for (const f of noJs ? [] : figures) {
     const c = f.querySelector('canvas');
     if (!c) { problems.push('figure ' + f.id + ' has no canvas'); continue; }
     if (!data[f.id]) problems.push('figure ' + f.id + ' has no plot data');
@@ -191,7 +208,7 @@ const inPage = `(() => {
   }
   return { plots: figures.length, problems: [...new Set(problems)], worstContrast: worst.toFixed(2) + ':1 (' + worstText + ')',
     height: Math.ceil(document.documentElement.scrollHeight) };
-})()`;
+})(${noJs})`;
 
 const timer = setTimeout(() => {
   console.error('check_page: timed out after 60 s\n' + stderr.slice(-2000));
@@ -208,6 +225,7 @@ try {
   await s('Network.enable');
   await s('Page.enable');
   await s('Emulation.setDeviceMetricsOverride', { width: 1280, height: 900, deviceScaleFactor: 1, mobile: false });
+  if (noJs) await s('Emulation.setScriptExecutionDisabled', { value: true });
   const loaded = once('Page.loadEventFired');
   await s('Page.navigate', { url: pathToFileURL(page).href });
   await loaded;
