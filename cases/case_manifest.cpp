@@ -133,6 +133,7 @@ CaseManifest parse_case_manifest(const std::string& json, const std::string& fil
                                     "; write the case with a matching python/shardcheck_case.py");
   }
   m.op = top.string("op");
+  if (m.op.empty()) top.fail("op", "is empty; give the op's name as `shardcheck list` prints it");
   m.config = top.object("config");
   m.sizes = named_sizes(top.object("sizes"));
   m.mesh = top.has("mesh") ? named_sizes(top.object("mesh")) : decltype(m.mesh){};

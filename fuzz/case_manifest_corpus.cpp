@@ -74,6 +74,8 @@ std::vector<Target> targets() {
       {"bad-version-huge", R"({"shardcheck_case": 18446744073709551615})", "", 0,
        "too large; give an integer below 2^63"},
       {"bad-op-type", R"({"shardcheck_case": 1, "op": 3})", "", 0, "op: is an integer"},
+      // Found by the harness (a 10-minute run, 2026-12-03): an empty op was read as an op.
+      {"regression-empty-op-accepted", manifest("", y), "", 0, "op: is empty"},
       {"bad-unknown-field", manifest(col, y, R"(, "seed": 3)"), "", 0, "unknown field seed"},
       {"bad-dtype", manifest(col, y).replace(manifest(col, y).find("float32"), 7, "int8"), "", 0,
        "dtype: is \"int8\""},

@@ -257,6 +257,13 @@ TEST(CompareBadInput, every_error_names_the_file_and_the_field) {
        manifest(f, "float32", outs)
            .replace(manifest(f, "float32", outs).find("\"in\": 4, "), 9, ""),
        {"sizes.in: missing; row_parallel_linear needs it"}},
+      {"empty op",
+       [&] {
+         std::string t = manifest(f, "float32", outs);
+         const std::string op = "\"op\": \"row_parallel_linear\"";
+         return t.replace(t.find(op), op.size(), "\"op\": \"\"");
+       }(),
+       {"op: is empty; give the op's name as `shardcheck list` prints it"}},
       {"unknown top-level field",
        manifest(f, "float32", outs, R"(, "seed": 3)"),
        {"the manifest: unknown field seed"}},

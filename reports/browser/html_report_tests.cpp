@@ -5,12 +5,14 @@
 #include "engine/collector.hpp"
 #include "engine/tensor_check.hpp"
 #include "reports/html_page.hpp"
+#include "reports/nightly_page.hpp"
 #include "reports/report.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 #include <string>
 
 namespace shardcheck {
@@ -118,6 +120,43 @@ TEST(Html, APageOfAFailingRunHasItsReplayCommandAndNoNetworkAddress) {
     EXPECT_NE(page.find("\"" + std::string(id) + "\": {"), std::string::npos) << id;
   }
   EXPECT_NE(page.find("\"boundaries\": [2]"), std::string::npos);
+}
+
+// The nightly page (reports/nightly_page.hpp): one figure per quantity, a gap (null) where a
+// night has no such harness, the night's crash with its replay command; bad input named.
+TEST(NightlyPage, PlotsEveryHarnessOverTheNightsWithGapsAndNamesBadInput) {
+  const std::string one = R"({"schema": "shardcheck-nightly/1", "date": "2026-12-01",
+    "verdict": "clean", "new_findings": 0, "harnesses": [{"name": "npy",
+    "fuzz": {"exec_per_s": 5525.7, "executions": 447829, "edges": 2380},
+    "corpus": {"before": 60, "after": 151}, "new_crashes": []}], "properties": null})";
+  const std::string two = R"({"schema": "shardcheck-nightly/1", "date": "2026-12-02",
+    "verdict": "NEW FINDINGS", "new_findings": 1, "harnesses": [{"name": "npy",
+    "fuzz": {"exec_per_s": 6012, "executions": 490001, "edges": 2391},
+    "coverage": {"lines": {"count": 1000, "covered": 615}},
+    "corpus": {"before": 151, "after": 170}, "new_crashes": [{"slug": "heap-overflow-x",
+    "kind": "heap-buffer-overflow", "replay": "npy_fuzz crash-1"}]}, {"name": "collectives",
+    "fuzz": {"exec_per_s": 830.1}, "corpus": {"before": 517, "after": 530},
+    "new_crashes": []}], "properties": null})";
+  const std::string page = shardcheck::report::nightly_page({{"a", one}, {"b", two}});
+  std::size_t figures = 0;
+  for (std::size_t at = page.find("<figure class=\"plot\" id="); at != std::string::npos;
+       at = page.find("<figure class=\"plot\" id=", at + 1)) {
+    ++figures;
+  }
+  EXPECT_EQ(figures, 4U);
+  EXPECT_NE(page.find(R"({"name":"collectives","values":[null,830.1]})"), std::string::npos);
+  EXPECT_NE(page.find(R"({"name":"npy","values":[null,61.5]})"), std::string::npos);  // coverage
+  EXPECT_NE(page.find("npy_fuzz crash-1"), std::string::npos);
+  EXPECT_NE(page.find("NEW FINDINGS"), std::string::npos);
+  EXPECT_THROW((void)shardcheck::report::nightly_page({}), std::invalid_argument);
+  try {
+    (void)shardcheck::report::nightly_page({{"night.json", R"({"schema": "other"})"}});
+    ADD_FAILURE() << "a summary of another schema was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("night.json: schema: not a shardcheck-nightly/1"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

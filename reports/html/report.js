@@ -2,7 +2,7 @@
 // <figure class="plot"> from its entry in the JSON block #plot-data, and adds a Copy button
 // beside every replay command. The page is complete without it: every number a plot shows is
 // in a static table. Plot types: ratio-distribution, assert-close, profile, kill-matrix,
-// kill-cases (reports/html_page.hpp, docs/reports.md).
+// kill-cases, series (reports/html_page.hpp, docs/reports.md).
 (function () {
   'use strict';
   var TEXT = '#1a1a1a';
@@ -215,8 +215,29 @@
     });
   }
 
+  // Okabe-Ito's colour-blind-safe palette (black last).
+  var SERIES_COLOURS = ['#0072b2', '#d55e00', '#009e73', '#cc79a7', '#e69f00', '#56b4e9',
+    '#f0e442', '#000000'];
+
+  // One line per series over the x labels (the nightly summary: a value per night; null: not
+  // measured that night). spec: {x: [labels], series: [{name, values}], y_title, log}.
+  function series(canvas, spec) {
+    return new Chart(canvas, {
+      type: 'line',
+      data: { labels: spec.x, datasets: spec.series.map(function (s, k) {
+        var c = SERIES_COLOURS[k % SERIES_COLOURS.length];
+        return { label: s.name, data: s.values, borderColor: c, backgroundColor: c,
+          pointRadius: 3, borderWidth: 1.5, spanGaps: true };
+      }) },
+      options: { scales: {
+        x: { title: { display: true, text: spec.x_title || '' } },
+        y: { type: spec.log ? 'logarithmic' : 'linear', beginAtZero: !spec.log,
+          title: { display: true, text: spec.y_title || '' } } } }
+    });
+  }
+
   var DRAW = { 'ratio-distribution': ratioDistribution, 'assert-close': assertClose,
-    'profile': profile, 'kill-matrix': killMatrix, 'kill-cases': killCases };
+    'profile': profile, 'kill-matrix': killMatrix, 'kill-cases': killCases, 'series': series };
 
   var data = JSON.parse(document.getElementById('plot-data').textContent);
   Array.prototype.forEach.call(document.querySelectorAll('figure.plot'), function (fig) {

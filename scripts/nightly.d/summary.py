@@ -19,6 +19,21 @@ def _growth(g):
     return ", ".join(f"{k} {v:+d}" for k, v in g.items())
 
 
+def write_page(tool, out, nights=30):
+    """OUT/summary.html over the last `nights` nights: the summary.json files of OUT's sibling
+    folders (the nights under the same root), oldest first, OUT's own last. Returns "" when
+    written, else what went wrong."""
+    import subprocess
+    out = Path(out)
+    others = sorted(p for p in out.parent.glob("*/summary.json") if p.parent != out)
+    files = [str(p) for p in others[-(nights - 1):]] + [str(out / "summary.json")]
+    if not Path(tool).is_file():
+        return f"no {tool}: build the default preset (summary.html not written)"
+    r = subprocess.run([str(tool), str(out / "summary.html")] + files, capture_output=True,
+                       text=True, check=False)
+    return "" if r.returncode == 0 else (r.stderr.strip() or f"{tool} exited {r.returncode}")
+
+
 def write(summary, out):
     out = Path(out)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

@@ -54,6 +54,10 @@ if [[ $mode == clean ]]; then
     echo "FAIL: a clean night exited $status"
     exit 1
   fi
+  if ! grep -q "<figure class=\"plot\" id=" "$work/night/summary.html"; then
+    echo "FAIL: a clean night wrote no summary.html with its plots"
+    exit 1
+  fi
   check_summary "$work/night" '
 assert s["verdict"] == "clean", s["verdict"]
 assert len(s["harnesses"]) >= 4, [h["name"] for h in s["harnesses"]]
