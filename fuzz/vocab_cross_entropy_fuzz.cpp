@@ -14,9 +14,9 @@
 // same loss bits, and for every element:
 //   reference NaN or ±inf                  the library's value is NaN or ±inf too (both
 //                                          non-finite: which one is not specified);
-//   reference finite, bound finite         the library's value is within the bound, or ±inf with
-//                                          the sign of the reference when |reference| + bound
-//                                          reaches T's overflow threshold;
+//   reference finite, bound finite         the library's value is within the bound, or +inf
+//                                          when reference + bound reaches T's overflow threshold
+//                                          Ω (−inf when reference − bound reaches −Ω);
 //   reference finite, bound not finite     nothing to check (the bound gives up, e.g. when D ≈ 0).
 // A violation prints the problem, the element, both values and the bound, and aborts.
 #include "binary128.hpp"
@@ -78,7 +78,8 @@ struct Problem {
     if (std::isnan(g))
       violation(in, at + "NaN where the reference is " + num(static_cast<double>(r)));
     if (std::isinf(g)) {
-      if (!(abs(r) + b >= omega && (g > 0) == (r > 0))) {
+      // ±inf is right when the interval [r − b, r + b] reaches Ω on that side.
+      if (!(g > 0 ? r + b >= omega : r - b <= -omega)) {
         violation(in, at + num(g) + " overflowed but the reference " + num(static_cast<double>(r)) +
                           " +- bound " + num(static_cast<double>(b)) + " cannot");
       }
