@@ -39,6 +39,10 @@ struct CrossEntropyResult {
   std::vector<R> token_loss, token_loss_error;
   std::size_t count = 0;  // N
   R weight_sum{0};        // D = Σ_{t non-ignored} ω_t·c_{y_t} (N without weights)
+  // mean, and the computed D' may be 0 though D is not (E_D' ≥ |D'|: products below A's normal
+  // range, or weights of mixed sign): the library's D' = 0 convention may give 0 where the
+  // reference is NaN or ±inf, and every bound is +inf.
+  bool denominator_uncertain = false;
 };
 
 // The loss and its gradient for the upstream dloss, each with its bound. logits [tokens, V];
@@ -60,6 +64,7 @@ CrossEntropyResult<R> cross_entropy(const CrossEntropyOptions& opt, const Tensor
   CrossEntropyResult<R> res;
   res.count = den.count;
   res.weight_sum = den.value;
+  res.denominator_uncertain = bound.denominator_uncertain();
   res.token_loss.assign(tokens, R(0));
   res.token_loss_error.assign(tokens, R(0));
   std::vector<R> e_tok(tokens, R(0)), scaled_loss(tokens, R(0));

@@ -332,6 +332,11 @@ class CrossEntropyErrors {
     return to_storage(g.g, e_g);
   }
 
+  // mean whose D' may compute as 0 (E_D' ≥ |D'|, or terms of mixed sign cancel to D = 0): the
+  // library's D' = 0 convention (loss 0, gradient 0) may apply, so the result is not determined
+  // by the reference's value, finite or not (every bound of it is +inf).
+  bool denominator_uncertain() const { return spec_.mean() && (den_.cancels() || unbounded_); }
+
   // Rounded once from A to T.
   R to_storage(const R& x, const R& e) const {
     using std::abs;
