@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <span>
+#include <tuple>
 #include <vector>
 
 namespace shardcheck::reference {
@@ -38,6 +39,10 @@ struct CrossEntropyResult {
   std::vector<R> token_loss, token_loss_error;
   std::size_t count = 0;  // N
   R weight_sum{0};        // D = Σ_{t non-ignored} ω_t·c_{y_t} (N without weights)
+  // mean, and the computed D' may be 0 though D is not (E_D' ≥ |D'|: products below A's normal
+  // range, or weights of mixed sign): the library's D' = 0 convention may give 0 where the
+  // reference is NaN or ±inf, and every bound is +inf.
+  bool denominator_uncertain = false;
 };
 
 // The loss and its gradient for the upstream dloss, each with its bound. logits [tokens, V];
@@ -59,9 +64,10 @@ CrossEntropyResult<R> cross_entropy(const CrossEntropyOptions& opt, const Tensor
   CrossEntropyResult<R> res;
   res.count = den.count;
   res.weight_sum = den.value;
+  res.denominator_uncertain = bound.denominator_uncertain();
   res.token_loss.assign(tokens, R(0));
   res.token_loss_error.assign(tokens, R(0));
-  std::vector<R> e_tok(tokens, R(0));
+  std::vector<R> e_tok(tokens, R(0)), scaled_loss(tokens, R(0));
   res.grad = Tensor<R>({tokens, V});
   res.grad_bound = Tensor<R>({tokens, V});
   for (std::size_t t = 0; t < tokens; ++t) {
@@ -70,14 +76,20 @@ CrossEntropyResult<R> cross_entropy(const CrossEntropyOptions& opt, const Tensor
     const auto lse = detail::token_logsumexp(logits, t);
     const auto loss = detail::token_loss(logits, t, y, lse, spec);
     const auto e_lse = bound.lse_errors(logits, t, lse);
-    const auto e_loss = bound.token_loss_errors(logits, t, lse, loss, e_lse.e_lse);
+    const auto e_loss = bound.token_loss_errors(logits, t, lse, loss, e_lse);
     res.token_loss[t] = loss.loss;
-    res.token_loss_error[t] = e_loss.reference;
-    e_tok[t] = e_loss.implementation + e_loss.reference;
+    using std::abs;
+    res.token_loss_error[t] = (abs(spec.tok(t)) + 1) * e_loss.reference;
+    if (opt.reduction == LossReduction::none) {
+      e_tok[t] = bound.unreduced_loss_error(t, loss, e_loss);
+    } else {
+      std::tie(scaled_loss[t], e_tok[t]) = bound.scaled_loss(t, loss, e_loss);
+    }
 
     const R k_factor = detail::gradient_k(loss, spec);
-    const R scale = detail::upstream_base(dloss, t, spec, den) * spec.tok(t);
-    const auto row = bound.gradient_row_errors(t, loss, k_factor, scale, e_base);
+    const R base = detail::upstream_base(dloss, t, spec, den);
+    const R scale = base * spec.tok(t);
+    const auto row = bound.gradient_row_errors(t, loss, k_factor, base, scale, e_base);
     for (std::size_t v = 0; v < V; ++v) {
       const auto g = detail::gradient_term(lse, loss, k_factor, v, v == y, scale, spec);
       res.grad(t, v) = spec.mean() && den.zero() ? R(0) : g.g;
@@ -93,11 +105,13 @@ CrossEntropyResult<R> cross_entropy(const CrossEntropyOptions& opt, const Tensor
     }
     return res;
   }
+  // The library sums loss'_t = ω'_t·l_t (ω'_t = ω_t·2^−e): N' = 2^−e·Σ_t loss_t.
   const R sum = detail::loss_sum<R>(res.token_loss);
   const R loss = detail::reduced_loss(sum, spec, den);
+  const R scaled_sum = detail::loss_sum<R>(scaled_loss);
   res.loss = Tensor<R>({1}, {loss});
-  res.loss_bound =
-      Tensor<R>({1}, {bound.reduced_loss_error(sum, bound.sum_error(res.token_loss, e_tok), loss)});
+  res.loss_bound = Tensor<R>(
+      {1}, {bound.reduced_loss_error(scaled_sum, bound.sum_error(scaled_loss, e_tok), loss)});
   return res;
 }
 

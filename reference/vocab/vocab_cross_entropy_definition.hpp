@@ -6,23 +6,26 @@
 //
 // Per token t (not ignored), target y, ε = label smoothing, V the global vocabulary size, c_v the
 // class weights and ω_t the token weights (1 when not given):
-//   m = max z;  S = Σ_v exp(z_v − m);  lse = log S + m;  Z = Σ_v z_v;  Z_c = Σ_v c_v·z_v;
-//   C = Σ_v c_v
-//   loss_t = ω_t·((1 − ε)·c_y·(lse − z_y) + (ε/V)·(C·lse − Z_c))
-//          = ω_t·(lse − (1 − ε)·z_y − (ε/V)·Z)                       without class weights
-//   ∂loss_t/∂z_v = ω_t·(K·exp(z_v − m)/S − (ε/V)·c_v − (v = y)·(1 − ε)·c_y),
-//   K = (1 − ε)·c_y + (ε/V)·C
+//   m = max z;  S = Σ_v exp(z_v − m);  k = (1 − ε)·c_y;  w_v = (ε/V)·c_v;  K = k + Σ_v w_v
+//   T = k·(m − z_y);  Q = Σ_v w_v·(m − z_v)
+//   loss_t = ω_t·(K·log S + T + Q)
+//          = ω_t·((1 − ε)·c_y·(lse − z_y) + (ε/V)·Σ_v c_v·(lse − z_v)),  lse = log S + m
+//   ∂loss_t/∂z_v = ω_t·(K·exp(z_v − m)/S − (ε/V)·c_v − (v = y)·(1 − ε)·c_y)
 // i.e. PyTorch's (1 − ε)·c_y·(−log p_y) + (ε/V)·Σ_v c_v·(−log p_v), times ω_t.
 // Reductions: none (loss [tokens]); sum (Σ_t loss_t); mean (sum / D, D = Σ_{t non-ignored}
 // ω_t·c_{y_t}, = N without weights; 0, with gradient 0, when D = 0, the library's documented
-// convention where PyTorch gives NaN). Ignored tokens: loss 0, gradient 0.
+// convention where PyTorch gives NaN). Ignored tokens: loss 0, gradient 0. For sum and mean the
+// library scales the token weights by 2^−e (max |ω_t|·2^−e ∈ [1/2, 1)): loss_denominator keeps
+// e, 2^−e, D' = 2^−e·D, so the bound can follow those steps.
 // Each quantity is evaluated in the grouping lib/ops/vocab/vocab_cross_entropy.cpp uses (e.g.
-// lse − ((1 − ε)·z_y + (ε/V)·Z)), so the bound's steps apply to these values one by one.
+// (K·log S + T) + Q), so the bound's steps apply to these values one by one.
 #pragma once
 
 #include "ops/vocab/vocab_config.hpp"
 #include "reference/precision.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -82,27 +85,43 @@ struct CeSpec {
   R c_total{0};  // C
 };
 
-// D = Σ_{t non-ignored} ω_t·c_{y_t} (N exactly without weights) and N.
+// D = Σ_{t non-ignored} ω_t·c_{y_t} (N exactly without weights) and N; the token weights' scale
+// 2^−e (e the frexp exponent of max |ω_t| over the non-ignored tokens; 0 without token
+// weights or when all are 0) and the scaled D' = 2^−e·D.
 template <class R>
 struct LossDenominator {
   R value{0};
-  R magnitude{0};  // Σ |ω_t·c_{y_t}|: 0 exactly when every term is 0, where the mean gives 0
+  R magnitude{0};  // Σ |ω_t·c_{y_t}|: 0 exactly when every term is 0
   std::size_t count = 0;
-  bool zero() const { return magnitude == 0; }
+  int exponent = 0;                           // e
+  R scale{1};                                 // 2^−e (exact in R)
+  R class_magnitude{0};                       // Σ |c_{y_t}| over the non-ignored tokens
+  R scaled() const { return scale * value; }  // D'
+  R scaled_magnitude() const { return scale * magnitude; }
+  // D = 0, where the mean gives 0 (the library's convention, on its computed D'): every term 0,
+  // or terms of mixed sign that cancel (then the computed D' need not be 0: the bound gives up).
+  bool zero() const { return value == 0; }
+  bool cancels() const { return value == 0 && magnitude != 0; }
 };
 
 template <class R>
 LossDenominator<R> loss_denominator(const CeSpec<R>& spec, std::span<const std::int64_t> targets) {
   using std::abs;
   LossDenominator<R> d;
+  double top = 0;
   for (std::size_t t = 0; t < targets.size(); ++t) {
     if (spec.ignored(targets[t])) continue;
     ++d.count;
     const auto y = static_cast<std::size_t>(targets[t]);
     d.value += spec.tok(t) * spec.cls(y);
     d.magnitude += abs(spec.tok(t) * spec.cls(y));
+    d.class_magnitude += abs(spec.cls(y));
+    if (spec.by_token()) top = std::max(top, std::fabs(spec.opt.token_weight[t]));
   }
   if (!spec.weighted()) d.value = d.magnitude = R(d.count);
+  if (top > 0 && std::isfinite(top)) std::frexp(top, &d.exponent);
+  for (int i = 0; i < d.exponent; ++i) d.scale = d.scale / 2;
+  for (int i = 0; i > d.exponent; --i) d.scale = d.scale * 2;
   return d;
 }
 
@@ -134,13 +153,12 @@ TokenLogSumExp<R> token_logsumexp(const Tensor<R>& z, std::size_t t) {
 }
 
 // loss_t = ω_t·l_t, with the intermediate values the bound is evaluated at:
-//   without class weights  a = (1 − ε)·z_y, b = (ε/V)·Z, w = a + b, l_t = lse − w
-//   with class weights     k = (1 − ε)·c_y, a = lse − z_y, nll = k·a; when ε > 0 also
-//                          cl = C·lse, b = cl − Z_c, sm = (ε/V)·b; l_t = nll + sm
+//   k = (1 − ε)·c_y, T = k·(m − z_y), Q = Σ_v w_v·(m − z_v) (ε > 0, else 0), K = k + Σ_v w_v
+//   (K = 1 without class weights), kl = K·log S, p = kl + T, l_t = p + Q
 template <class R>
 struct TokenLoss {
-  R z_y{0}, z_sum{0}, zc_sum{0};  // z_y, Z (without class weights), Z_c (with)
-  R k{0}, a{0}, b{0}, w{0}, nll{0}, cl{0}, sm{0};
+  R z_y{0};
+  R k{0}, K{1}, t{0}, q_sum{0}, kl{0}, p{0};
   R l{0}, loss{0};
 };
 
@@ -151,26 +169,16 @@ TokenLoss<R> token_loss(const Tensor<R>& z, std::size_t t, std::size_t y,
   TokenLoss<R> r;
   r.z_y = z(t, y);
   r.k = (1 - eps) * spec.cls(y);
-  if (!spec.by_class()) {
-    for (std::size_t v = 0; v < spec.V; ++v) r.z_sum += z(t, v);
-    r.a = (1 - eps) * r.z_y;
-    // Only with smoothing, as the class-weighted branch and the library: (ε/V)·Z with ε = 0 and a
-    // −inf logit is 0·(−inf) = NaN, not the 0 it stands for (found by fuzz/vocab_cross_entropy).
-    r.b = eps > 0 ? R(spec.q * r.z_sum) : R(0);
-    r.w = r.a + r.b;
-    r.l = s.lse - r.w;
-  } else {
-    for (std::size_t v = 0; v < spec.V; ++v) r.zc_sum += spec.cls(v) * z(t, v);
-    r.a = s.lse - r.z_y;
-    r.nll = r.k * r.a;
-    r.l = r.nll;
-    if (eps > 0) {
-      r.cl = spec.c_total * s.lse;
-      r.b = r.cl - r.zc_sum;
-      r.sm = spec.q * r.b;
-      r.l = r.nll + r.sm;
-    }
+  r.t = r.k * (s.m - r.z_y);
+  // Only with smoothing, as the library: (ε/V)·(m − z_v) with ε = 0 and a −inf logit is
+  // 0·inf = NaN, not the 0 it stands for (found by fuzz/vocab_cross_entropy).
+  if (eps > 0) {
+    for (std::size_t v = 0; v < spec.V; ++v) r.q_sum += spec.q * spec.cls(v) * (s.m - z(t, v));
   }
+  r.K = spec.by_class() ? R(r.k + (eps > 0 ? R(spec.q * spec.c_total) : R(0))) : R(1);
+  r.kl = r.K * s.log_s;
+  r.p = r.kl + r.t;
+  r.l = r.p + r.q_sum;
   r.loss = spec.tok(t) * r.l;
   return r;
 }

@@ -9,16 +9,23 @@
 // weights, ω_t the token weights, both 1 when not given):
 //   m = max_v z_v                      all_reduce(max) of the local maxima
 //   S = Σ_v exp(z_v − m)               all_reduce(sum) of the local sums
-//   z_y                                all_reduce(sum): the owner contributes z_y, others 0
-//   Z = Σ_v c_v·z_v (only when ε > 0)  all_reduce(sum) of the local sums over the rank's columns
-//                                      (Σ_v z_v without class weights)
-//   C = Σ_v c_v                        every rank, from the full class_weight (no collective)
-//   lse = log S + m
-//   without class weights:  loss_t = ω_t·(lse − (1 − ε)·z_y − (ε/V)·Z)
-//   with class weights:     loss_t = ω_t·((1 − ε)·c_y·(lse − z_y) + (ε/V)·(C·lse − Z))
-// i.e. PyTorch's (1 − ε)·c_y·(−log p_y) + (ε/V)·Σ_v c_v·(−log p_v), times ω_t.
+//   T = k·(m − z_y), k = (1 − ε)·c_y   all_reduce(sum): the owner contributes T, others 0
+//   Q = Σ_v w_v·(m − z_v), w_v = (ε/V)·c_v (only when ε > 0)
+//                                      all_reduce(sum) of the local sums over the rank's columns
+//   K = k + Σ_v w_v                    every rank, from the full class_weight (no collective)
+//   loss_t = ω_t·(K·log S + T + Q)     (K = 1 without class weights)
+// i.e. PyTorch's (1 − ε)·c_y·(−log p_y) + (ε/V)·Σ_v c_v·(−log p_v), times ω_t, with
+// −log p_v = log S + (m − z_v). Every product x·(m − z_v) is computed as x·m − x·z_v (m − z_v
+// overflows for logits ±max), and without class weights every term is ≥ 0, so no intermediate
+// exceeds the loss. For sum and mean the token weights are first scaled by a power of two
+// (ω'_t = ω_t·2^−e, max |ω'_t| ∈ [1/2, 1)): mean = Σ_t ω'_t·loss_t / Σ_t ω'_t·c_{y_t} and
+// sum = 2^e·Σ_t ω'_t·loss_t, so ω_t·loss_t never overflows where the reduced loss does not.
+// With class weights (any sign, up to ±max) terms can cancel, and an intermediate may overflow
+// while the loss is finite: the bound (reference/vocab/vocab_cross_entropy_bound.hpp) is then
+// +inf, exactly when an intermediate's magnitude plus its error bound reaches A's overflow
+// threshold.
 // The three sums travel in ONE all_reduce of 2·tokens (3·tokens with ε > 0) elements, with or
-// without weights (Z is the class-weighted sum when class weights are given, never a fourth
+// without weights (Q is the class-weighted sum when class weights are given, never a fourth
 // slot); so the collectives are all_reduce(max) of tokens and all_reduce(sum) of 2 or 3·tokens
 // elements of acc_t<T>, whatever V is. Megatron's smoothing uses the local V_r and the local
 // mean of the log-probabilities (Megatron-LM issues #737, #7464): wrong under uneven or any
@@ -62,9 +69,10 @@
 // the loss and the gradient are rounded once to T at the end.
 //
 // Backward (no collective): with the forward's saved m and S per token, p_v = exp(z_v − m)/S,
-//   g[t, v] = s_t·(K_t·p_v − c'_v),  K_t = (1 − ε)·c_y + (ε/V)·C,
+//   g[t, v] = s_t·(K_t·p_v − c'_v),  K_t = (1 − ε)·c_y + (ε/V)·Σ_v c_v,
 //   c'_v = (ε/V)·c_v + (v = y ? (1 − ε)·c_y : 0)   (without class weights K_t = 1, c_v = 1)
-// s_t = ω_t·dloss[t] (none), ω_t·dloss[0] (sum), ω_t·dloss[0]/D (mean; 0 when D = 0); 0 for
+// s_t = ω_t·dloss[t] (none), ω_t·dloss[0] (sum), ω'_t·dloss[0]/D' (mean, D' = 2^−e·D; 0 when
+// D' = 0); 0 for
 // ignored tokens. Each rank computes its columns only.
 //
 // Out-of-range targets (not in [0, V) and not ignore_index) are a UsageError naming the rank,
@@ -136,7 +144,9 @@ struct VocabCrossEntropySaved {
   std::vector<acc_t<T>> max;      // m per token
   std::vector<acc_t<T>> sum_exp;  // S per token
   std::size_t count = 0;          // N, the non-ignored tokens
-  acc_t<T> weight_sum{0};         // D = Σ_{t non-ignored} ω_t·c_{y_t} in A (= N without weights)
+  // D' = Σ_{t non-ignored} ω'_t·c_{y_t} in A, ω'_t = ω_t·2^−e the scaled token weights (= N
+  // without weights; D' = 2^−e·D)
+  acc_t<T> weight_sum{0};
 };
 
 template <class T>
