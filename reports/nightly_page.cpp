@@ -28,14 +28,12 @@ struct Night {
 };
 
 Night parse(const std::string& from, const std::string& text) {
-  Night n;
-  n.from = from;
+  json s;
   try {
-    n.summary = json::parse(text);
+    s = json::parse(text);
   } catch (const json::exception& e) {
     throw std::invalid_argument(from + ": not JSON (" + e.what() + ")");
   }
-  const json& s = n.summary;
   if (!s.is_object() || s.value("schema", "") != "shardcheck-nightly/1") {
     throw std::invalid_argument(from +
                                 ": schema: not a shardcheck-nightly/1 summary "
@@ -49,10 +47,9 @@ Night parse(const std::string& from, const std::string& text) {
   if (!s.contains("harnesses") || !s["harnesses"].is_array()) {
     throw std::invalid_argument(from + ": harnesses: missing or not an array");
   }
-  n.date = s["date"];
-  n.verdict = s["verdict"];
-  n.new_findings = s.value("new_findings", 0);
-  return n;
+  const int findings = s.value("new_findings", 0);
+  return Night{from, s["date"].get<std::string>(), s["verdict"].get<std::string>(), findings,
+               std::move(s)};
 }
 
 // A number at path a.b.c of j, or NaN (a gap) when any part is missing or not a number.
@@ -90,13 +87,13 @@ std::string per_harness(html::PlotData& plots, const std::vector<Night>& nights,
       values += (values.empty() ? "" : ",") + html::json_num(v);
       row.push_back(std::isnan(v) ? "-" : num(v));
     }
-    series += std::string(series.empty() ? "" : ",") + "{\"name\":" + html::json_str(name) +
-              ",\"values\":[" + values + "]}";
+    series += std::string(series.empty() ? "" : ",") + R"({"name":)" + html::json_str(name) +
+              R"(,"values":[)" + values + "]}";
     rows.push_back(std::move(row));
   }
-  const std::string spec = "{\"type\":\"series\",\"x\":[" + x + "],\"series\":[" + series +
-                           "],\"x_title\":\"night\",\"y_title\":" + html::json_str(y_title) +
-                           ",\"log\":" + (log ? "true" : "false") + "}";
+  const std::string spec = R"({"type":"series","x":[)" + x + R"(],"series":[)" + series +
+                           R"(],"x_title":"night","y_title":)" + html::json_str(y_title) +
+                           R"(,"log":)" + (log ? "true" : "false") + "}";
   std::vector<std::string> header = {"harness"};
   for (const auto& n : nights) header.push_back(escape(n.date));
   return plots.figure(id, spec, what + " of each harness over the last nights", caption, 320) +
@@ -121,10 +118,10 @@ std::string findings(html::PlotData& plots, const std::vector<Night>& nights) {
     rows.push_back(
         {escape(n.date), escape(n.verdict), std::to_string(c), std::to_string(total - c)});
   }
-  const std::string spec = "{\"type\":\"series\",\"x\":[" + x +
-                           "],\"series\":[{\"name\":\"new crashes\",\"values\":[" + crashes +
-                           "]},{\"name\":\"new counterexamples\",\"values\":[" + counterexamples +
-                           "]}],\"x_title\":\"night\",\"y_title\":\"new findings\",\"log\":false}";
+  const std::string spec = R"({"type":"series","x":[)" + x +
+                           R"(],"series":[{"name":"new crashes","values":[)" + crashes +
+                           R"(]},{"name":"new counterexamples","values":[)" + counterexamples +
+                           R"(]}],"x_title":"night","y_title":"new findings","log":false})";
   return plots.figure("findings", spec, "new crashes and new counterexamples per night",
                       "New findings per night (0 on a clean night)", 260) +
          html::table("New findings per night",
