@@ -6,6 +6,10 @@
 #include <sstream>
 #include <thread>
 
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
@@ -27,6 +31,21 @@ constexpr auto yield_phase = std::chrono::microseconds(200);
 // A sleeper wakes at least this often to look at its deadline.
 constexpr auto sleep_slice = std::chrono::milliseconds(20);
 
+// The cores this process may run on: its affinity mask (taskset, cgroup cpusets, a batch
+// scheduler's binding), which std::thread::hardware_concurrency() ignores: it counts the
+// machine's. A world pinned to one core of a 2-core machine is oversubscribed at 2 ranks.
+unsigned usable_cores() noexcept {
+#if defined(__linux__)
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  if (sched_getaffinity(0, sizeof mask, &mask) == 0) {
+    const int n = CPU_COUNT(&mask);
+    if (n > 0) return static_cast<unsigned>(n);
+  }
+#endif
+  return std::max(1U, std::thread::hardware_concurrency());
+}
+
 }  // namespace
 
 std::string WaitSite::describe() const {
@@ -44,8 +63,7 @@ std::string WaitSite::describe() const {
 World::World(int size, std::chrono::milliseconds timeout)
     : size_(size),
       timeout_(timeout),
-      oversubscribed_(static_cast<unsigned>(size) >
-                      std::max(1U, std::thread::hardware_concurrency())),
+      oversubscribed_(static_cast<unsigned>(size) > usable_cores()),
       ledgers_(static_cast<std::size_t>(size)),
       status_(static_cast<std::size_t>(size)),
       group_counts_(static_cast<std::size_t>(size)) {}
