@@ -37,9 +37,8 @@ const double specials_table[] = {
     -1.0,
 };
 
-double value(ByteReader& r, bool is_float, bool raw_bits = true) {
-  std::uint8_t tag = r.byte() % 4;
-  if (!raw_bits && tag == 0) tag = 1;  // weights and dloss: the raw-bits tag reads a special
+double value(ByteReader& r, bool is_float) {
+  const std::uint8_t tag = r.byte() % 4;
   double v = 0;
   switch (tag) {
     case 0:
@@ -111,14 +110,14 @@ VocabInput decode_vocab_input(std::span<const std::uint8_t> bytes) {
   }
   for (std::size_t k = 0; k < in.tokens * V; ++k) in.logits.push_back(value(r, in.is_float));
   if (class_w) {
-    for (std::size_t v = 0; v < V; ++v) in.cfg.class_weight.push_back(value(r, in.is_float, false));
+    for (std::size_t v = 0; v < V; ++v) in.cfg.class_weight.push_back(value(r, in.is_float));
   }
   if (token_w) {
     for (std::size_t t = 0; t < in.tokens; ++t)
-      in.cfg.token_weight.push_back(value(r, in.is_float, false));
+      in.cfg.token_weight.push_back(value(r, in.is_float));
   }
   const std::size_t nd = in.cfg.reduction == LossReduction::none ? in.tokens : 1;
-  for (std::size_t k = 0; k < nd; ++k) in.dloss.push_back(value(r, in.is_float, false));
+  for (std::size_t k = 0; k < nd; ++k) in.dloss.push_back(value(r, in.is_float));
   return in;
 }
 

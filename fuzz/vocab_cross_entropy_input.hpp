@@ -17,11 +17,11 @@
 //        overflow and underflow thresholds of both types
 //     2  int8 / 4
 //     3  int16 · 64 (large but finite logits)
-//   Weights and dloss are the same values but never raw bits (tag 0 reads as tag 1, a special; a
-//   non-finite weight must be refused): raw-bit weights and dloss such as 2^−271 and 1e255 made
-//   dloss/D overflow while the exact gradient is finite (regressions-pending/README.md, "Not kept
-//   as bytes"). Since issue 16 the bound gives up there (the overflow rule), but raw-bit weights
-//   and dloss have not been re-enabled (nor fuzzed) yet.
+//   Weights and dloss are the same values, raw bits included (a non-finite weight must be
+//   refused). Until issue 16 they were never raw bits: raw-bit weights and dloss such as 2^−271
+//   and 1e255 made dloss/D overflow while the exact gradient is finite
+//   (regressions-pending/README.md); the bound now gives up exactly there (the overflow rule of
+//   reference/vocab/vocab_cross_entropy_bound.hpp), and raw bits are back.
 // The custom mutator (vocab_cross_entropy_fuzz.cpp) writes tag-1 specials and raw-bit specials
 // at random places, where libFuzzer's byte mutations rarely make a NaN or an infinity.
 #pragma once

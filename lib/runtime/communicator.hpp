@@ -278,4 +278,28 @@ class Communicator {
   void open(const CallDesc& call, const void* send, void* recv);
 };
 
+// The backend's half of the contract above (do_exchange and the do_* hooks), as every backend
+// declares it in its protected section (omp_communicator.hpp, mpi_communicator.hpp): one list,
+// so a hook added to Communicator is added to every backend's declaration at once.
+#define SHARDCHECK_COMMUNICATOR_BACKEND_HOOKS                                                      \
+  GroupCalls do_exchange(const CallDesc& call, const void* send, void* recv) override;             \
+  std::unique_ptr<Communicator> do_group(std::span<const int> ranks) override;                     \
+  void do_barrier() override;                                                                      \
+  void do_broadcast(MutBuffer buf, int root) override;                                             \
+  void do_reduce(ConstBuffer send, MutBuffer recv, ReduceOp op, int root) override;                \
+  void do_all_reduce(ConstBuffer send, MutBuffer recv, ReduceOp op, Algorithm algo) override;      \
+  void do_all_gather(ConstBuffer send, MutBuffer recv, std::span<const std::size_t> counts)        \
+      override;                                                                                    \
+  void do_reduce_scatter(ConstBuffer send, MutBuffer recv, std::span<const std::size_t> counts,    \
+                         ReduceOp op, Algorithm algo) override;                                    \
+  void do_all_to_all(ConstBuffer send, std::span<const std::size_t> send_counts, MutBuffer recv,   \
+                     std::span<const std::size_t> recv_counts) override;                           \
+  void do_gather(ConstBuffer send, MutBuffer recv, std::span<const std::size_t> counts, int root)  \
+      override;                                                                                    \
+  void do_scatter(ConstBuffer send, MutBuffer recv, std::span<const std::size_t> counts, int root) \
+      override;                                                                                    \
+  void do_send(ConstBuffer buf, int dst, int tag) override;                                        \
+  void do_recv(MutBuffer buf, int src, int tag) override;                                          \
+  void do_ring_shift(ConstBuffer send, MutBuffer recv, int shift) override;
+
 }  // namespace shardcheck

@@ -21,13 +21,10 @@ namespace shardcheck::check {
 namespace {
 
 namespace fs = std::filesystem;
-using compare_test::case_error_of;
-using compare_test::compare_dir;
-using compare_test::write_tensor;
-using compare_test::write_text;
+using namespace compare_test;  // case files written and compared (compare_test_util.hpp)
 using test::expect_parts;
 
-fs::path fresh_dir(const std::string& name) {
+fs::path case_dir(const std::string& name) {
   return compare_test::fresh_dir("shardcheck_compare_tests_" + name);
 }
 
@@ -84,7 +81,7 @@ std::string manifest(
 template <class T>
 fs::path write_dense_case(const std::string& name, const LinearFiles& f, const std::string& dtype,
                           T bias_scale = T(1)) {
-  fs::path d = fresh_dir(name);
+  fs::path d = case_dir(name);
   const auto data = linear_data<T>(f);
   write_tensor(d / "x.npy", data.x);
   write_tensor(d / "w.npy", data.w);
@@ -142,7 +139,7 @@ TEST(Compare, per_rank_pieces_of_the_library_pass_and_a_wrong_piece_is_a_layout_
     const auto data = linear_data<float>({layer, 3, 5, 4, 7});
     const auto run = run_ranks(LinearAdapter<LibraryLinear>{}, c, data);
     ASSERT_TRUE(run.error.empty()) << run.error;
-    const fs::path d = fresh_dir(layer == LinearLayer::column_parallel ? "ranks_col" : "ranks_row");
+    const fs::path d = case_dir(layer == LinearLayer::column_parallel ? "ranks_col" : "ranks_row");
     write_tensor(d / "x.npy", data.x);
     write_tensor(d / "w.npy", data.w);
     write_tensor(d / "b.npy", data.b);

@@ -24,13 +24,10 @@ namespace shardcheck::check {
 namespace {
 
 namespace fs = std::filesystem;
-using compare_test::case_error_of;
-using compare_test::compare_dir;
-using compare_test::write_tensor;
-using compare_test::write_text;
+using namespace compare_test;  // case files written and compared (compare_test_util.hpp)
 using test::expect_parts;
 
-fs::path fresh_dir(const std::string& name) {
+fs::path case_dir(const std::string& name) {
   return compare_test::fresh_dir("shardcheck_vocab_compare_tests_" + name);
 }
 
@@ -128,7 +125,7 @@ std::string write_pieces(
 template <class T>
 fs::path write_run(const std::string& name, VocabOp op, const std::string& dtype,
                    const VocabImplementation& impl, bool global = false) {
-  fs::path d = fresh_dir(name);  // not const: returned by move
+  fs::path d = case_dir(name);  // not const: returned by move
   VocabCase c = vocab_case(op, dtype_of<T>);
   const auto data = vocab_data<T>(c);
   Tensor<std::int64_t> ids(Shape{tokens}, c.ids);
@@ -279,7 +276,7 @@ const char* const padded_ce_config =
     R"({"vocab": 7, "real_vocab": 5, "vocab_split": {"kind": "explicit", "sizes": [4, 0, 3]}, "ignore_index": -100, "label_smoothing": 0.25, "reduction": "mean", "class_weight": [1, 0.5, 2, 1, 1.5]})";
 
 fs::path write_padded_run(const std::string& name, const VocabImplementation& impl) {
-  fs::path d = fresh_dir(name);  // not const: returned by move
+  fs::path d = case_dir(name);  // not const: returned by move
   VocabCase c = vocab_case(VocabOp::cross_entropy, DType::float32);
   c.ids = {0, 3, 4, -100, 2, 1};
   c.ce.real_vocab = 5;

@@ -139,4 +139,30 @@ inline std::string missing_text(const std::map<std::string, std::vector<std::uin
   return s;
 }
 
+// The world-size labels "P=1" ... "P=max_world" a suite's label function gives its cases.
+inline std::vector<std::string> world_labels(int max_world) {
+  std::vector<std::string> out;
+  for (int p = 1; p <= max_world; ++p) out.push_back("P=" + std::to_string(p));
+  return out;
+}
+
+// Every world size up to max_world within the first n cases at each of 10 seeds: the labels
+// missing somewhere (empty when coverage is complete).
+template <class T, class Label>
+std::map<std::string, std::vector<std::uint64_t>> missing_world_sizes(const rc::Gen<T>& gen,
+                                                                      int max_world, Label label,
+                                                                      int n = 60) {
+  return missing_configurations(gen, world_labels(max_world), label, 10, n);
+}
+
+// At how many of 10 seeds the world size max_world + 1, which no case of `gen` can have, is
+// missing: 10 when missing_configurations can fail (the coverage tests' own check).
+template <class T, class Label>
+std::size_t seeds_missing_impossible_world(const rc::Gen<T>& gen, int max_world, Label label) {
+  const std::string impossible = "P=" + std::to_string(max_world + 1);
+  const auto missing = missing_configurations(gen, {impossible}, label);
+  const auto it = missing.find(impossible);
+  return it == missing.end() ? 0 : it->second.size();
+}
+
 }  // namespace shardcheck::gen

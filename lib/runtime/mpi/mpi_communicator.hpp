@@ -63,25 +63,7 @@ class MpiCommunicator final : public Communicator {
   Ledger& ledger() noexcept override { return world_.ledger(); }
 
  protected:
-  GroupCalls do_exchange(const CallDesc& call, const void* send, void* recv) override;
-  std::unique_ptr<Communicator> do_group(std::span<const int> ranks) override;
-  void do_barrier() override;
-  void do_broadcast(MutBuffer buf, int root) override;
-  void do_reduce(ConstBuffer send, MutBuffer recv, ReduceOp op, int root) override;
-  void do_all_reduce(ConstBuffer send, MutBuffer recv, ReduceOp op, Algorithm algo) override;
-  void do_all_gather(ConstBuffer send, MutBuffer recv,
-                     std::span<const std::size_t> counts) override;
-  void do_reduce_scatter(ConstBuffer send, MutBuffer recv, std::span<const std::size_t> counts,
-                         ReduceOp op, Algorithm algo) override;
-  void do_all_to_all(ConstBuffer send, std::span<const std::size_t> send_counts, MutBuffer recv,
-                     std::span<const std::size_t> recv_counts) override;
-  void do_gather(ConstBuffer send, MutBuffer recv, std::span<const std::size_t> counts,
-                 int root) override;
-  void do_scatter(ConstBuffer send, MutBuffer recv, std::span<const std::size_t> counts,
-                  int root) override;
-  void do_send(ConstBuffer buf, int dst, int tag) override;
-  void do_recv(MutBuffer buf, int src, int tag) override;
-  void do_ring_shift(ConstBuffer send, MutBuffer recv, int shift) override;
+  SHARDCHECK_COMMUNICATOR_BACKEND_HOOKS
 
  private:
   // Creates comm_ on first use (the rendezvous described above), waiting as the first call

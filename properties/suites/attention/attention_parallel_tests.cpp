@@ -21,9 +21,7 @@
 namespace shardcheck {
 namespace {
 
-using test::on_ranks;
-using test::random_tensor;
-using test::usage_error_of;
+using namespace test;  // the suites' test helpers (testing/ops_test_util.hpp)
 using ::testing::HasSubstr;
 
 ContextParallelConfig cp_config(std::size_t len, CpLayout layout, SplitPolicy split,

@@ -22,11 +22,7 @@
 namespace shardcheck {
 namespace {
 
-using test::cols_of;
-using test::on_ranks;
-using test::policies_for;
-using test::random_tensor;
-using test::rows_of;
+using namespace test;  // the suites' test helpers (testing/ops_test_util.hpp)
 
 // Algorithm::sequential's order: ((p_0 + p_1) + ...) + p_{P-1}, each step rounded in T.
 template <class T>

@@ -19,10 +19,7 @@
 namespace shardcheck {
 namespace {
 
-using test::on_ranks;
-using test::policies_for;
-using test::random_tensor;
-using test::tensor_of;
+using namespace test;  // the suites' test helpers (testing/ops_test_util.hpp)
 
 template <class T>
 using A = acc_t<T>;

@@ -12,8 +12,7 @@
 namespace shardcheck {
 namespace {
 
-using test::expect_parts;
-using test::usage_error_of;
+using namespace test;  // the suites' test helpers (testing/ops_test_util.hpp)
 using D = Tensor<double>;
 
 D zeros(Shape s) { return D(std::move(s)); }

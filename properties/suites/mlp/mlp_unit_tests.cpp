@@ -18,11 +18,7 @@
 namespace shardcheck {
 namespace {
 
-using test::cols_of;
-using test::on_ranks;
-using test::policies_for;
-using test::random_tensor;
-using test::rows_of;
+using namespace test;  // the suites' test helpers (testing/ops_test_util.hpp)
 
 TEST(MlpActivation, hand_checked_values_in_float64) {
   // f(1) and f(-2), against Python's math module (float64).

@@ -12,9 +12,7 @@ namespace shardcheck {
 namespace {
 
 using D = Tensor<double>;
-using test::expect_parts;
-using test::expect_usage_errors;
-using test::RankUsageCase;
+using namespace test;  // the suites' test helpers (testing/ops_test_util.hpp)
 
 TEST(NormUsageErrors, norms_name_the_rank_the_shapes_and_what_to_pass) {
   const NormConfig ln{NormKind::layer_norm, 1e-5};

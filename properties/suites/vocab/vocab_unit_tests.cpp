@@ -20,13 +20,7 @@
 namespace shardcheck {
 namespace {
 
-using test::columns_of;
-using test::on_ranks;
-using test::padded;
-using test::padded_v;
-using test::real_v;
-using test::usage_error_of;
-using test::width;
+using namespace test;  // the suites' test helpers (testing/ops_test_util.hpp)
 using ::testing::HasSubstr;
 
 const SplitPolicy uneven = SplitPolicy::explicit_sizes({2, 0, 3});  // V = 5 over 3 ranks

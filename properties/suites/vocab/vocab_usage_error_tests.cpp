@@ -20,12 +20,7 @@ namespace {
 
 using D = Tensor<double>;
 using Ids = std::vector<std::int64_t>;
-using test::expect_parts;
-using test::expect_usage_errors;
-using test::padded;
-using test::padded_v;
-using test::RankUsageCase;
-using test::width;
+using namespace test;  // the suites' test helpers (testing/ops_test_util.hpp)
 
 // V = 5 over 3 ranks as [2, 0, 3]: rank r owns n_of(r) columns (rows) of the vocabulary.
 const SplitPolicy uneven = SplitPolicy::explicit_sizes({2, 0, 3});
