@@ -4,6 +4,7 @@
 #include <fstream>
 #include <iterator>
 #include <sstream>
+#include <stdexcept>
 #include <utility>
 
 namespace shardcheck::cases {
@@ -50,6 +51,15 @@ TensorFiles tensor_files(const std::string& name, const nlohmann::json& v, const
                         std::to_string(world) + " ranks; give one file per rank, in rank order");
   }
   t.placement = f.string_or("placement", "");
+  if (is_per_dimension(t.placement)) {
+    try {
+      t.dims = parse_dim_placement(t.placement);
+    } catch (const std::invalid_argument& e) {
+      f.fail("placement", "\"" + t.placement + "\" " + e.what() +
+                              "; write one token per dimension, as \"b s(cp,zigzag) h(tp) d\", or "
+                              "DTensor's words, as \"S(0)\" (docs/case-format.md)");
+    }
+  }
   f.done();
   return t;
 }

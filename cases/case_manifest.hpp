@@ -17,7 +17,8 @@
 //     "inputs": {"x": "x.npy", "w": "w.npy", "dy": "dy.npy"},
 //     "outputs": {"y": "y.npy",                                  a global tensor
 //                 "dx": {"ranks": ["dx.0.npy", "dx.1.npy", "dx.2.npy"],   a piece per rank
-//                        "placement": "S(0)"}},                  optional: as the spec says
+//                        "placement": "S(0)"}},                  optional: as the spec says,
+//                                                   or per dimension: "t(tp) h"
 //     "implementation": "torch 2.1 cpu",    optional, free text for the report
 //     "baseline": {"y": "y_ref.npy"},       optional: a trusted implementation's outputs
 //     "baseline_implementation": "torch eager"
@@ -28,6 +29,7 @@
 // File paths are relative to the case's directory.
 #pragma once
 
+#include "cases/dim_placement.hpp"
 #include "cases/json_fields.hpp"
 #include "cases/npy.hpp"
 #include "runtime/dtype.hpp"
@@ -49,6 +51,9 @@ struct TensorFiles {
   std::vector<std::string> files;  // one (global) or one per rank, paths as written in case.json
   bool per_rank = false;
   std::string placement;  // the placement the manifest declares for per-rank pieces, or empty
+  // The same placement when it is written per dimension ("b s(cp,zigzag) h d",
+  // cases/dim_placement.hpp), parsed; empty when it is in DTensor's words ("S(0)") or absent.
+  std::optional<DimPlacement> dims;
 };
 
 struct CaseManifest {

@@ -65,6 +65,20 @@ std::vector<Target> targets() {
        R"({"shardcheck_case": 1, "op": "x", "config": {}, "sizes": {}, "dtype": "bfloat16", )"
        R"("inputs": {}, "outputs": {"y": {"ranks": ["y.npy"]}}})",
        "x", 1, ""},
+      {"ok-per-dimension-placement",
+       manifest(col, R"j({"y": {"ranks": ["y.0.npy", "y.1.npy", "y.2.npy"], )j"
+                     R"j("placement": "t h(tp)"}})j"),
+       col, 1, ""},
+      {"ok-per-dimension-zigzag",
+       manifest("attention_layer",
+                R"j({"y": {"ranks": ["0", "1", "2", "3"], "placement": "b s(cp,zigzag) h"}, )j"
+                R"j("dx": {"ranks": ["0", "1", "2", "3"], "placement": "b s h(tp,partial)"}})j",
+                "", R"j({"cp": 2, "tp": 2})j"),
+       "attention_layer", 2, ""},
+      {"bad-per-dimension-placement",
+       manifest(col, R"j({"y": {"ranks": ["y.0.npy", "y.1.npy", "y.2.npy"], )j"
+                     R"j("placement": "t h(tp"}})j"),
+       "", 0, "expected ')' or ',' after tp"},
       {"bad-json", manifest(col, y).substr(0, 60), "", 0, "JSON: malformed at byte"},
       // Found by the harness: nlohmann-json throws out_of_range, not parse_error, for it.
       {"bad-number-overflow", R"({"shardcheck_case": 184467441e308073709551615})", "", 0,

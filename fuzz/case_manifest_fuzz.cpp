@@ -9,7 +9,10 @@
 //   - the op is a non-empty string, at least one output is given;
 //   - the world size is the mesh's product, from 1 to 2^20, every dimension at least 1;
 //   - an output given per rank has exactly world() files, an input never is;
-//   - every size and tensor the manifest names can be looked up by its name.
+//   - every size and tensor the manifest names can be looked up by its name;
+//   - a per-dimension placement (cases/dim_placement.hpp) was parsed exactly when the text is
+//     written per dimension, has at least one dimension, every zigzag or partial dimension names
+//     an axis, no axis twice, and its normalized text parses back to itself.
 // Then every field of the config object is read as each JSON type and as an object, each read
 // either returning or throwing CaseError (the getters family bindings use, cases/json_fields.hpp).
 // SHARDCHECK_FUZZ_VERBOSE=1 prints every input.
@@ -18,6 +21,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <string>
 
 namespace {
@@ -56,6 +60,32 @@ void read_every_way(Fields f, int depth) {
   try_read([&] { f.done(); });
 }
 
+void check_dims(const shardcheck::cases::TensorFiles& t, const std::string& text) {
+  using shardcheck::cases::is_per_dimension;
+  using shardcheck::cases::parse_dim_placement;
+  if (t.dims.has_value() != is_per_dimension(t.placement)) {
+    violation("output " + t.name + "'s placement parsed per dimension or not, wrongly", text);
+  }
+  if (!t.dims) return;
+  const auto& p = *t.dims;
+  if (p.dims.empty()) violation("a per-dimension placement without dimensions", text);
+  for (const auto& d : p.dims) {
+    if (d.name.empty()) violation("a dimension without a name", text);
+    if ((d.zigzag || d.partial) && d.axes.empty()) violation("zigzag/partial without axis", text);
+    for (const auto& a : d.axes) {
+      if (p.dim_of(a) != static_cast<int>(&d - p.dims.data())) violation("axis twice", text);
+    }
+  }
+  const std::string norm = p.to_string();
+  std::string again;
+  try {
+    again = parse_dim_placement(norm).to_string();
+  } catch (const std::exception& e) {
+    violation("the normalized placement " + norm + " does not parse: " + e.what(), text);
+  }
+  if (again != norm) violation("the normalized placement " + norm + " reads as " + again, text);
+}
+
 void check(const CaseManifest& m, const std::string& text) {
   if (m.op.empty()) violation("an empty op was accepted", text);
   if (m.outputs.empty()) violation("a manifest without outputs was accepted", text);
@@ -75,6 +105,7 @@ void check(const CaseManifest& m, const std::string& text) {
     const std::size_t want = t.per_rank ? static_cast<std::size_t>(m.world()) : 1;
     if (t.files.size() != want) violation("output " + t.name + " has the wrong file count", text);
     if (m.output(t.name) == nullptr) violation("output " + t.name + " cannot be found", text);
+    check_dims(t, text);
   }
   for (const auto& [name, n] : m.sizes) {
     if (m.size(name) != n) violation("size " + name + " does not read back", text);

@@ -135,7 +135,8 @@ class Case:
 
     def output_ranks(self, name, pieces, placement=None, elem="T"):
         """An output as each rank holds it (rank order), optionally with its placement as the
-        op's spec prints it ("S(0)", "R", "S(1)[explicit[2,0,3]]")."""
+        op's spec prints it ("S(0)", "R", "S(1)[explicit[2,0,3]]") or per dimension, as a
+        trainer's dump annotates it ("b s(cp,zigzag) h", "o i(tp)"; docs/case-format.md)."""
         pieces = [_as_stored("%s[rank %d]" % (name, r), p, self.dtype, elem)
                   for r, p in enumerate(pieces)]
         if len(pieces) != self.world():

@@ -389,6 +389,29 @@ TEST(AttentionCompare, a_layer_gradient_on_the_wrong_rows_is_a_layout_failure) {
   expect_parts(r.verdict.explain(), {"layout: rank 3's piece of dwq", "[8, 3]", "[4, 3]"});
 }
 
+// Placements written per dimension, as a trainer's dump annotates them: y's sequence is cut
+// over cp in the zigzag order and replicated over tp, dwq's rows are cut over tp.
+TEST(AttentionCompare, per_dimension_placements_name_the_zigzag_sequence) {
+  auto dir = library_layer_case<float>("layer_dims", layer_case(DType::float32, 2), false);
+  auto& out = dir.manifest()["outputs"];
+  out["y"]["placement"] = "b s(cp,zigzag) h";
+  out["dx"]["placement"] = "[S(1)[explicit[2,4]], R]";  // DTensor's words still work
+  out["dwq"]["placement"] = "o(tp) i";
+  const auto ok = dir.compare();
+  EXPECT_TRUE(ok.verdict.pass()) << ok.verdict.explain();
+
+  out["y"]["placement"] = "b s(cp) h";  // the contiguous cut, where the layout is zigzag
+  const auto contiguous = dir.compare();
+  ASSERT_FALSE(contiguous.verdict.pass());
+  expect_parts(contiguous.verdict.explain(),
+               {"declares y placed b s(cp) h but attention_layer places it b s(cp,zigzag) h"});
+
+  out["y"]["placement"] = "b s(tp,zigzag) h(cp)";
+  const auto swapped = dir.compare();
+  ASSERT_FALSE(swapped.verdict.pass());
+  expect_parts(swapped.verdict.explain(), {"places it b s(cp,zigzag) h"});
+}
+
 // ---------------------------------------------------------------- bad input, by message
 
 struct BadCase {

@@ -7,7 +7,8 @@
 //   outputs   a global .npy (cut into the ranks' pieces by the spec's placement, so
 //             materializing it gives it back unchanged; a Partial output is all on rank 0),
 //             or one .npy per rank: each piece's shape must be the spec's local shape of that
-//             rank, and a declared placement must be the spec's. A piece that breaks either is a
+//             rank, and a declared placement (DTensor's words, or per dimension as
+//             "b s(cp,zigzag) h d") must be the spec's. A piece that breaks either is a
 //             layout failure of that tensor, naming the rank (the verdict reports it: the
 //             implementation is wrong, the case is not malformed).
 // An output the manifest does not give is not judged (supplied() says which are); an input or
@@ -97,11 +98,7 @@ class CaseReader {
       }
       return true;
     }
-    if (!f->placement.empty() && f->placement != placement_text(ts)) {
-      std::string why = "the case declares ";
-      why += name + " placed " + f->placement;
-      why += " but " + s_.op + " places it " + placement_text(ts);
-      why += " at this config (shardcheck list --json); the pieces were not compared";
+    if (std::string why = placement_problem(*f, ts); !why.empty()) {
       problems_[name] = std::move(why);
     }
     for (int r = 0; r < world; ++r) {
@@ -143,6 +140,15 @@ class CaseReader {
            ", so rank " + rank + " holds " + format_shape(want) +
            "; check the shard offsets and sizes of the split";
   }
+  // Empty when the placement a per-rank output declares (none, DTensor's words, or per
+  // dimension: cases/dim_placement.hpp) is the spec's, else the layout problem saying both
+  // (case_placement.cpp). Over a mesh of several axes the DTensor form lists one placement per
+  // axis: "[S(1), R]". Per dimension, the kinds, the sharded dimension of each axis and the
+  // zigzag layout must be the spec's; the split policy is the config's (each piece's shape is
+  // checked against it).
+  // @throws cases::CaseError naming the file and the field: a per-dimension placement with
+  // another number of dimensions than the tensor, or an axis the op's mesh does not have.
+  std::string placement_problem(const cases::TensorFiles& f, const spec::TensorSpec& ts) const;
   // The placements over the mesh as the spec prints them: "S(0)", or "[S(1), R]" over two
   // dimensions.
   static std::string placement_text(const spec::TensorSpec& ts) {
