@@ -1,8 +1,6 @@
 #include "cases/case_manifest.hpp"
 
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <sstream>
 #include <stdexcept>
 #include <utility>
@@ -119,18 +117,7 @@ std::string CaseManifest::path(const std::string& f) const {
 
 CaseManifest parse_case_manifest(const std::string& json, const std::string& file,
                                  const std::string& dir) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(json);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw CaseError(file + ": JSON: malformed at byte " + std::to_string(e.byte) + " (" + e.what() +
-                    "); fix the file (python -m json.tool " + file + " shows where)");
-  } catch (const nlohmann::json::exception& e) {
-    // A number beyond double's range (1e400) is nlohmann-json's out_of_range, not a parse_error
-    // (found by case_manifest_fuzz).
-    throw CaseError(file + ": JSON: " + e.what() + "; write numbers within float64's range");
-  }
-  Fields top(std::move(j), file, "");
+  Fields top(parse_json_text(json, file), file, "");
   CaseManifest m;
   m.dir = dir;
   m.file = file;
@@ -182,18 +169,10 @@ CaseManifest parse_case_manifest(const std::string& json, const std::string& fil
 }
 
 CaseManifest read_case_manifest(const std::string& path) {
-  namespace fs = std::filesystem;
-  fs::path p(path);
-  std::error_code ec;
-  if (fs::is_directory(p, ec)) p /= "case.json";
-  std::ifstream in(p, std::ios::binary);
-  if (!in) {
-    throw CaseError(p.string() +
-                    ": cannot be read; give a case directory holding case.json, "
-                    "or the manifest itself (docs/case-format.md)");
-  }
-  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  return parse_case_manifest(text, p.string(), p.parent_path().string());
+  const ManifestText t = read_manifest_text(
+      path, "case.json",
+      "give a case directory holding case.json, or the manifest itself (docs/case-format.md)");
+  return parse_case_manifest(t.text, t.file, t.dir);
 }
 
 }  // namespace shardcheck::cases

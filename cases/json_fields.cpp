@@ -1,10 +1,38 @@
 #include "cases/json_fields.hpp"
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <utility>
 
 namespace shardcheck::cases {
+
+nlohmann::json parse_json_text(const std::string& text, const std::string& file) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw CaseError(file + ": JSON: malformed at byte " + std::to_string(e.byte) + " (" + e.what() +
+                    "); fix the file (python -m json.tool " + file + " shows where)");
+  } catch (const nlohmann::json::exception& e) {
+    // A number beyond double's range (1e400) is nlohmann-json's out_of_range, not a parse_error
+    // (found by case_manifest_fuzz).
+    throw CaseError(file + ": JSON: " + e.what() + "; write numbers within float64's range");
+  }
+}
+ManifestText read_manifest_text(const std::string& path, const std::string& name,
+                                const std::string& what_to_give) {
+  namespace fs = std::filesystem;
+  fs::path p(path);
+  std::error_code ec;
+  if (fs::is_directory(p, ec)) p /= name;
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw CaseError(p.string() + ": cannot be read; " + what_to_give);
+  return {std::string{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()},
+          p.string(), p.parent_path().string()};
+}
+
 namespace {
 
 std::string join(const std::vector<std::string>& v) {

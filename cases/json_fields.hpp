@@ -16,6 +16,19 @@
 
 namespace shardcheck::cases {
 
+// `text` parsed as JSON. @throws CaseError naming `file`: malformed (with the byte offset), or
+// a number beyond float64's range.
+nlohmann::json parse_json_text(const std::string& text, const std::string& file);
+
+// A manifest file's text: `path` itself, or path/`name` when path is a directory ("case.json",
+// "run.json"). Returns the text and the file read. @throws CaseError "<file>: cannot be read;
+// <what to give>" when it cannot be read.
+struct ManifestText {
+  std::string text, file, dir;  // dir: the file's directory, where its paths point
+};
+ManifestText read_manifest_text(const std::string& path, const std::string& name,
+                                const std::string& what_to_give);
+
 class Fields {
  public:
   Fields() = default;

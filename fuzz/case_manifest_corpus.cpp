@@ -79,6 +79,13 @@ std::vector<Target> targets() {
        manifest(col, R"j({"y": {"ranks": ["y.0.npy", "y.1.npy", "y.2.npy"], )j"
                      R"j("placement": "t h(tp"}})j"),
        "", 0, "expected ')' or ',' after tp"},
+      // run.json texts (the harness reads every input as a run too): refused as a case.
+      {"run-two-steps",
+       R"({"shardcheck_run": 1, "name": "block 0", "steps": ["00_norm", )"
+       R"({"case": "01_attention", "name": "layer 0 attention"}]})",
+       "", 0, "shardcheck_case"},
+      {"run-step-leaves-the-run", R"({"shardcheck_run": 1, "steps": ["a/../../b", "./a/."]})", "",
+       0, "shardcheck_case"},
       {"bad-json", manifest(col, y).substr(0, 60), "", 0, "JSON: malformed at byte"},
       // Found by the harness: nlohmann-json throws out_of_range, not parse_error, for it.
       {"bad-number-overflow", R"({"shardcheck_case": 184467441e308073709551615})", "", 0,

@@ -1,5 +1,5 @@
 // libFuzzer harness for the case manifest reader (cases/case_manifest.hpp): any bytes as the
-// text of a case.json.
+// text of a case.json, and the same bytes as the text of a run.json (cases/run_manifest.hpp).
 //
 // A CaseError is the reader refusing bad input, which is its job: the input is dropped. Anything
 // else is a bug the harness makes libFuzzer keep: another exception escaping (nlohmann-json's
@@ -13,16 +13,22 @@
 //   - a per-dimension placement (cases/dim_placement.hpp) was parsed exactly when the text is
 //     written per dimension, has at least one dimension, every zigzag or partial dimension names
 //     an axis, no axis twice, and its normalized text parses back to itself.
+// A run manifest accepted has at least one step, each with a non-empty name and a directory
+// below the run's ("fuzz/..."), no directory twice.
 // Then every field of the config object is read as each JSON type and as an object, each read
 // either returning or throwing CaseError (the getters family bindings use, cases/json_fields.hpp).
 // SHARDCHECK_FUZZ_VERBOSE=1 prints every input.
 #include "cases/case_manifest.hpp"
+#include "cases/run_manifest.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -115,6 +121,25 @@ void check(const CaseManifest& m, const std::string& text) {
 
 }  // namespace
 
+void check_run(const shardcheck::cases::RunManifest& m, const std::string& text) {
+  if (m.steps.empty()) violation("a run without steps was accepted", text);
+  std::vector<std::string> dirs;
+  for (const auto& s : m.steps) {
+    if (s.name.empty()) violation("a step without a name", text);
+    if (s.dir.rfind("fuzz/", 0) != 0 || s.dir.size() <= 5) {
+      violation("a step's directory " + s.dir + " is not below the run's", text);
+    }
+    const std::string norm = (std::filesystem::path(s.dir).lexically_normal() / "").string();
+    if (norm == "fuzz/" || norm.rfind("fuzz/", 0) != 0) {
+      violation("a step's directory " + s.dir + " is not below the run's", text);
+    }
+    if (std::find(dirs.begin(), dirs.end(), norm) != dirs.end()) {
+      violation("the step " + s.dir + " twice", text);
+    }
+    dirs.push_back(norm);
+  }
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   if (std::getenv("SHARDCHECK_FUZZ_VERBOSE") != nullptr) {
@@ -124,6 +149,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     check(shardcheck::cases::parse_case_manifest(text, "fuzz/case.json", "fuzz"), text);
   } catch (const CaseError&) {
     // refused, with a message naming the file and the field
+  }
+  try {
+    check_run(shardcheck::cases::parse_run_manifest(text, "fuzz/run.json", "fuzz"), text);
+  } catch (const CaseError&) {
+    // refused
   }
   return 0;
 }

@@ -33,6 +33,7 @@ import tempfile
 import numpy as np
 
 FORMAT_VERSION = 1
+RUN_FORMAT_VERSION = 1
 FLOAT_DTYPES = {"float64": np.float64, "float32": np.float32, "float16": np.float16}
 
 
@@ -189,6 +190,45 @@ class Case:
             _save(os.path.join(directory, n + ".baseline.npy"), a)
         _atomic_write(os.path.join(directory, "case.json"),
                       json.dumps(self.manifest(), indent=2).encode() + b"\n")
+        return directory
+
+
+class Run:
+    """A whole-run dump: cases recorded in dataflow order (a layer's forward and backward, or a
+    whole training step), each holding its op's inputs as the implementation saw them, so
+    `shardcheck compare RUN_DIR` judges each op on its own inputs and names the first step that
+    fails (docs/case-format.md, "A whole run").
+
+        run = sc.Run("block 0, step 3")
+        run.step(norm_case, "00_norm")
+        run.step(attn_case, "01_attention", name="layer 0 attention")
+        run.write("dumps/step3")        # dumps/step3/run.json and a folder per step
+    """
+
+    def __init__(self, name=""):
+        self.name = name
+        self.steps = []  # (case, folder, name or None)
+
+    def step(self, case, folder, name=None):
+        """Appends `case` as the next step, written to RUN_DIR/folder."""
+        if any(f == folder for _, f, _ in self.steps):
+            raise ValueError("%s: already a step of this run" % folder)
+        self.steps.append((case, folder, name))
+
+    def write(self, directory):
+        """Writes every step's case, then run.json last (atomically)."""
+        if not self.steps:
+            raise ValueError("a run needs at least one step")
+        os.makedirs(directory, exist_ok=True)
+        steps = []
+        for case, folder, name in self.steps:
+            case.write(os.path.join(directory, folder))
+            steps.append({"case": folder, "name": name} if name else folder)
+        m = {"shardcheck_run": RUN_FORMAT_VERSION, "steps": steps}
+        if self.name:
+            m["name"] = self.name
+        _atomic_write(os.path.join(directory, "run.json"),
+                      json.dumps(m, indent=2).encode() + b"\n")
         return directory
 
 

@@ -152,6 +152,32 @@ std::string to_json(const CompareReport& r) {
                    {"default_atol", check::torch_default_tolerance(row.dtype).atol}});
   }
   j["tolerances"] = tol;
+  ordered_json runs = ordered_json::array();
+  for (const auto& run : r.runs) {
+    ordered_json steps = ordered_json::array();
+    for (std::size_t k = 0; k < run.steps.size(); ++k) {
+      steps.push_back({{"name", run.step_names[k]},
+                       {"case", run.steps[k].dir},
+                       {"op", run.steps[k].verdict.op},
+                       {"passed", run.steps[k].verdict.pass()}});
+    }
+    ordered_json first;  // null when every step passes
+    if (const auto f = run.first_failure()) {
+      first = {{"step", f->step + 1},
+               {"name", run.step_names[f->step]},
+               {"case", run.steps[f->step].dir},
+               {"op", run.steps[f->step].verdict.op},
+               {"tensor", f->tensor},
+               {"where", f->where}};
+    }
+    runs.push_back({{"run", run.file},
+                    {"name", run.name},
+                    {"steps", steps},
+                    {"failed", run.failed()},
+                    {"first_failure", first},
+                    {"summary", run.summary()}});
+  }
+  j["runs"] = runs;
   return j.dump(2) + "\n";
 }
 
@@ -196,6 +222,17 @@ std::string to_markdown(const CompareReport& r) {
       << " | " << row.cases << " | " << row.failed << " | " << fmt(row.max_ratio) << " | "
       << fmt(row.median_ratio) << " | " << fmt(row.needed_rtol) << " | " << fmt(row.justified_rtol)
       << " | " << fmt(check::torch_default_tolerance(row.dtype).atol) << " |\n";
+  }
+  if (!r.runs.empty())
+    o << "\n## Runs\n\nEach whole run's steps in dataflow order, each judged on its own inputs.\n";
+  for (const auto& run : r.runs) {
+    o << "\n"
+      << run.summary() << "\n\n| step | name | case | op | verdict |\n|---|---|---|---|---|\n";
+    for (std::size_t k = 0; k < run.steps.size(); ++k) {
+      const auto& c = run.steps[k];
+      o << "| " << k + 1 << " | " << run.step_names[k] << " | " << c.dir << " | " << c.verdict.op
+        << " | " << (c.verdict.pass() ? "pass" : "**FAIL**") << " |\n";
+    }
   }
   bool any = false;
   for (const auto& c : r.cases) {

@@ -6,10 +6,12 @@
 // tolerance table: per op x dtype x P x tensor, the cases and failures, the largest and the
 // median bound ratio, the rtol the cases needed at assert_close's default atol
 // (max tightest_rtol), the rtol the derived bound justifies in every case (min bound_rtol), and
-// what we recommend for a CI gate.
+// what we recommend for a CI gate. Per whole run: its steps, which pass, and the first that
+// fails with its tensor and rank.
 #pragma once
 
 #include "compare/compare.hpp"
+#include "compare/run_verdict.hpp"
 
 #include <string>
 #include <vector>
@@ -17,9 +19,12 @@
 namespace shardcheck::report {
 
 struct CompareReport {
-  std::string command;  // the command line
-  std::string started;  // ISO 8601, UTC
-  std::vector<check::CompareResult> cases;
+  std::string command;                      // the command line
+  std::string started;                      // ISO 8601, UTC
+  std::vector<check::CompareResult> cases;  // every case, the runs' steps included
+  // The whole runs among them (run.json), each with its steps in dataflow order and the first
+  // that fails (docs/case-format.md, "A whole run").
+  std::vector<check::RunResult> runs;
 };
 
 // One row of the tolerance table.

@@ -11,6 +11,7 @@ column short on rank 1 (a layout failure naming the rank); a misspelt config fie
 (exit 2) and writes no report. ctest runs it (label "compare").
 """
 
+import json
 import os
 import shutil
 import sys
@@ -172,6 +173,41 @@ code, out = compare(bad, "--report", bad_report)
 expect("a misspelt config field is bad input (exit 2), naming the file and the field",
        code == 2 and "case.json: config: unknown field input_is_paralel" in out, out)
 expect("bad input writes no report", not os.path.exists(bad_report), out)
+
+# A whole run: three steps in dataflow order, the second with the bias added on every rank.
+# compare judges each on its own inputs and names the first failing step, tensor and rank.
+run = sc.Run("linear block")
+run.step(column_parallel("float32"), "00_fc1", name="fc1")
+run.step(row_parallel("float32", "bias_on_every_rank"), "01_fc2", name="fc2")
+run.step(row_parallel("float64"), "02_proj")
+run_dir = run.write(os.path.join(WORK, "run"))
+run_report = os.path.join(WORK, "run_report")
+code, out = compare(run_dir, "--report", run_report)
+expect("a run names its first failing step, tensor and rank (exit 1)",
+       code == 1 and "run linear block (" in out and
+       "step 1 passed, the first failure is step 2 of 3, fc2 (" in out and
+       "row_parallel_linear y: worst element" in out and "after it 0 of 1 step fails" in out, out)
+with open(os.path.join(run_report, "report.json")) as f:
+    runs = json.load(f)["runs"]
+expect("the report's runs give the first failure",
+       len(runs) == 1 and runs[0]["first_failure"]["step"] == 2 and
+       runs[0]["first_failure"]["tensor"] == "y" and
+       [s["passed"] for s in runs[0]["steps"]] == [True, False, True], json.dumps(runs))
+
+# Per-dimension placements, as a trainer's dump annotates them: dw is "o i(tp)" (S(1)).
+case = row_parallel("float32")
+x_, w_, b_, dy_ = data("float32", 1)
+dw = dy_.T @ x_
+case.output_ranks("dw", [dw[:, lo:hi] for lo, hi in offsets(chunks(IN, P))], "o i(tp)")
+case.write(os.path.join(WORK, "dims"))
+code, out = compare(os.path.join(WORK, "dims"))
+expect("a per-dimension placement that is the op's passes (exit 0)", code == 0, out)
+case.output_ranks("dw", [dw[:, lo:hi] for lo, hi in offsets(chunks(IN, P))], "o(tp) i")
+case.write(os.path.join(WORK, "dims_wrong"))
+code, out = compare(os.path.join(WORK, "dims_wrong"))
+expect("another per-dimension placement is a layout failure in the case's words (exit 1)",
+       code == 1 and "declares dw placed o(tp) i but row_parallel_linear places it o i(tp)" in out,
+       out)
 
 # The reader reads back what the writer wrote.
 back = sc.read(os.path.join(good, "row_bfloat16"))

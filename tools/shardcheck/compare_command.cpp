@@ -1,7 +1,9 @@
 #include "tools/shardcheck/compare_command.hpp"
 
 #include "cases/case_manifest.hpp"
+#include "cases/run_manifest.hpp"
 #include "compare/compare.hpp"
+#include "compare/run_verdict.hpp"
 #include "reports/compare_report.hpp"
 #include "runtime/errors.hpp"
 
@@ -45,6 +47,27 @@ std::vector<std::string> cases_of(const std::string& operand) {
   }
   std::sort(found.begin(), found.end());
   return found;
+}
+
+// Whether an operand is a whole run: a directory holding run.json, or run.json itself.
+bool is_run(const std::string& operand) {
+  return cases::is_run_dir(operand) || std::filesystem::path(operand).filename() == "run.json";
+}
+
+// Every step of the run judged, in its order (each case read before any is judged: bad input
+// anywhere stops the run before a verdict).
+check::RunResult judge_run(const cases::RunManifest& m) {
+  std::vector<cases::CaseManifest> manifests;
+  for (const auto& step : m.steps) manifests.push_back(cases::read_case_manifest(step.dir));
+  check::RunResult run;
+  run.file = m.file;
+  run.name = m.name;
+  for (std::size_t k = 0; k < m.steps.size(); ++k) {
+    run.step_names.push_back(m.steps[k].name);
+    run.steps.push_back(check::compare_case(manifests[k]));
+    run.steps.back().dir = m.steps[k].dir;
+  }
+  return run;
 }
 
 void print_case(std::ostream& out, const check::CompareResult& r) {
@@ -92,10 +115,13 @@ Command compare_command() {
       "have the local shape the op's spec gives it). When a tensor fails, the diagnosis names the "
       "known bug signatures (the suite's mutants, run on the case's inputs) the outputs match "
       "(docs/compare.md, \"Diagnosis\"). Every case is read before anything is printed or "
-      "written.";
+      "written. A whole run (a directory holding run.json: a dump's cases in dataflow order, "
+      "docs/case-format.md) is judged step by step, each op on its own inputs, and the first "
+      "step that fails is named with its tensor and rank.";
   c.operands = "CASE...";
   c.operands_help =
-      "case directories, case.json files, or directories of case directories (required)";
+      "case directories, case.json files, directories of case directories, or run directories "
+      "(run.json) (required)";
   c.options = {{"--report", "DIR",
                 "write DIR/report.md, DIR/report.json and DIR/report.html (every case, every "
                 "tensor, and the tolerance table per op x dtype x P x tensor), each atomically",
@@ -105,7 +131,8 @@ Command compare_command() {
       "missing file, an unknown op or config field, a wrong shape or element type), on one line "
       "naming the file and the field, with nothing written.";
   c.examples = {"shardcheck compare cases/linear_ok",
-                "shardcheck compare cases/ --report reports/out/compare"};
+                "shardcheck compare cases/ --report reports/out/compare",
+                "shardcheck compare dumps/step3   # a whole run: dumps/step3/run.json"};
   c.operand = [a](const std::string& v) { a->operands.push_back(v); };
   c.run = [a](std::ostream& out, const std::string& command_line) {
     if (a->operands.empty()) throw UsageError("compare needs at least one CASE");
@@ -113,6 +140,11 @@ Command compare_command() {
     rep.command = command_line;
     rep.started = now_utc();
     for (const auto& operand : a->operands) {
+      if (is_run(operand)) {
+        rep.runs.push_back(judge_run(cases::read_run_manifest(operand)));
+        for (const auto& step : rep.runs.back().steps) rep.cases.push_back(step);
+        continue;
+      }
       for (const auto& dir : cases_of(operand)) {
         rep.cases.push_back(check::compare_case(cases::read_case_manifest(dir)));
         rep.cases.back().dir = dir;
@@ -123,6 +155,7 @@ Command compare_command() {
       print_case(out, r);
       failed += r.verdict.pass() ? 0 : 1;
     }
+    for (const auto& run : rep.runs) out << run.summary() << "\n";
     out << "compare: " << rep.cases.size() << " cases, " << rep.cases.size() - failed << " passed, "
         << failed << " failed\n";
     if (a->report_dir) {
