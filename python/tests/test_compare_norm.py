@@ -179,7 +179,7 @@ for bug, kind, bad, words in (
     # partly matches the suite's (its y, not the rest of this port's backward); N - 1 is none.
     want = {"unreduced": "diagnosis: matches param-grads-not-reduced ",
             "eps_outside_sqrt": "diagnosis: partly matches eps-outside-sqrt ",
-            "var_n_minus_1": "diagnosis: no known signature (of 7)"}[bug]
+            "var_n_minus_1": "diagnosis: matches variance-n-minus-1 "}[bug]
     expect("planted bug %s (%s) is diagnosed: %s" % (bug, kind, want.strip()), want in out, out)
 
 # Under the default contract, which also covers PyTorch's fma(x, rstd, -rstd*mean) order, the

@@ -21,6 +21,7 @@ enum class Bug {
   param_grads_averaged,
   normalized_over_token_axis,
   eps_outside_sqrt,
+  variance_n_minus_1,
   gather_sized_by_local_count,
   g_backward_all_gather,
   g_backward_split_without_reduce,
@@ -33,7 +34,8 @@ struct MutantNorm {
   Tensor<T> forward(const SequenceParallelNormConfig& cfg, const Tensor<T>& x,
                     const Tensor<T>& gamma, const Tensor<T>& beta) const {
     using A = acc_t<T>;
-    if constexpr (B != Bug::normalized_over_token_axis && B != Bug::eps_outside_sqrt) {
+    if constexpr (B != Bug::normalized_over_token_axis && B != Bug::eps_outside_sqrt &&
+                  B != Bug::variance_n_minus_1) {
       return norm_forward(cfg.norm, x, gamma, beta);
     }
     const std::size_t tokens = x.dim(0), n = x.dim(1);
@@ -52,7 +54,7 @@ struct MutantNorm {
         const A d = static_cast<A>(x[at(k)]) - mean;
         sq += d * d;
       }
-      const A var = sq / static_cast<A>(len);
+      const A var = sq / static_cast<A>(B == Bug::variance_n_minus_1 && !rms ? len - 1 : len);
       const A rstd =
           B == Bug::eps_outside_sqrt ? A(1) / (std::sqrt(var) + eps) : A(1) / std::sqrt(var + eps);
       for (std::size_t k = 0; k < len; ++k) {
@@ -73,20 +75,69 @@ struct MutantNorm {
     return y;
   }
 
+  // The hand-written LayerNorm backward of a port whose forward used the N − 1 variance: the
+  // usual formula dx = rstd·(g − mean(g) − x̂·mean(g·x̂)), g = dy·γ, on that forward's rstd and
+  // x̂ (what a NumPy or CUDA port that saves its statistics computes); partial dgamma, dbeta.
+  template <class T>
+  static NormGrads<T> backward_n_minus_1(const SequenceParallelNormConfig& cfg, const Tensor<T>& x,
+                                         const Tensor<T>& gamma, const Tensor<T>& dy) {
+    if (cfg.norm.kind == NormKind::rms_norm) return norm_backward(cfg.norm, x, gamma, dy);
+    using A = acc_t<T>;
+    const std::size_t tokens = x.dim(0), n = x.dim(1);
+    const bool bias = has_beta(cfg.norm.kind);
+    NormGrads<T> g{Tensor<T>(Shape{tokens, n}), Tensor<T>(Shape{n}),
+                   bias ? Tensor<T>(Shape{n}) : Tensor<T>()};
+    std::vector<A> dgamma(n, A(0)), dbeta(n, A(0)), xhat(n), gy(n);
+    for (std::size_t t = 0; t < tokens; ++t) {
+      A mean = 0, sq = 0;
+      for (std::size_t i = 0; i < n; ++i) mean += static_cast<A>(x[t * n + i]);
+      mean /= static_cast<A>(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        const A d = static_cast<A>(x[t * n + i]) - mean;
+        sq += d * d;
+      }
+      const A rstd = A(1) / std::sqrt(sq / static_cast<A>(n - 1) + static_cast<A>(cfg.norm.eps));
+      A c1 = 0, c2 = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        xhat[i] = (static_cast<A>(x[t * n + i]) - mean) * rstd;
+        gy[i] = static_cast<A>(dy[t * n + i]) * static_cast<A>(gamma[i]);
+        c1 += gy[i];
+        c2 += gy[i] * xhat[i];
+        dgamma[i] += static_cast<A>(dy[t * n + i]) * xhat[i];
+        dbeta[i] += static_cast<A>(dy[t * n + i]);
+      }
+      c1 /= static_cast<A>(n);
+      c2 /= static_cast<A>(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        g.dx[t * n + i] = static_cast<T>((gy[i] - c1 - xhat[i] * c2) * rstd);
+      }
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      g.dgamma[i] = static_cast<T>(dgamma[i]);
+      if (bias) g.dbeta[i] = static_cast<T>(dbeta[i]);
+    }
+    return g;
+  }
+
   template <class T>
   NormGrads<T> backward(Communicator& sp, const SequenceParallelNormConfig& cfg, const Tensor<T>& x,
                         const Tensor<T>& gamma, const Tensor<T>& dy) const {
-    if constexpr (B != Bug::param_grads_not_reduced && B != Bug::param_grads_averaged) {
+    if constexpr (B != Bug::param_grads_not_reduced && B != Bug::param_grads_averaged &&
+                  B != Bug::variance_n_minus_1) {
       return sequence_parallel_norm_backward(sp, cfg, x, gamma, dy);
     }
-    NormGrads<T> g = norm_backward(cfg.norm, x, gamma, dy);  // partial dgamma/dbeta
-    if constexpr (B == Bug::param_grads_averaged) {
+    // Partial dgamma/dbeta (a sum over this rank's tokens).
+    NormGrads<T> g = B == Bug::variance_n_minus_1 ? backward_n_minus_1(cfg, x, gamma, dy)
+                                                  : norm_backward(cfg.norm, x, gamma, dy);
+    if constexpr (B != Bug::param_grads_not_reduced) {
       const std::size_t n = gamma.size();
       const bool bias = has_beta(cfg.norm.kind);
       std::vector<T> buf(bias ? 2 * n : n);
       std::copy_n(g.dgamma.data(), n, buf.data());
       if (bias) std::copy_n(g.dbeta.data(), n, buf.data() + n);
-      sp.all_reduce(std::span<T>(buf), ReduceOp::avg, cfg.reduce_algorithm);
+      sp.all_reduce(std::span<T>(buf),
+                    B == Bug::param_grads_averaged ? ReduceOp::avg : ReduceOp::sum,
+                    cfg.reduce_algorithm);
       std::copy_n(buf.data(), n, g.dgamma.data());
       if (bias) std::copy_n(buf.data() + n, n, g.dbeta.data());
     }
@@ -163,6 +214,11 @@ constexpr Mutant<NormImplementation> catalog[] = {
      "rstd = 1/(sqrt(var) + eps) instead of 1/sqrt(var + eps) (the TF-style epsilon placement "
      "that differs from torch.nn.LayerNorm)",
      &make<Bug::eps_outside_sqrt>},
+    {"variance-n-minus-1",
+     "LayerNorm's variance computed with N − 1 (torch.var's default, unbiased=True, in a "
+     "hand-written LayerNorm) instead of torch.nn.LayerNorm's biased N, in the forward and in "
+     "the saved statistics its backward uses; undefined at hidden = 1",
+     &make<Bug::variance_n_minus_1>},
     {"gather-sized-by-local-count",
      "the block's sequence-parallel all_gather sizes every rank's piece with this rank's own "
      "token count (Megatron's _gather_along_first_dim: dim_size[0] * world_size), the local "
