@@ -86,7 +86,7 @@ struct Harness {
   // got against value (the exact merge, with its own error in err) under bound.err.
   void judge(const std::string& how, const SoftmaxPartial<A>& got, const Rows& value,
              const Rows& bound) const {
-    if (got.out.shape() != Shape{in.rows, in.width} || got.lse.shape() != Shape{in.rows}) {
+    if (got.out.shape() != Shape({in.rows, in.width}) || got.lse.shape() != Shape({in.rows})) {
       violation(in, how + ": result has out " + format_shape(got.out.shape()) + " and lse " +
                         format_shape(got.lse.shape()));
     }

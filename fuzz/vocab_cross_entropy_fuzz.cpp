@@ -161,7 +161,7 @@ struct Problem {
       judge("loss[" + std::to_string(k) + "] ", loss[0][k], want.loss[k], want.loss_bound[k], omega,
             want.denominator_uncertain);
     for (std::size_t r = 0; r < grad.size(); ++r) {
-      if (grad[r].shape() != Shape{in.tokens, pieces[r].size})
+      if (grad[r].shape() != Shape({in.tokens, pieces[r].size}))
         violation(in, "rank " + std::to_string(r) + "'s gradient has the wrong shape");
       for (std::size_t t = 0; t < in.tokens; ++t) {
         for (std::size_t v = 0; v < pieces[r].size; ++v) {

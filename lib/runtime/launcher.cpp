@@ -20,7 +20,7 @@ std::chrono::milliseconds RunOptions::default_timeout() {
   const std::string_view text(env);
   long long ms = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), ms);
-  if (ec != std::errc{} || end != text.data() + text.size() || ms <= 0) {
+  if (ec != std::errc() || end != text.data() + text.size() || ms <= 0) {
     throw UsageError("SHARDCHECK_TIMEOUT_MS='" + std::string(text) +
                      "' is not a positive number of milliseconds; set it to e.g. 60000 or unset "
                      "it");

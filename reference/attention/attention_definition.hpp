@@ -103,7 +103,7 @@ AttentionDims attention_dims(const AttentionConfig& cfg, const Tensor<R>& q, con
   if (!m.key_lengths.empty() && m.key_lengths.size() != q.dim(0))
     fail("one key length per sequence");
   if (m.kind == MaskKind::explicit_mask &&
-      m.allowed.shape() != Shape{q.dim(0), q.dim(1), k.dim(1)}) {
+      m.allowed.shape() != Shape({q.dim(0), q.dim(1), k.dim(1)})) {
     fail("the explicit mask must be [batch, Lq, Lk]");
   }
   return {q.dim(0), q.dim(1), k.dim(1), q.dim(2), k.dim(2), q.dim(3), q.dim(2) / k.dim(2)};
@@ -191,7 +191,7 @@ AttentionGrads<R> attention_backward(const AttentionConfig& cfg, const Tensor<R>
   using std::exp;
   const auto D = detail::attention_dims<R>(cfg, q, k, v, &dout);
   if (dout.shape() != q.shape() || fwd.out.shape() != q.shape() ||
-      fwd.lse.shape() != Shape{D.batch, D.h, D.lq}) {
+      fwd.lse.shape() != Shape({D.batch, D.h, D.lq})) {
     throw std::invalid_argument(
         "reference::attention_backward: dout and fwd.out must be q's shape, fwd.lse [batch, h, "
         "Lq]");

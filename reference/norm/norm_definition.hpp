@@ -44,8 +44,8 @@ void require_norm_shapes(NormKind kind, const Shape& x, const Tensor<R>& gamma,
                                 format_shape(beta.shape()) + ": " + why);
   };
   if (x.size() != 2 || x[1] == 0) fail("x must be [tokens, hidden] with hidden >= 1");
-  if (gamma.shape() != Shape{x[1]}) fail("gamma must be [hidden]");
-  if (kind == NormKind::layer_norm && beta.shape() != Shape{x[1]}) fail("beta must be [hidden]");
+  if (gamma.shape() != Shape({x[1]})) fail("gamma must be [hidden]");
+  if (kind == NormKind::layer_norm && beta.shape() != Shape({x[1]})) fail("beta must be [hidden]");
   if (kind != NormKind::layer_norm && !beta.empty()) fail("this kind has no beta: pass it empty");
   if (dy != nullptr && *dy != x) fail("dy must have x's shape");
 }

@@ -241,7 +241,7 @@ template <class R>
 void require_part_shapes(std::span<const SoftmaxRows<R>> parts, std::size_t rows,
                          std::size_t width) {
   for (const auto& p : parts) {
-    if (p.out.shape() != Shape{rows, width} || p.lse.shape() != Shape{rows}) {
+    if (p.out.shape() != Shape({rows, width}) || p.lse.shape() != Shape({rows})) {
       throw std::invalid_argument(
           "reference::softmax_merge: a part has out " + format_shape(p.out.shape()) + " and lse " +
           format_shape(p.lse.shape()) + ", not [" + std::to_string(rows) + ", " +

@@ -8,7 +8,9 @@ def _cov(c):
     if not c:
         return "not measured"
     if "error" in c:
-        return "error: " + c["error"]
+        # One line in a table cell: the first line of the reason (the whole is in summary.json).
+        first = c["error"].strip().splitlines()[0] if c["error"].strip() else "unknown"
+        return "error: " + first.replace("|", "\\|")
     return (f"lines {c['lines']['covered']}/{c['lines']['count']}, regions "
             f"{c['regions']['covered']}/{c['regions']['count']}")
 

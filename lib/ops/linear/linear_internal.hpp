@@ -82,7 +82,7 @@ Tensor<T> take_cols(const Tensor<T>& t, Piece p) {
 template <class T>
 void require_bias(const std::string& where, const char* b_name, const Tensor<T>& b,
                   const char* w_name, const Tensor<T>& w, const char* out_name) {
-  if (!b.empty() && b.shape() != Shape{w.dim(0)}) {
+  if (!b.empty() && b.shape() != Shape({w.dim(0)})) {
     throw UsageError(where + b_name + " is " + format_shape(b.shape()) + " but " + w_name + " is " +
                      format_shape(w.shape()) + "; " + b_name + " must be empty (no bias) or [" +
                      out_name + "] with " + out_name + " = " + w_name +

@@ -72,7 +72,7 @@ Tensor<T> mlp_activation_backward(const Tensor<T>& h, Activation act, const Tens
   using A = acc_t<T>;
   const std::string where = "mlp_activation_backward: ";
   const std::size_t n = activation_features(where, h, act);
-  if (da.shape() != Shape{h.dim(0), n}) {
+  if (da.shape() != Shape({h.dim(0), n})) {
     throw UsageError(where + "da is " + format_shape(da.shape()) + " but h is " +
                      format_shape(h.shape()) + "; da must be [tokens, " + str(n) +
                      "], the gradient of the activation's output");
@@ -114,8 +114,8 @@ void require_mlp_shapes(const std::string& where, Activation act, const Tensor<T
                      (k == 2 ? " (w_up the fused [Wg_r; Wu_r])" : ""));
   }
   if (b_up == nullptr) return;
-  const bool ok_up = b_up->empty() || b_up->shape() == Shape{w_up.dim(0)};
-  const bool ok_down = b_down->empty() || b_down->shape() == Shape{x.dim(1)};
+  const bool ok_up = b_up->empty() || b_up->shape() == Shape({w_up.dim(0)});
+  const bool ok_down = b_down->empty() || b_down->shape() == Shape({x.dim(1)});
   // A rank with no ffn features holds an empty b_up even with bias: only its shape is checked.
   const bool mismatch = w_up.dim(0) != 0 && b_up->empty() != b_down->empty();
   if (!ok_up || !ok_down || mismatch) {

@@ -33,12 +33,12 @@ void require_norm_shapes(const std::string& where, const NormConfig& cfg, const 
     throw UsageError(where + "eps is " + std::to_string(cfg.eps) +
                      "; pass eps > 0 (torch's default is 1e-5)");
   }
-  if (gamma.shape() != Shape{h}) {
+  if (gamma.shape() != Shape({h})) {
     throw UsageError(where + "gamma is " + format_shape(gamma.shape()) + " but x is " +
                      format_shape(x.shape()) + "; gamma must be [hidden] = [" + str(h) + "]");
   }
   if (beta != nullptr) {
-    if (has_beta(cfg.kind) && beta->shape() != Shape{h}) {
+    if (has_beta(cfg.kind) && beta->shape() != Shape({h})) {
       throw UsageError(where + "beta is " + format_shape(beta->shape()) + " but x is " +
                        format_shape(x.shape()) + "; " + to_string(cfg.kind) +
                        " needs beta [hidden] = [" + str(h) + "]");

@@ -137,7 +137,7 @@ Layout row_layout(const std::string& where, const SoftmaxPartial<A>& p, const ch
 
 Layout attention_layout(const std::string& where, const Shape& out, const Shape& lse,
                         const char* what) {
-  if (out.size() != 4 || lse != Shape{out[0], out[2], out[1]}) {
+  if (out.size() != 4 || lse != Shape({out[0], out[2], out[1]})) {
     std::string want = "[batch, h, L]";
     if (out.size() == 4) {
       want += " = " + format_shape(Shape{out[0], out[2], out[1]});

@@ -317,7 +317,7 @@ Tensor<T> vocab_parallel_cross_entropy_backward(Communicator& tp,
   const std::size_t real = real_columns(mine, real_vocab_size(cfg));
   const std::size_t want = cfg.reduction == LossReduction::none ? tokens : 1;
   if (targets.size() != tokens || saved.max.size() != tokens || saved.sum_exp.size() != tokens ||
-      dloss.shape() != Shape{want}) {
+      dloss.shape() != Shape({want})) {
     throw UsageError(where + "logits_shard " + format_shape(logits_shard.shape()) + ", " +
                      str(targets.size()) + " targets, saved state of " + str(saved.max.size()) +
                      " tokens and dloss " + format_shape(dloss.shape()) +
