@@ -78,7 +78,7 @@ RunManifest parse_run_manifest(const std::string& json, const std::string& file,
       s.name = step.string_or("name", path);
       step.done();
     } else {
-      list.fail(at, "give the step's case directory, or {\"case\": path, \"name\": text}");
+      list.fail(at, R"(give the step's case directory, or {"case": path, "name": text})");
     }
     // "a", "a/" and "./a/." are one directory.
     const std::string norm = (fs::path(path).lexically_normal() / "").string();

@@ -53,7 +53,7 @@ bool same_placement(const cases::DimPlacement& declared, const spec::TensorSpec&
         k < 0 ? nullptr : &declared.dims[static_cast<std::size_t>(k)];
     switch (p.kind()) {
       case Placement::Kind::shard:
-        if (k != static_cast<int>(p.dim()) || d->partial) return false;
+        if (d == nullptr || k != static_cast<int>(p.dim()) || d->partial) return false;
         if (d->zigzag != zigzag_axis(ts, axis)) return false;
         break;
       case Placement::Kind::replicate:
@@ -90,9 +90,11 @@ std::string CaseReader::placement_problem(const cases::TensorFiles& f,
         const bool known = std::any_of(s_.mesh.begin(), s_.mesh.end(),
                                        [&](const spec::Size& m) { return m.first == axis; });
         if (known) continue;
-        throw cases::CaseError(field + "\" names the mesh axis " + axis + " but " + s_.op +
-                               "'s mesh has " + (axes.empty() ? "no axis" : axes) +
-                               " (the manifest's mesh); name those");
+        std::string why = field;
+        why += "\" names the mesh axis " + axis + " but " + s_.op + "'s mesh has ";
+        why += axes.empty() ? "no axis" : axes;
+        why += " (the manifest's mesh); name those";
+        throw cases::CaseError(why);
       }
     }
     if (same_placement(dims, ts, s_.mesh)) return "";

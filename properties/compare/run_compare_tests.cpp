@@ -46,7 +46,7 @@ void write_linear_step(const fs::path& dir, float bias_scale) {
 
 // A run directory with three steps; step 2 (index 1) carries the bug when `bug`.
 fs::path write_run(const std::string& name, bool bug) {
-  const fs::path d = fresh_dir("shardcheck_run_compare_tests_" + name);
+  fs::path d = fresh_dir("shardcheck_run_compare_tests_" + name);  // not const: returned by move
   write_linear_step(d / "00_in_proj", 1.0F);
   write_linear_step(d / "01_mid", bug ? 3.0F : 1.0F);
   write_linear_step(d / "02_out_proj", 1.0F);
