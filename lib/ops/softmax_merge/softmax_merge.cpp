@@ -6,6 +6,7 @@
 
 #include "runtime/errors.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -45,6 +46,22 @@ struct RowIn {
   const A* out;
   A lse;
 };
+
+// An out_e that overflowed: ±M (M = max |out_je| over the non-empty parts) when every part's
+// out_je is finite, so the exact convex combination lies in [−M, M] (header: "Arithmetic");
+// else the overflow stands (an infinite input).
+template <class A>
+A clamp_overflow(const std::vector<RowIn<A>>& parts, std::size_t e, A acc) {
+  constexpr A inf = std::numeric_limits<A>::infinity();
+  A big = 0;
+  for (const auto& p : parts) {
+    if (p.lse == -inf) continue;
+    const A v = std::abs(p.out[e]);
+    if (!std::isfinite(v)) return acc;
+    big = std::max(big, v);
+  }
+  return std::copysign(big, acc);
+}
 
 // The merge of one row (header: "Arithmetic"). dst_out may alias a part's out (merge_into):
 // element e of every part is read before dst_out[e] is written.
@@ -98,6 +115,7 @@ void merge_row(const std::vector<RowIn<A>>& parts, std::size_t width, A* dst_out
       acc = started ? A(acc + term) : term;
       started = true;
     }
+    if (std::isinf(acc)) acc = clamp_overflow(parts, e, acc);
     dst_out[e] = acc;
   }
   *dst_lse = lse;

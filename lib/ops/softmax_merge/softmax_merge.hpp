@@ -28,6 +28,14 @@
 //   out_e = ((c_0·out_0e + c_1·out_1e) + c_2·out_2e) + ...   (each product and sum rounded,
 //   no fused multiply-add needed; the bound of reference/softmax_merge/softmax_merge.hpp allows
 //   one).
+//   Then, where out_e overflowed to ±inf though every part's out_je is finite: out_e = ±M with
+//   M = max_j |out_je| over the non-empty parts. The exact out_e is a convex combination of the
+//   out_je (the exact c_j are ≥ 0 and sum to 1), so it lies in [−M, M]; the sum overflowed only
+//   by rounding, and the projection onto [−M, M] moves the computed value toward the exact one,
+//   so the error bound still holds. Without it a ring's running out could overflow by rounding
+//   (FLT_MAX·c_0 + FLT_MAX·c_1 with c_0 + c_1 = 1) and the next step's 0·inf make it NaN,
+//   where the exact merge is finite (found by the nightly, fuzz/corpus/softmax_merge/
+//   regression-ring-overflow-then-zero-weight-nan).
 // merge_into (the two-way step a ring applies) is exactly this with the two parts
 // (accumulator, new part), in that order. reference/softmax_merge/softmax_merge.hpp bounds the
 // error of all of it, of nested merges and of chains; docs/attention.md "The softmax merge" in
