@@ -56,18 +56,7 @@ fs::path write_run(const std::string& name, bool bug) {
   return d;
 }
 
-RunResult judge(const fs::path& d) {
-  const auto m = cases::read_run_manifest(d.string());
-  RunResult run;
-  run.file = m.file;
-  run.name = m.name;
-  for (const auto& s : m.steps) {
-    run.step_names.push_back(s.name);
-    run.steps.push_back(compare_case(cases::read_case_manifest(s.dir)));
-    run.steps.back().dir = s.dir;
-  }
-  return run;
-}
+RunResult judge(const fs::path& d) { return judge_run(cases::read_run_manifest(d.string())); }
 
 TEST(CompareRun, the_first_failing_step_is_named_with_its_tensor_and_rank) {
   const RunResult run = judge(write_run("bug", true));

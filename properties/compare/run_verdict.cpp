@@ -1,15 +1,11 @@
 #include "compare/run_verdict.hpp"
 
+#include "cases/case_manifest.hpp"
+
 #include <cstdio>
 
 namespace shardcheck::check {
 namespace {
-
-std::string index_text(const Shape& i) {
-  std::string s = "[";
-  for (std::size_t k = 0; k < i.size(); ++k) s += (k == 0 ? "" : ", ") + std::to_string(i[k]);
-  return s + "]";
-}
 
 std::string ratio_text(double r) {
   char b[32];
@@ -28,7 +24,7 @@ std::string failure_place(const TensorCheck& t) {
     }
     return s + " differ in some bit";
   }
-  std::string s = "worst element " + index_text(t.worst_index);
+  std::string s = "worst element " + format_shape(t.worst_index);
   s += t.worst_rank < 0 ? " (every rank holds it)" : " on rank " + std::to_string(t.worst_rank);
   if (t.special_mismatches > 0) {
     s += ", " + std::to_string(t.special_mismatches) + " NaN/Inf where the reference differs";
@@ -36,6 +32,20 @@ std::string failure_place(const TensorCheck& t) {
     s += ", " + ratio_text(t.max_ratio) + " of the bound";
   }
   return s;
+}
+
+RunResult judge_run(const cases::RunManifest& m) {
+  std::vector<cases::CaseManifest> manifests;
+  for (const auto& step : m.steps) manifests.push_back(cases::read_case_manifest(step.dir));
+  RunResult run;
+  run.file = m.file;
+  run.name = m.name;
+  for (std::size_t k = 0; k < m.steps.size(); ++k) {
+    run.step_names.push_back(m.steps[k].name);
+    run.steps.push_back(compare_case(manifests[k]));
+    run.steps.back().dir = m.steps[k].dir;
+  }
+  return run;
 }
 
 std::optional<RunResult::FirstFailure> RunResult::first_failure() const {

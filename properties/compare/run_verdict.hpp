@@ -6,6 +6,7 @@
 // passes did its own work right on what it got).
 #pragma once
 
+#include "cases/run_manifest.hpp"
 #include "compare/compare.hpp"
 
 #include <cstddef>
@@ -34,6 +35,10 @@ struct RunResult {
   // steps fail", or "run ...: every one of its 5 steps passed".
   std::string summary() const;
 };
+
+// Every step of the run judged, in its order; every case is read before any is judged, so bad
+// input anywhere stops the run before a verdict. @throws cases::CaseError as compare_case.
+RunResult judge_run(const cases::RunManifest& m);
 
 // Where tensor `t` of a failing case fails, in words: its layout problem, the ranks whose
 // replicas diverge, or its worst element with the rank that owns it and its bound ratio.

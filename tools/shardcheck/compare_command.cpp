@@ -54,22 +54,6 @@ bool is_run(const std::string& operand) {
   return cases::is_run_dir(operand) || std::filesystem::path(operand).filename() == "run.json";
 }
 
-// Every step of the run judged, in its order (each case read before any is judged: bad input
-// anywhere stops the run before a verdict).
-check::RunResult judge_run(const cases::RunManifest& m) {
-  std::vector<cases::CaseManifest> manifests;
-  for (const auto& step : m.steps) manifests.push_back(cases::read_case_manifest(step.dir));
-  check::RunResult run;
-  run.file = m.file;
-  run.name = m.name;
-  for (std::size_t k = 0; k < m.steps.size(); ++k) {
-    run.step_names.push_back(m.steps[k].name);
-    run.steps.push_back(check::compare_case(manifests[k]));
-    run.steps.back().dir = m.steps[k].dir;
-  }
-  return run;
-}
-
 void print_case(std::ostream& out, const check::CompareResult& r) {
   const auto& v = r.verdict;
   out << (v.pass() ? "PASS " : "FAIL ") << r.dir << ": " << v.op << " " << name(v.dtype)
@@ -141,7 +125,7 @@ Command compare_command() {
     rep.started = now_utc();
     for (const auto& operand : a->operands) {
       if (is_run(operand)) {
-        rep.runs.push_back(judge_run(cases::read_run_manifest(operand)));
+        rep.runs.push_back(check::judge_run(cases::read_run_manifest(operand)));
         for (const auto& step : rep.runs.back().steps) rep.cases.push_back(step);
         continue;
       }
