@@ -19,4 +19,8 @@ void register_fast_contraction_benchmarks();
 // reference::bounds end to end, as a suite pays for one checked forward.
 void register_reference_linear_benchmarks();
 
+// reference_mlp/<dtype>/tokens/hidden/ffn/<fast|plain> (8·24·16 and 64·256·512, SwiGLU):
+// reference::mlp, mlp_backward and mlp_bounds end to end on each contraction path.
+void register_reference_mlp_benchmarks();
+
 }  // namespace shardcheck::bench

@@ -13,6 +13,7 @@
 // The Llama-2-7B MLP up projection, 2048 tokens, 4096 → 11008, is registered only with
 // SHARDCHECK_BENCH_BIG=1 (a few minutes; about 3 GB of memory).
 #include "bench_registry.hpp"
+#include "operands.hpp"
 #include "timing.hpp"
 
 #include "reference/bounds.hpp"
@@ -23,7 +24,6 @@
 
 #include <cstdint>
 #include <cstdlib>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -32,15 +32,6 @@ namespace {
 
 using reference::ContractionPath;
 using reference::hp;
-
-template <class T>
-Tensor<T> normal_tensor(Shape shape, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> normal(0.0, 1.0);
-  Tensor<T> t(std::move(shape));
-  for (T& v : t.values()) v = static_cast<T>(normal(rng));
-  return t;
-}
 
 template <class T>
 void reference_linear_entry(benchmark::State& state) {

@@ -22,6 +22,7 @@
 #include "reference/contraction/contract.hpp"
 #include "reference/linear/linear.hpp"
 #include "reference/mlp/mlp.hpp"
+#include "reference/mlp/mlp_bound.hpp"
 
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
@@ -113,7 +114,10 @@ bool finite(const hp& v) {
 
 // "" when `fast` is within the stated accuracy of `plain` (the header's assertions), else the
 // first violation.
-std::string differs(const char* what, const Contraction<hp>& fast, const Contraction<hp>& plain) {
+// `products_round`: an operand holds R values, so the plain path's products round too and both
+// paths are within gamma_{k_r} (not gamma_{k_r−1}) of the exact value.
+std::string differs(const char* what, const Contraction<hp>& fast, const Contraction<hp>& plain,
+                    bool products_round = false) {
   const std::string name(what);
   if (fast.value.shape() != plain.value.shape() || fast.part_lengths != plain.part_lengths ||
       fast.terms.size() != plain.terms.size() || fast.operands != plain.operands) {
@@ -123,7 +127,8 @@ std::string differs(const char* what, const Contraction<hp>& fast, const Contrac
   const std::size_t n = plain.value.size(), p = plain.parts();
   for (std::size_t r = 0; r < p; ++r) {
     const std::size_t kr = plain.part_lengths[r];
-    const hp g = kr <= 1 ? hp(0) : reference::gamma<hp>(kr - 1, u);
+    const std::size_t c = products_round ? kr : (kr == 0 ? 0 : kr - 1);
+    const hp g = c == 0 ? hp(0) : reference::gamma<hp>(c, u);
     for (std::size_t e = 0; e < n; ++e) {
       const auto& f = fast.terms[r * n + e];
       const auto& q = plain.terms[r * n + e];
@@ -222,24 +227,32 @@ RC_GTEST_PROP(fast_linear, paths_agree_float16, ()) { linear_paths_agree<float16
 
 // The R-typed entry points (hp tensors holding storage values: converted to doubles, fast) and
 // an hp operand that is not a double (the plain path, bit-identical) agree with the above.
-TEST(fast_linear, hp_inputs_take_the_fast_path_only_when_exact) {
+// R-typed entry points: exact doubles are sliced as doubles; an operand holding a value that is
+// not a double (1/3 in hp) is sliced as R values, within the same bound of the plain path; a line
+// holding a value outside double's exponent range takes contract_parts itself (bit-identical).
+TEST(fast_linear, hp_inputs_are_sliced_as_r_values) {
   const Tensor<hp> x({2, 3}, {hp(1), hp(-2), hp(0.5), hp(3), hp(0.25), hp(-1)});
   const Tensor<hp> w({2, 3}, {hp(0.5), hp(1), hp(-4), hp(2), hp(1), hp(0.125)});
   const auto f = reference::linear<hp>(x, w, Tensor<hp>(), {}, ContractionPath::fast);
   const auto p = reference::linear<hp>(x, w, Tensor<hp>(), {}, ContractionPath::plain);
   EXPECT_EQ(differs("y", f, p), "");
   Tensor<hp> x3 = x;
-  x3[0] = hp(1) / 3;  // not a double: this product takes the plain path
+  x3[0] = hp(1) / 3;  // not a double: x is sliced as R values
   const auto f3 = reference::linear<hp>(x3, w, Tensor<hp>(), {}, ContractionPath::fast);
   const auto p3 = reference::linear<hp>(x3, w, Tensor<hp>(), {}, ContractionPath::plain);
-  for (std::size_t e = 0; e < f3.terms.size(); ++e) {
-    EXPECT_TRUE(same_bits(f3.terms[e].partial, p3.terms[e].partial)) << e;
-    EXPECT_TRUE(same_bits(f3.terms[e].abs_sum, p3.terms[e].abs_sum)) << e;
+  EXPECT_EQ(differs("y with x[0] = 1/3", f3, p3, true), "");
+  Tensor<hp> x4 = x3;
+  using std::ldexp;
+  x4[1] = ldexp(hp(1) / 3, -1150);  // row 0 outside double's range: contract_parts
+  const auto f4 = reference::linear<hp>(x4, w, Tensor<hp>(), {}, ContractionPath::fast);
+  const auto p4 = reference::linear<hp>(x4, w, Tensor<hp>(), {}, ContractionPath::plain);
+  EXPECT_EQ(differs("y with x[1] = 2^-1150/3", f4, p4, true), "");
+  for (std::size_t j = 0; j < 2; ++j) {  // y[0, j]: one part, terms[j]
+    EXPECT_TRUE(same_bits(f4.terms[j].partial, p4.terms[j].partial)) << j;
+    EXPECT_TRUE(same_bits(f4.terms[j].abs_sum, p4.terms[j].abs_sum)) << j;
   }
 }
 
-// The planted bug: the forward and dx computed by the fast contraction with a's last slice
-// dropped. float64 operands need several slices, so the property must find a case it gets wrong.
 TEST(fast_linear, mutant_is_caught) {
   using reference::fast_contraction_of;
   using reference::to_double_matrix;
@@ -301,6 +314,57 @@ TEST(fast_linear, mlp_products_agree) {
       EXPECT_LE(abs(gf.da(t, j) - gp.da(t, j)), 2 * reference::gamma<hp>(hid, u) * mag)
           << "da(" << t << ", " << j << ")";
     }
+  }
+  // The four products with an operand computed in R, from the same operands (the plain pass's a
+  // and dh) on both paths: within gamma_k(2^-113)·Σ|ab| of the exact value each (differs with
+  // products_round). And the fast mlp's own results are exactly those products of its own
+  // operands (the fast path is what mlp and mlp_backward use).
+  using reference::row_major_layout;
+  using reference::transposed_layout;
+  const std::size_t kf = 2 * f;
+  auto both = [&](const char* what, const Tensor<hp>& a, reference::Layout la, const Tensor<hp>& b,
+                  reference::Layout lb) {
+    const std::vector<std::size_t> one = {la.cols};
+    EXPECT_EQ(differs(what, reference::contraction<hp>(a, la, b, lb, one, ContractionPath::fast),
+                      reference::contraction<hp>(a, la, b, lb, one, ContractionPath::plain), true),
+              "");
+  };
+  both("y", fp.a, row_major_layout(n, f), w_down, transposed_layout(f, hid));
+  both("dx", gp.dh, row_major_layout(n, kf), w_up, row_major_layout(kf, hid));
+  both("dw_up", gp.dh, transposed_layout(kf, n), x, row_major_layout(n, hid));
+  both("dw_down", dy, transposed_layout(hid, n), fp.a, row_major_layout(n, f));
+  const std::size_t all_ffn[] = {kf};
+  const auto dx_of_own =
+      reference::contraction<hp>(gf.dh, row_major_layout(n, kf), w_up, row_major_layout(kf, hid),
+                                 all_ffn, ContractionPath::fast);
+  for (std::size_t e = 0; e < gf.dx.size(); ++e) {
+    EXPECT_TRUE(same_bits(gf.dx[e], dx_of_own.value[e])) << "dx " << e;
+  }
+  // mlp_bounds on both paths, from the same values (the plain pass's), two ffn ranks: the fast
+  // perturbed dots (mlp_bound.hpp's perturbed_parts) differ from the loops' by at most about
+  // 4·gamma_{k+1}(2^-113)·(S + A) per part, while every bound is at least element_bound's
+  // gamma(u_T)·S ≥ 2^-53·S: so the fast bound is within 2^-50 relative of the plain one (and,
+  // being an upper bound of the same quantity, not below it by more than 2^-100 relative).
+  const std::vector<std::size_t> ffn_parts = {1, 3};
+  for (const auto arith :
+       {reference::arithmetic_of<double>(), reference::arithmetic_of<bfloat16>()}) {
+    const auto bf = reference::mlp_bounds<hp>(x, w_up, b_up, w_down, b_down, dy, act, fp, gp,
+                                              ffn_parts, arith, ContractionPath::fast);
+    const auto bp = reference::mlp_bounds<hp>(x, w_up, b_up, w_down, b_down, dy, act, fp, gp,
+                                              ffn_parts, arith, ContractionPath::plain);
+    auto close = [&](const char* what, const Tensor<hp>& f_b, const Tensor<hp>& p_b) {
+      ASSERT_EQ(f_b.shape(), p_b.shape()) << what;
+      for (std::size_t e = 0; e < p_b.size(); ++e) {
+        EXPECT_GE(f_b[e], p_b[e] * (1 - reference::pow2<hp>(-100))) << what << " " << e;
+        EXPECT_LE(f_b[e], p_b[e] * (1 + reference::pow2<hp>(-50))) << what << " " << e;
+      }
+    };
+    close("y", bf.y, bp.y);
+    close("dx", bf.dx, bp.dx);
+    close("dw_up", bf.dw_up, bp.dw_up);
+    close("db_up", bf.db_up, bp.db_up);
+    close("dw_down", bf.dw_down, bp.dw_down);
+    close("db_down", bf.db_down, bp.db_down);
   }
 }
 

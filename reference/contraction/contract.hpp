@@ -7,11 +7,12 @@
 // The operands are row-major buffers read through a Layout (strides), so x·Wᵀ, dy·W and dyᵀ·x
 // need no copies.
 //   plain  contract_parts per element in R, i outer, j inner: the reference's 113-bit loops
-//   fast   fast_contraction.hpp on the operands as doubles, when every value of both buffers is
-//          exactly a double (always so for storage-typed inputs; an R-typed operand that is not,
-//          e.g. an activation computed in R, makes that one product take the plain path) and R
-//          is at least as precise and wide as hp (the fast path's accuracy argument needs
-//          products of doubles exact in R and no overflow in its scalings)
+//   fast   fast_contraction.hpp, when R is at least as precise and wide as hp (the fast path's
+//          accuracy argument needs products of doubles exact in R and no overflow in its
+//          scalings): an operand whose values are all exactly doubles (always so for
+//          storage-typed inputs) is sliced as doubles, any other (an activation, a softmax
+//          probability or a gradient computed in R) as R values; lines with values outside
+//          double's exponent range, ±inf or NaN take contract_parts inside the fast path
 // Either way each term is within gamma_{k_r−1}(u_R)·abs_sum_r of the exact value: the bound
 // bounds.hpp's reference term covers (docs/fast-reference.md, "How the bounds account for it").
 #pragma once
@@ -76,7 +77,8 @@ std::optional<std::vector<double>> exact_doubles(std::span<const R> values) {
 }
 
 namespace detail {
-inline MatrixView view_of(const double* data, const Layout& l) {
+template <class V>
+MatrixViewOf<V> view_of(const V* data, const Layout& l) {
   return {data, l.rows, l.cols, l.row_stride, l.col_stride};
 }
 }  // namespace detail
@@ -115,7 +117,7 @@ Contraction<R> fast_contraction_of(const std::vector<double>& a, const Layout& l
                              options);
 }
 
-// a·b by `path` (fast falls back to plain for operands that are not doubles, see above).
+// a·b by `path` (see above).
 // `parts`: normalized. @pre la.cols == lb.rows; the layouts lie within the tensors.
 template <class R>
 Contraction<R> contraction(const Tensor<R>& a, const Layout& la, const Tensor<R>& b,
@@ -123,9 +125,15 @@ Contraction<R> contraction(const Tensor<R>& a, const Layout& la, const Tensor<R>
                            ContractionPath path) {
   if constexpr (fast_path_holds_in<R>) {
     if (path == ContractionPath::fast) {
+      // Each operand as doubles when it is exactly doubles (fewer slices), else as R values.
       const auto da = exact_doubles<R>(a.values());
-      const auto db = da ? exact_doubles<R>(b.values()) : std::nullopt;
+      const auto db = exact_doubles<R>(b.values());
       if (da && db) return fast_contraction_of<R>(*da, la, *db, lb, parts);
+      const auto va = detail::view_of(a.data(), la);
+      const auto vb = detail::view_of(b.data(), lb);
+      if (da) return fast_contraction<R>(detail::view_of(da->data(), la), vb, parts);
+      if (db) return fast_contraction<R>(va, detail::view_of(db->data(), lb), parts);
+      return fast_contraction<R>(va, vb, parts);
     }
   }
   return plain_contraction<R>(a.data(), la, b.data(), lb, parts);

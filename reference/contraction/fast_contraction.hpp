@@ -9,6 +9,11 @@
 // k_0..k_{p-1} (Σ k_r = k, zeros allowed). For every element (i, j) and part r:
 //   partial_r = Σ_{c in part r} a[i,c]·b[c,j]      abs_sum_r = Σ_{c in part r} |a[i,c]·b[c,j]|
 //
+// Elements: doubles (storage-typed operands, converted exactly) or values of R itself (computed
+// in R: an activation, a probability, a gradient of the backward), per operand. An R value has
+// up to 113 significant bits and simply needs more slices (about 6 at 22 bits); nothing below
+// depends on the operands being doubles except where said.
+//
 // Method, per part r (length k_r ≥ 1):
 //   The part's inner axis is cut into chunks of kc ≤ 256, and beta = floor((53 − ceil(log2 kc))
 //   / 2) bits per slice; plan_part picks kc and the slice counts s_a, s_b by a cost model.
@@ -27,7 +32,8 @@
 //     partial_r = 2^(E_i+F_j) · Σ_{d=2..s_a+s_b} P_d[i,j]·2^(−d·beta)
 //                 + Σ_{c in rest(i,j)} a[i,c]·b[c,j]                          in R, c ascending
 //   where rest(i,j) = the positions c where a[i,c] or b[c,j] is a rest element (exactly the
-//   products the slices miss); each product is exact in R (106 ≤ 113 bits). The first sum is
+//   products the slices miss); each product is exact in R (106 ≤ 113 bits) when both factors
+//   are doubles, and rounds once in R when one is an R value. The first sum is
 //   formed EXACTLY as one 128-bit integer when it fits (D ≤ 4 for 22-bit slices) and converted
 //   to R with at most one rounding; otherwise its D diagonals are summed in R, d ascending.
 //   abs_sum_r is the same with |A_t|·|B_u| and |a[i,c]·b[c,j]| (|a|'s slices are a's |slices|).
@@ -35,7 +41,10 @@
 // Accuracy (R with unit roundoff u_R = 2^-113 for hp): everything is exact but rho additions or
 // conversions in R: rho = (0 or 1) + |rest(i,j)| with the integer combination, else
 // D − 1 + |rest(i,j)| (D = s_a + s_b − 1 diagonals; each P_d < 2^113 converts exactly; the
-// scalings by powers of two are exact, with no overflow or underflow in R's range), so for every
+// scalings by powers of two are exact, with no overflow or underflow in R's range), plus 1 when
+// an operand holds R values and rest(i,j) is not empty (the rest products' own rounding: one
+// more factor 1 + delta on each of them). Lines holding an R value outside double's exponent
+// range (sliceable_exponent) are treated like lines holding ±inf or NaN (below). So for every
 // term from the fast path
 //   |partial_r − exact| ≤ gamma_rho(u_R)·Σ|a·b|,   |abs_sum_r − Σ|a·b|| ≤ gamma_rho(u_R)·Σ|a·b|
 // and, with no rest product and rho ≤ 1, the terms are the exact values correctly rounded to R
@@ -80,6 +89,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #if defined(_OPENMP)
@@ -88,30 +98,36 @@
 
 namespace shardcheck::reference {
 
-// A read-only strided view of a matrix of doubles: element (i, j) is
-// data[i·row_stride + j·col_stride]. Every float, bfloat16 and float16 value is a double, so
-// storage-typed operands are converted exactly before (to_double_matrix below).
-struct MatrixView {
-  const double* data = nullptr;
+// A read-only strided view of a matrix whose elements are V: element (i, j) is
+// data[i·row_stride + j·col_stride]. V is double for storage-typed operands (every float,
+// bfloat16 and float16 value is a double, converted exactly by to_double_matrix below) or the
+// reference's scalar R for values computed in R (an activation, a softmax probability); the
+// slicing below is exact for either.
+template <class V = double>
+struct MatrixViewOf {
+  const V* data = nullptr;
   std::size_t rows = 0;
   std::size_t cols = 0;
   std::ptrdiff_t row_stride = 0;
   std::ptrdiff_t col_stride = 0;
 
-  double operator()(std::size_t i, std::size_t j) const {
+  const V& operator()(std::size_t i, std::size_t j) const {
     return data[static_cast<std::ptrdiff_t>(i) * row_stride +
                 static_cast<std::ptrdiff_t>(j) * col_stride];
   }
 };
+using MatrixView = MatrixViewOf<double>;
 
-// A row-major [rows, cols] block of doubles seen as a MatrixView.
-inline MatrixView row_major_view(const double* data, std::size_t rows, std::size_t cols) {
+// A row-major [rows, cols] block seen as a MatrixViewOf.
+template <class V>
+MatrixViewOf<V> row_major_view(const V* data, std::size_t rows, std::size_t cols) {
   return {data, rows, cols, static_cast<std::ptrdiff_t>(cols), 1};
 }
 
 // The same block read transposed: element (i, j) of the view is data[j·rows_of_data + i], i.e. a
 // row-major [cols, rows] block seen as [rows, cols] (w [out, in] as the [in, out] of x·Wᵀ).
-inline MatrixView transposed_view(const double* data, std::size_t rows, std::size_t cols) {
+template <class V>
+MatrixViewOf<V> transposed_view(const V* data, std::size_t rows, std::size_t cols) {
   return {data, rows, cols, 1, static_cast<std::ptrdiff_t>(rows)};
 }
 
@@ -144,16 +160,43 @@ inline int ceil_log2(std::size_t k) { return k <= 1 ? 0 : static_cast<int>(std::
 // Bits per slice for GEMMs of inner length kc: kc·(2^beta − 1)^2 < 2^53.
 inline int slice_bits(std::size_t kc) { return (53 - ceil_log2(kc)) / 2; }
 
-// The lowest set bit of a finite nonzero v: v is an odd multiple of 2^lowest_bit(v).
-inline int lowest_bit(double v) {
+// The binary exponent of a finite nonzero v: v = f·2^e with |f| in [0.5, 1).
+template <class V>
+int exponent_of(const V& v) {
+  using std::frexp;
   int e = 0;
-  const double f = std::frexp(std::abs(v), &e);  // |v| = f·2^e, f in [0.5, 1)
-  const auto mantissa = static_cast<std::uint64_t>(std::ldexp(f, 53));  // exact integer
-  return e - 53 + std::countr_zero(mantissa);
+  (void)V(frexp(v, &e));
+  return e;
 }
 
+// The lowest set bit of a finite nonzero v: v is an odd multiple of 2^lowest_bit(v).
+template <class V>
+int lowest_bit(const V& v) {
+  using std::abs;
+  using std::frexp;
+  using std::ldexp;
+  using std::trunc;
+  constexpr int digits = std::numeric_limits<V>::digits;
+  int e = 0;
+  V mantissa = ldexp(V(frexp(V(abs(v)), &e)), digits);  // an integer below 2^digits: exact
+  // Its trailing zeros, 32 bits at a time (each chunk below 2^32 is exact as a double).
+  for (int zeros = 0;; zeros += 32) {
+    const V high = trunc(ldexp(mantissa, -32));
+    const auto low = static_cast<std::uint64_t>(static_cast<double>(V(mantissa - ldexp(high, 32))));
+    if (low != 0) return e - digits + zeros + std::countr_zero(low);
+    mantissa = high;
+  }
+}
+
+// Nonzero values v = f·2^e (|f| in [0.5, 1)) are sliced when |e| ≤ sliceable_exponent: every
+// double (e in [−1073, 1024]) and R values of the same range. Their lowest bits are then above
+// 2^-1214 and their products above 2^-2428, so no scaling, product or sum of the fast path
+// underflows or overflows in R (hp's normal range is 2^±16382).
+constexpr int sliceable_exponent = 1100;
+
 // One operand of one part, lines [0, lines) (rows of a or columns of b), element (l, c) =
-// at(l, c), c < k_r: per line the top exponent (every |v| < 2^top) and whether it is finite;
+// at(l, c), c < k_r: per line the top exponent (every |v| < 2^top) and whether it is sliced
+// (`finite`: every value finite and, for R values, within sliceable_exponent);
 // per element its depth top − lowest_bit(v) (0 for a zero): it needs ceil(depth / beta) slices.
 struct Operand {
   std::size_t lines = 0, k_r = 0;
@@ -187,7 +230,7 @@ int thread_count(int requested);
 // Below this many elements a loop over lines runs on the calling thread (a team costs more).
 constexpr std::size_t parallel_work = std::size_t{1} << 16;
 
-template <class At>
+template <class V, class At>
 Operand analyse(std::size_t lines, std::size_t k_r, int threads, const At& at) {
   Operand o;
   o.lines = lines;
@@ -201,19 +244,22 @@ Operand analyse(std::size_t lines, std::size_t k_r, int threads, const At& at) {
   for (std::size_t l = 0; l < lines; ++l) {
     bool nonzero = false;
     for (std::size_t c = 0; c < k_r; ++c) {
-      const double v = at(l, c);
-      if (!std::isfinite(v)) {
+      const V& v = at(l, c);
+      using std::isfinite;
+      if (!isfinite(v)) {
         o.finite[l] = 0;
       } else if (v != 0) {
-        int e = 0;
-        (void)std::frexp(v, &e);
+        const int e = exponent_of(v);
+        // An R value outside double's exponent range may make a scaling or a rest product
+        // underflow in R: its line takes the plain path (as a non-finite one does).
+        if (e > sliceable_exponent || e < -sliceable_exponent) o.finite[l] = 0;
         o.top[l] = nonzero ? std::max(o.top[l], e) : e;
         nonzero = true;
       }
     }
     if (o.finite[l] == 0) continue;
     for (std::size_t c = 0; c < k_r; ++c) {
-      const double v = at(l, c);
+      const V& v = at(l, c);
       if (v != 0) o.depth[l * k_r + c] = o.top[l] - lowest_bit(v);
     }
   }
@@ -274,7 +320,7 @@ struct Sliced {
   std::vector<std::vector<std::size_t>> rest;  // per line
 };
 
-template <class At>
+template <class V, class At>
 Sliced slice_lines(const Operand& o, int beta, std::size_t count, bool lines_are_columns,
                    int threads, const At& at) {
   Sliced s;
@@ -289,21 +335,23 @@ Sliced slice_lines(const Operand& o, int beta, std::size_t count, bool lines_are
   for (std::size_t l = 0; l < o.lines; ++l) {
     if (o.finite[l] == 0) continue;
     for (std::size_t c = 0; c < o.k_r; ++c) {
-      const double v = at(l, c);
+      const V& v = at(l, c);
       const auto need = static_cast<std::size_t>((o.depth[l * o.k_r + c] + beta - 1) / beta);
       if (need > count) {
         s.rest[l].push_back(c);
         continue;
       }
-      double previous = 0;  // trunc(v·2^((t−1)·beta − top)): the bits taken so far, as an integer
+      using std::ldexp;
+      using std::trunc;
+      V previous(0);  // trunc(v·2^((t−1)·beta − top)): the bits taken so far, as an integer
       for (std::size_t t = 1; t <= need; ++t) {
-        // v·2^(t·beta − top) is exact when ≥ 1 in magnitude (a power-of-two scaling of a double
-        // that does not underflow); below 1 it may round but truncates to 0 either way.
-        const double taken = std::trunc(std::ldexp(v, static_cast<int>(t) * beta - o.top[l]));
-        // The difference is an integer below 2^beta in magnitude: exact.
+        // v·2^(t·beta − top) is exact when ≥ 1 in magnitude (a power-of-two scaling that does
+        // not underflow, in double or in R); below 1 it may round but truncates to 0 either way.
+        const V taken = trunc(V(ldexp(v, static_cast<int>(t) * beta - o.top[l])));
+        // The difference is an integer below 2^beta in magnitude: exact, in V and as a double.
         const auto el = static_cast<Eigen::Index>(l), ec = static_cast<Eigen::Index>(c);
         (lines_are_columns ? s.slice[t - 1](ec, el) : s.slice[t - 1](el, ec)) =
-            taken - std::ldexp(previous, beta);
+            static_cast<double>(V(taken - ldexp(previous, beta)));
         previous = taken;
       }
     }
@@ -374,10 +422,16 @@ void for_each_tile(std::size_t m, std::size_t n, std::size_t tile, int threads, 
 // i·n + j] is part r of element (i, j). Empty `part_lengths`: one part.
 // @throws std::invalid_argument when a's columns differ from b's rows, or the parts do not sum
 // to k (normalize_parts).
-template <class R = hp>
-Contraction<R> fast_contraction(const MatrixView& a, const MatrixView& b,
+template <class R = hp, class Va, class Vb>
+Contraction<R> fast_contraction(const MatrixViewOf<Va>& a, const MatrixViewOf<Vb>& b,
                                 std::span<const std::size_t> part_lengths = {},
                                 const FastOptions& options = {}) {
+  static_assert(std::is_same_v<Va, double> || std::is_same_v<Va, R>,
+                "fast_contraction: a's elements are doubles or R");
+  static_assert(std::is_same_v<Vb, double> || std::is_same_v<Vb, R>,
+                "fast_contraction: b's elements are doubles or R");
+  // A product of two doubles is exact in R (106 ≤ 113 bits); one with an R factor rounds once.
+  constexpr bool exact_products = std::is_same_v<Va, double> && std::is_same_v<Vb, double>;
   if (a.cols != b.rows) {
     throw std::invalid_argument("reference::fast_contraction: a is [" + std::to_string(a.rows) +
                                 ", " + std::to_string(a.cols) + "] and b is [" +
@@ -396,14 +450,14 @@ Contraction<R> fast_contraction(const MatrixView& a, const MatrixView& b,
   for (std::size_t r = 0; r < c.parts(); ++r) {
     const std::size_t kr = c.part_lengths[r];
     PartTerms<R>* out = c.terms.data() + r * mn;
-    auto at_a = [&](std::size_t i, std::size_t q) { return a(i, k0 + q); };
-    auto at_b = [&](std::size_t j, std::size_t q) { return b(k0 + q, j); };
-    const detail::Operand oa = detail::analyse(m, kr, options.threads, at_a),
-                          ob = detail::analyse(n, kr, options.threads, at_b);
+    auto at_a = [&](std::size_t i, std::size_t q) -> const Va& { return a(i, k0 + q); };
+    auto at_b = [&](std::size_t j, std::size_t q) -> const Vb& { return b(k0 + q, j); };
+    const detail::Operand oa = detail::analyse<Va>(m, kr, options.threads, at_a),
+                          ob = detail::analyse<Vb>(n, kr, options.threads, at_b);
     const detail::Plan plan = detail::plan_part(oa, ob, options.max_slices);
     const int beta = plan.beta;
-    auto sa = detail::slice_lines(oa, beta, plan.slices_a, false, options.threads, at_a);
-    const auto sb = detail::slice_lines(ob, beta, plan.slices_b, true, options.threads, at_b);
+    auto sa = detail::slice_lines<Va>(oa, beta, plan.slices_a, false, options.threads, at_a);
+    const auto sb = detail::slice_lines<Vb>(ob, beta, plan.slices_b, true, options.threads, at_b);
     if (options.mutant_drop_last_slice && sa.slice.size() > 1) {
       sa.slice.pop_back();
       sa.magnitude.pop_back();
@@ -488,7 +542,9 @@ Contraction<R> fast_contraction(const MatrixView& a, const MatrixView& b,
                              sb.rest[gj].end(), std::back_inserter(rest));
               // The slices' part, exactly as an integer when it fits (then one rounding to R at
               // most), else D − 1 sums in R of the diagonals.
-              std::size_t roundings = rest.size();
+              // Each rest product adds one sum in R; with an R factor the products themselves
+              // round once more (a factor 1 + delta on each of them, so one more overall).
+              std::size_t roundings = rest.size() + (!exact_products && !rest.empty() ? 1 : 0);
               R p(0), s(0);
               if (integer_combine) {
                 detail::wide_int ip = 0, is = 0;
@@ -515,7 +571,8 @@ Contraction<R> fast_contraction(const MatrixView& a, const MatrixView& b,
               }
               for (const std::size_t q : rest) {  // increasing q: one more sum in R each
                 using std::abs;
-                const R prod_q = R(a(gi, k0 + q)) * R(b(k0 + q, gj));  // exact (106 bits)
+                // exact for two doubles (106 bits), else rounded once (counted above)
+                const R prod_q = R(a(gi, k0 + q)) * R(b(k0 + q, gj));
                 p += prod_q;
                 s += abs(prod_q);
               }

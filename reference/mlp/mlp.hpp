@@ -8,10 +8,10 @@
 //   da = dy·w_down   dh = f'(h)⊙da (swiglu: dg = da⊙u⊙silu'(g), du = da⊙silu(g))
 //   dx = dh·w_up     dw_up = dhᵀ·x   db_up = Σ_t dh   dw_down = dyᵀ·a   db_down = Σ_t dy
 // Each result's elementwise bound is mlp_bound.hpp's. Inputs of a storage type T convert exactly.
-// `path` (contraction_path.hpp): with fast (the default) the two products whose operands are
-// storage values, h = x·w_upᵀ + b_up (the bias added after the sum) and da = dy·w_down, are
-// contraction/contract.hpp's; the products of values computed in R (y = a·w_downᵀ, dx = dh·w_up,
-// dw_up = dhᵀ·x, dw_down = dyᵀ·a) are plain loops either way, as is everything with plain.
+// `path` (contraction_path.hpp): with fast (the default) the six products, h = x·w_upᵀ + b_up and
+// y = a·w_downᵀ + b_down (each bias added after the sum), da = dy·w_down, dx = dh·w_up,
+// dw_up = dhᵀ·x and dw_down = dyᵀ·a, are contraction/contract.hpp's (the four with an operand
+// computed in R slice it as R values); with plain they are the loops below, as before.
 #pragma once
 
 #include "reference/contraction/contract.hpp"
@@ -75,12 +75,13 @@ MlpForward<R> mlp(const Tensor<R>& x, const Tensor<R>& w_up, const Tensor<R>& b_
       o.a(t, j) = act == Activation::swiglu ? R(silu(o.h(t, j)) * o.h(t, f + j))
                                             : activation_value(act, o.h(t, j));
     }
-    for (std::size_t i = 0; i < hid; ++i) {
+    for (std::size_t i = 0; i < hid && !fast; ++i) {
       R s = b_down.empty() ? R(0) : b_down[i];
       for (std::size_t j = 0; j < f; ++j) s += o.a(t, j) * w_down(i, j);
       o.y(t, i) = s;
     }
   }
+  if (fast) o.y = linear<R>(o.a, w_down, b_down, {}, path).value;
   return o;
 }
 
@@ -124,7 +125,7 @@ MlpGrads<R> mlp_backward(const Tensor<R>& x, const Tensor<R>& w_up, const Tensor
         g.dh(t, j) = activation_grad(act, fwd.h(t, j)) * s;
       }
     }
-    for (std::size_t i = 0; i < hid; ++i) {
+    for (std::size_t i = 0; i < hid && !fast; ++i) {
       R s(0);
       for (std::size_t j = 0; j < kf; ++j) s += g.dh(t, j) * w_up(j, i);
       g.dx(t, i) = s;
@@ -132,13 +133,25 @@ MlpGrads<R> mlp_backward(const Tensor<R>& x, const Tensor<R>& w_up, const Tensor
   }
   for (std::size_t t = 0; t < n; ++t) {
     for (std::size_t j = 0; j < kf; ++j) {
-      for (std::size_t i = 0; i < hid; ++i) g.dw_up(j, i) += g.dh(t, j) * x(t, i);
+      for (std::size_t i = 0; i < hid && !fast; ++i) g.dw_up(j, i) += g.dh(t, j) * x(t, i);
       if (has_bias) g.db_up[j] += g.dh(t, j);
     }
     for (std::size_t i = 0; i < hid; ++i) {
-      for (std::size_t j = 0; j < f; ++j) g.dw_down(i, j) += dy(t, i) * fwd.a(t, j);
+      for (std::size_t j = 0; j < f && !fast; ++j) g.dw_down(i, j) += dy(t, i) * fwd.a(t, j);
       if (has_bias) g.db_down[i] += dy(t, i);
     }
+  }
+  if (fast) {
+    const std::size_t all_ffn[] = {kf}, all_tokens[] = {n};
+    g.dx = contraction<R>(g.dh, row_major_layout(n, kf), w_up, row_major_layout(kf, hid), all_ffn,
+                          path)
+               .value;
+    g.dw_up = contraction<R>(g.dh, transposed_layout(kf, n), x, row_major_layout(n, hid),
+                             all_tokens, path)
+                  .value;
+    g.dw_down = contraction<R>(dy, transposed_layout(hid, n), fwd.a, row_major_layout(n, f),
+                               all_tokens, path)
+                    .value;
   }
   return g;
 }

@@ -67,26 +67,83 @@ R perturbed_dot_bound(std::span<const PerturbedPart<R>> parts, const R* bias,
   return (b.bound + prop * (1 + (bias != nullptr ? 2 * u_t : R(0)))) * margin;
 }
 
-// The bounds of out[t, i] (t < n, i < m), each a perturbed dot whose contracted axis is cut into
-// `parts` (the ranks' pieces, in rank order), plus bias[i] when `bias` is not empty:
-// add_terms(part, t, i, r, offset) adds to `part` the terms of rank r's piece, which starts at
-// `offset` of the axis.
-template <class R, class AddTerms>
-Tensor<R> dot_over_parts_bounds(std::size_t n, std::size_t m, const std::vector<std::size_t>& parts,
-                                const Tensor<R>& bias, const AddTerms& add_terms,
-                                const Arithmetic& arith) {
-  Tensor<R> e({n, m});
-  std::vector<PerturbedPart<R>> p(parts.size());
-  for (std::size_t t = 0; t < n; ++t) {
+// The PerturbedPart terms of every element of a·b, a [m, k] and b [k, n] read through layouts
+// over row-major buffers (contract.hpp), with elementwise error bounds e_a (a's shape and layout;
+// empty: a is exact) and e_b, the contracted axis cut into `parts`: out[r·m·n + i·n + j] is part r
+// of element (i, j). Two paths (contraction_path.hpp):
+//   plain  PerturbedPart::add per product, c ascending in each part (the 113-bit loops);
+//   fast   two contractions (contract.hpp): C1 = a·b gives partial_r and A_r ≈ Σ|a·b|, and
+//          C2 = (|a| + e_a)·(|b| + e_b), nonnegative factors, gives S_r ≈ Σ (|a| + e_a)(|b| + e_b).
+//          Each is within g = gamma_{k_r+1}(u_R) relative of its exact value (the contraction's
+//          gamma_{k_r}, and one more for the rounding of |a| + e_a in R), so
+//            abs_sum = S_r·(1 + g)   and   prop = max(S_r − A_r, 0)·(1 + u_R) + 2g·(S_r + A_r)
+//          are upper bounds of the exact Σ (|a| + e_a)(|b| + e_b) and of its excess over Σ|a·b|.
+template <class R>
+std::vector<PerturbedPart<R>> perturbed_parts(const Tensor<R>& a, const Tensor<R>& e_a,
+                                              const Layout& la, const Tensor<R>& b,
+                                              const Tensor<R>& e_b, const Layout& lb,
+                                              std::span<const std::size_t> parts,
+                                              ContractionPath path = default_contraction_path()) {
+  using std::abs;
+  const std::size_t m = la.rows, n = lb.cols, mn = m * n;
+  std::vector<PerturbedPart<R>> out(parts.size() * mn);
+  auto at = [](const Tensor<R>& t, const Layout& l, std::size_t i, std::size_t c) -> R {
+    return t.empty() ? R(0)
+                     : t.data()[static_cast<std::ptrdiff_t>(i) * l.row_stride +
+                                static_cast<std::ptrdiff_t>(c) * l.col_stride];
+  };
+  if (path == ContractionPath::plain) {
     for (std::size_t i = 0; i < m; ++i) {
-      std::size_t offset = 0;
-      for (std::size_t r = 0; r < parts.size(); ++r) {
-        p[r] = {};
-        add_terms(p[r], t, i, r, offset);
-        offset += parts[r];
+      for (std::size_t j = 0; j < n; ++j) {
+        std::size_t c = 0;
+        for (std::size_t r = 0; r < parts.size(); ++r) {
+          PerturbedPart<R>& p = out[r * mn + i * n + j];
+          for (std::size_t q = 0; q < parts[r]; ++q, ++c) {
+            p.add(at(a, la, i, c), at(e_a, la, i, c), at(b, lb, c, j), at(e_b, lb, c, j));
+          }
+        }
       }
-      e(t, i) = perturbed_dot_bound<R>(p, bias.empty() ? nullptr : &bias[i], arith);
     }
+    return out;
+  }
+  auto raised = [](const Tensor<R>& t, const Tensor<R>& e) {  // |t| + e, elementwise
+    Tensor<R> r(t.shape());
+    for (std::size_t x = 0; x < t.size(); ++x) r[x] = abs(t[x]) + (e.empty() ? R(0) : e[x]);
+    return r;
+  };
+  const auto c1 = contraction<R>(a, la, b, lb, parts, path);
+  const auto c2 = contraction<R>(raised(a, e_a), la, raised(b, e_b), lb, parts, path);
+  const R u = unit_roundoff_of<R>();
+  for (std::size_t r = 0; r < parts.size(); ++r) {
+    const R g = gamma<R>(parts[r] + 1, u);
+    for (std::size_t e = 0; e < mn; ++e) {
+      const PartTerms<R>& t1 = c1.terms[r * mn + e];
+      const R& s = c2.terms[r * mn + e].partial;
+      const R& a_sum = t1.abs_sum;
+      const R excess = s - a_sum;
+      out[r * mn + e] = {t1.partial, s * (1 + g),
+                         (excess > 0 ? excess : R(0)) * (1 + u) + 2 * g * (s + a_sum), parts[r]};
+    }
+  }
+  return out;
+}
+
+// The bounds of out[i, j] = Σ_c â[i, c]·b̂[c, j] (+ bias[j] when `bias` is not empty), each a
+// perturbed dot whose contracted axis is cut into `parts` (the ranks' pieces, in rank order):
+// perturbed_parts' terms, then perturbed_dot_bound per element.
+template <class R>
+Tensor<R> dot_over_parts_bounds(const Tensor<R>& a, const Tensor<R>& e_a, const Layout& la,
+                                const Tensor<R>& b, const Tensor<R>& e_b, const Layout& lb,
+                                const std::vector<std::size_t>& parts, const Tensor<R>& bias,
+                                const Arithmetic& arith,
+                                ContractionPath path = default_contraction_path()) {
+  const std::size_t m = la.rows, n = lb.cols, mn = m * n;
+  const auto terms = perturbed_parts<R>(a, e_a, la, b, e_b, lb, parts, path);
+  Tensor<R> e({m, n});
+  std::vector<PerturbedPart<R>> p(parts.size());
+  for (std::size_t x = 0; x < mn; ++x) {
+    for (std::size_t r = 0; r < parts.size(); ++r) p[r] = terms[r * mn + x];
+    e[x] = perturbed_dot_bound<R>(p, bias.empty() ? nullptr : &bias[x % n], arith);
   }
   return e;
 }
@@ -119,8 +176,9 @@ Tensor<R> bounds_of(const Contraction<R>& c, const Arithmetic& arith) {
 // e_h: h = x·w_upᵀ + b_up, one part (each rank holds the whole hidden axis).
 template <class R = hp>
 Tensor<R> up_projection_error(const Tensor<R>& x, const Tensor<R>& w_up, const Tensor<R>& b_up,
-                              const Arithmetic& arith) {
-  return detail::bounds_of(reference::linear<R>(x, w_up, b_up), arith);
+                              const Arithmetic& arith,
+                              ContractionPath path = default_contraction_path()) {
+  return detail::bounds_of(reference::linear<R>(x, w_up, b_up, {}, path), arith);
 }
 
 // |f_A(ĥ) − f(h)| for gelu, gelu_tanh or swiglu's silu with |ĥ − h| ≤ e: Taylor to first order
@@ -165,17 +223,12 @@ Tensor<R> activation_error(Activation act, const Tensor<R>& h, const Tensor<R>& 
 template <class R = hp>
 Tensor<R> down_projection_error(const Tensor<R>& a, const Tensor<R>& e_a, const Tensor<R>& w_down,
                                 const Tensor<R>& b_down, std::span<const std::size_t> ffn_parts,
-                                const Arithmetic& arith) {
+                                const Arithmetic& arith,
+                                ContractionPath path = default_contraction_path()) {
   const std::size_t n = a.dim(0), f = a.dim(1), hid = w_down.dim(0);
   const auto parts = normalize_parts(ffn_parts, f, "ffn (mlp down projection)");
-  return dot_over_parts_bounds<R>(
-      n, hid, parts, b_down,
-      [&](PerturbedPart<R>& part, std::size_t t, std::size_t o, std::size_t r, std::size_t off) {
-        for (std::size_t j = off; j < off + parts[r]; ++j) {
-          part.add(a(t, j), e_a(t, j), w_down(o, j), R(0));
-        }
-      },
-      arith);
+  return dot_over_parts_bounds<R>(a, e_a, row_major_layout(n, f), w_down, Tensor<R>(),
+                                  transposed_layout(f, hid), parts, b_down, arith, path);
 }
 
 // e_dh: dh = f'(ĥ)⊙d̂a (swiglu: dĝ = d̂a·û·silu'(ĝ), dû = d̂a·silu(ĝ)), in A, rounded once to T.
@@ -225,59 +278,63 @@ struct MlpBounds {
 };
 
 // Every output's bound for the case: `ffn_parts` the ranks' shares of F (ParallelMLP's split;
-// empty: one rank), `arith` the storage and accumulator formats. Values from mlp()/mlp_backward().
+// empty: one rank), `arith` the storage and accumulator formats, `path` the contraction path of
+// every product and perturbed dot (contraction_path.hpp). Values from mlp()/mlp_backward().
 template <HighPrecision R = hp>
 MlpBounds<R> mlp_bounds(const Tensor<R>& x, const Tensor<R>& w_up, const Tensor<R>& b_up,
                         const Tensor<R>& w_down, const Tensor<R>& b_down, const Tensor<R>& dy,
                         Activation act, const MlpForward<R>& fwd, const MlpGrads<R>& grads,
-                        std::span<const std::size_t> ffn_parts, const Arithmetic& arith) {
+                        std::span<const std::size_t> ffn_parts, const Arithmetic& arith,
+                        ContractionPath path = default_contraction_path()) {
   const std::size_t n = x.dim(0), hid = x.dim(1), f = w_down.dim(1), k = mlp_up_rows(act);
   const bool has_bias = !b_down.empty();
   const auto parts = normalize_parts(ffn_parts, f, "ffn (mlp)");
   MlpBounds<R> out;
-  const Tensor<R> e_h = up_projection_error(x, w_up, b_up, arith);
+  const Tensor<R> e_h = up_projection_error(x, w_up, b_up, arith, path);
   const Tensor<R> e_a = activation_error(act, fwd.h, e_h, arith);
-  out.y = down_projection_error(fwd.a, e_a, w_down, b_down, parts, arith);
+  out.y = down_projection_error(fwd.a, e_a, w_down, b_down, parts, arith, path);
 
   // da and db_down: exact inputs (dy, w_down), one part each.
-  const auto lin = reference::linear_backward<R>(fwd.a, w_down, has_bias, dy);
+  const auto lin = reference::linear_backward<R>(fwd.a, w_down, has_bias, dy, {}, path);
   const Tensor<R> e_da = detail::bounds_of(lin.dx, arith);
   if (has_bias) out.db_down = detail::bounds_of(lin.db, arith);
   const Tensor<R> e_dh = activation_grad_error(act, fwd.h, e_h, grads.da, e_da, arith);
 
-  // dx over the fused ffn axis: rank r's part is its gate and up columns.
-  out.dx = dot_over_parts_bounds<R>(
-      n, hid, parts, Tensor<R>(),
-      [&](PerturbedPart<R>& part, std::size_t t, std::size_t i, std::size_t r, std::size_t off) {
-        for (std::size_t c = 0; c < k; ++c) {
-          for (std::size_t q = 0; q < parts[r]; ++q) {
-            const std::size_t j = c * f + off + q;
-            part.add(grads.dh(t, j), e_dh(t, j), w_up(j, i), R(0));
-          }
-        }
-      },
-      arith);
-  // Sums over tokens, one part: dw_up = d̂hᵀ·x, db_up = Σ d̂h, dw_down = dyᵀ·â.
-  out.dw_up = Tensor<R>({k * f, hid});
-  if (has_bias) out.db_up = Tensor<R>({k * f});
-  out.dw_down = Tensor<R>({hid, f});
-  for (std::size_t j = 0; j < k * f; ++j) {
-    for (std::size_t i = 0; i < hid; ++i) {
-      PerturbedPart<R> q;
-      for (std::size_t t = 0; t < n; ++t) q.add(grads.dh(t, j), e_dh(t, j), x(t, i), R(0));
-      out.dw_up(j, i) = perturbed_dot_bound<R>({&q, 1}, nullptr, arith);
+  // dx over the fused ffn axis: rank r's part is its gate and up columns, so the axis is read in
+  // rank order (rank r's k·F_r columns together: gate then up), through copies of dh, e_dh and
+  // w_up with their ffn axis permuted that way.
+  const std::size_t kf = k * f;
+  std::vector<std::size_t> order, dx_parts;
+  for (std::size_t r = 0, off = 0; r < parts.size(); off += parts[r], ++r) {
+    for (std::size_t c = 0; c < k; ++c) {
+      for (std::size_t q = 0; q < parts[r]; ++q) order.push_back(c * f + off + q);
     }
-    if (has_bias) {
+    dx_parts.push_back(k * parts[r]);
+  }
+  Tensor<R> dh_p({n, kf}), e_dh_p({n, kf}), w_up_p({kf, hid});
+  for (std::size_t c = 0; c < kf; ++c) {
+    for (std::size_t t = 0; t < n; ++t) {
+      dh_p(t, c) = grads.dh(t, order[c]);
+      e_dh_p(t, c) = e_dh(t, order[c]);
+    }
+    for (std::size_t i = 0; i < hid; ++i) w_up_p(c, i) = w_up(order[c], i);
+  }
+  out.dx = dot_over_parts_bounds<R>(dh_p, e_dh_p, row_major_layout(n, kf), w_up_p, Tensor<R>(),
+                                    row_major_layout(kf, hid), dx_parts, Tensor<R>(), arith, path);
+  // Sums over tokens, one part: dw_up = d̂hᵀ·x, db_up = Σ d̂h, dw_down = dyᵀ·â.
+  const std::vector<std::size_t> all_tokens = {n};
+  out.dw_up =
+      dot_over_parts_bounds<R>(grads.dh, e_dh, transposed_layout(kf, n), x, Tensor<R>(),
+                               row_major_layout(n, hid), all_tokens, Tensor<R>(), arith, path);
+  out.dw_down =
+      dot_over_parts_bounds<R>(dy, Tensor<R>(), transposed_layout(hid, n), fwd.a, e_a,
+                               row_major_layout(n, f), all_tokens, Tensor<R>(), arith, path);
+  if (has_bias) {
+    out.db_up = Tensor<R>({kf});
+    for (std::size_t j = 0; j < kf; ++j) {
       PerturbedPart<R> q;
       for (std::size_t t = 0; t < n; ++t) q.add(grads.dh(t, j), e_dh(t, j), R(1), R(0));
       out.db_up[j] = perturbed_dot_bound<R>({&q, 1}, nullptr, arith, Operands::unit);
-    }
-  }
-  for (std::size_t i = 0; i < hid; ++i) {
-    for (std::size_t j = 0; j < f; ++j) {
-      PerturbedPart<R> q;
-      for (std::size_t t = 0; t < n; ++t) q.add(dy(t, i), R(0), fwd.a(t, j), e_a(t, j));
-      out.dw_down(i, j) = perturbed_dot_bound<R>({&q, 1}, nullptr, arith);
     }
   }
   return out;
