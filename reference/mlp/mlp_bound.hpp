@@ -74,10 +74,14 @@ R perturbed_dot_bound(std::span<const PerturbedPart<R>> parts, const R* bias,
 //   plain  PerturbedPart::add per product, c ascending in each part (the 113-bit loops);
 //   fast   two contractions (contract.hpp): C1 = a·b gives partial_r and A_r ≈ Σ|a·b|, and
 //          C2 = (|a| + e_a)·(|b| + e_b), nonnegative factors, gives S_r ≈ Σ (|a| + e_a)(|b| + e_b).
-//          Each is within g = gamma_{k_r+1}(u_R) relative of its exact value (the contraction's
-//          gamma_{k_r}, and one more for the rounding of |a| + e_a in R), so
-//            abs_sum = S_r·(1 + g)   and   prop = max(S_r − A_r, 0)·(1 + u_R) + 2g·(S_r + A_r)
-//          are upper bounds of the exact Σ (|a| + e_a)(|b| + e_b) and of its excess over Σ|a·b|.
+//          Each is within g = gamma_{k_r+q}(u_R) relative of its exact value: the contraction's
+//          gamma_{k_r} (contract.hpp; R-valued operands included) and one rounding more for each
+//          of the q ≤ 2 factors |a| + e_a, |b| + e_b with a nonempty error, so with
+//          S_exact ≤ S_r/(1 − g) ≤ S_r·(1 + 2g) (g ≤ 1/2)
+//            abs_sum = S_r·(1 + 2g)   and   prop = max(S_r − A_r, 0)·(1 + u_R) + 2g·(S_r + A_r)
+//          are upper bounds of the exact Σ (|a| + e_a)(|b| + e_b) and of its excess over Σ|a·b|
+//          (to first order in g for prop; the last roundings in R are in perturbed_dot_bound's
+//          margin, as the plain path's are).
 template <class R>
 std::vector<PerturbedPart<R>> perturbed_parts(const Tensor<R>& a, const Tensor<R>& e_a,
                                               const Layout& la, const Tensor<R>& b,
@@ -114,14 +118,15 @@ std::vector<PerturbedPart<R>> perturbed_parts(const Tensor<R>& a, const Tensor<R
   const auto c1 = contraction<R>(a, la, b, lb, parts, path);
   const auto c2 = contraction<R>(raised(a, e_a), la, raised(b, e_b), lb, parts, path);
   const R u = unit_roundoff_of<R>();
+  const std::size_t rounded_factors = (e_a.empty() ? 0 : 1) + (e_b.empty() ? 0 : 1);
   for (std::size_t r = 0; r < parts.size(); ++r) {
-    const R g = gamma<R>(parts[r] + 1, u);
+    const R g = gamma<R>(parts[r] + rounded_factors, u);
     for (std::size_t e = 0; e < mn; ++e) {
       const PartTerms<R>& t1 = c1.terms[r * mn + e];
       const R& s = c2.terms[r * mn + e].partial;
       const R& a_sum = t1.abs_sum;
       const R excess = s - a_sum;
-      out[r * mn + e] = {t1.partial, s * (1 + g),
+      out[r * mn + e] = {t1.partial, s * (1 + 2 * g),
                          (excess > 0 ? excess : R(0)) * (1 + u) + 2 * g * (s + a_sum), parts[r]};
     }
   }
