@@ -368,23 +368,35 @@ TEST(fast_linear, mlp_products_agree) {
   }
 }
 
-// SHARDCHECK_REFERENCE: fast (or unset, or empty) and plain, anything else an error naming the
-// variable, the value and what to set.
+// SHARDCHECK_REFERENCE: auto (or unset, or empty), fast and plain, anything else an error naming
+// the variable, the value and what to set. And automatic's choice: the loops for the suites'
+// small products, the fast path for large ones.
 TEST(fast_linear, the_environment_switch) {
-  EXPECT_EQ(reference::parse_contraction_path(nullptr), ContractionPath::fast);
-  EXPECT_EQ(reference::parse_contraction_path(""), ContractionPath::fast);
+  EXPECT_EQ(reference::parse_contraction_path(nullptr), ContractionPath::automatic);
+  EXPECT_EQ(reference::parse_contraction_path(""), ContractionPath::automatic);
+  EXPECT_EQ(reference::parse_contraction_path("auto"), ContractionPath::automatic);
   EXPECT_EQ(reference::parse_contraction_path("fast"), ContractionPath::fast);
   EXPECT_EQ(reference::parse_contraction_path("plain"), ContractionPath::plain);
+  using reference::resolve_path;
+  const auto a = ContractionPath::automatic;
+  EXPECT_EQ(resolve_path(a, 4, 4, 4, true, true), ContractionPath::plain);
+  EXPECT_EQ(resolve_path(a, 16, 16, 16, true, true), ContractionPath::fast);
+  EXPECT_EQ(resolve_path(a, 8, 8, 8, false, true), ContractionPath::plain);
+  EXPECT_EQ(resolve_path(a, 64, 64, 64, false, false), ContractionPath::fast);
+  EXPECT_EQ(resolve_path(ContractionPath::fast, 1, 1, 1, true, true), ContractionPath::fast);
+  EXPECT_EQ(resolve_path(ContractionPath::plain, 999, 999, 999, true, true),
+            ContractionPath::plain);
   try {
     (void)reference::parse_contraction_path("Plain ");
     FAIL() << "no exception";
   } catch (const std::invalid_argument& e) {
     const std::string m = e.what();
     EXPECT_NE(m.find("SHARDCHECK_REFERENCE=\"Plain \""), std::string::npos) << m;
+    EXPECT_NE(m.find("\"auto\""), std::string::npos) << m;
     EXPECT_NE(m.find("\"fast\""), std::string::npos) << m;
     EXPECT_NE(m.find("\"plain\""), std::string::npos) << m;
   }
-  // The process default is what the environment says (ctest leaves it unset: fast).
+  // The process default is what the environment says (ctest leaves it unset: automatic).
   // NOLINTNEXTLINE(concurrency-mt-unsafe): single-threaded test
   EXPECT_EQ(reference::default_contraction_path(),
             reference::parse_contraction_path(std::getenv("SHARDCHECK_REFERENCE")));

@@ -1,9 +1,13 @@
 // Scaled dot-product attention (grouped-query heads, masks, key padding) in the high-precision
 // scalar R: the dense reference of lib/ops/attention/attention.hpp and its a-priori elementwise
 // error bounds.
-//   attention_definition.hpp  the definition in plain loops: attention_forward (s, lse, out) and
-//                             attention_backward (FlashAttention-2's D = dout·out form), named
-//                             and ordered as the library's dense op; the config they take
+//   attention_definition.hpp  the definition in plain loops: attention_forward_loops (s, lse,
+//                             out) and attention_backward_loops (FlashAttention-2's D = dout·out
+//                             form); the config they take
+//   attention_products.hpp    the same formulas with the per-head matrix products on the fast
+//                             contraction path, and the entry points attention_forward and
+//                             attention_backward (named and ordered as the library's dense op),
+//                             which take the path (contraction/contraction_path.hpp)
 //   attention_bound.hpp       the bound's derivation, steps (1)–(6), one function of
 //                             detail::AttentionModel per step
 //   here                      the bounds' entry points: attention_bounds (an implementation's
@@ -12,7 +16,7 @@
 #pragma once
 
 #include "reference/attention/attention_bound.hpp"
-#include "reference/attention/attention_definition.hpp"
+#include "reference/attention/attention_products.hpp"
 #include "reference/bounds.hpp"
 #include "reference/precision.hpp"
 
@@ -67,15 +71,17 @@ AttentionBounds<R> attention_bounds(const AttentionConfig& cfg, const Tensor<R>&
   return detail::attention_model<R>(cfg, q, k, v, dout, em, R(1) + pow2<R>(-40));
 }
 
-// Bounds on the REFERENCE's own error |reference − exact| (its steps (1)–(4) with u = u_R, no
-// input errors, nothing rounded to a storage type; exp and log of R assumed within 2u_R), for
-// the finite-difference checks. Doubled: the magnitudes are themselves R values.
+// Bounds on the REFERENCE's own error |reference − exact| (its steps (1)–(4) with u = u_R, or
+// 16·u_R for the values of the fast or automatic `path` (attention_products.hpp, "Rounding"); no
+// input errors, nothing rounded to a storage type; exp and log of R assumed within 2u_R), for the
+// finite-difference checks and the suites. Doubled: the magnitudes are themselves R values.
 template <HighPrecision R = hp>
 AttentionBounds<R> attention_reference_error(const AttentionConfig& cfg, const Tensor<R>& q,
                                              const Tensor<R>& k, const Tensor<R>& v,
-                                             const Tensor<R>& dout) {
+                                             const Tensor<R>& dout,
+                                             ContractionPath path = default_contraction_path()) {
   detail::ErrorModel<R> em;
-  em.u = unit_roundoff_of<R>();
+  em.u = unit_roundoff_of<R>() * (path != ContractionPath::plain ? 16 : 1);
   return detail::attention_model<R>(cfg, q, k, v, dout, em, R(2));
 }
 

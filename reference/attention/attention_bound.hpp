@@ -2,7 +2,7 @@
 // lib/ops/attention/attention.hpp's arithmetic contract, computed on ANY partition of the keys
 // into at most `parts` blocks merged with the softmax merge
 // (lib/ops/softmax_merge/softmax_merge.hpp) and any partition of the queries for dk/dv, in any
-// summation order; evaluated at the values of the definition (attention_definition.hpp). Each step
+// summation order; evaluated at the values of the definition (attention_products.hpp). Each step
 // (1)–(6) below is a function of detail::AttentionModel named after it; docs/attention.md has the
 // same in prose.
 //
@@ -73,9 +73,11 @@
 // (5) Rounding to T (out, dq, dk, dv; not lse, which stays in A): E + u_T(|x| + E) + η_T/2
 //     (nothing when T = A).
 // (6) The reference itself and the bound's evaluation. The reference follows the same steps in R,
-//     so (1)–(4) with u_R (exp/log of R within 2u_R, no input errors) bound its own error; every
-//     term above is a nonnegative, nondecreasing, convex function of u vanishing at u = 0, plus
-//     terms independent of u, so R's error is ≤ (u_R/u)·bound ≤ 2^-60·bound. The magnitudes the
+//     so (1)–(4) with u_R (exp/log of R within 2u_R, no input errors) bound its own error, or
+//     with 16·u_R when its products are fast contractions (attention_products.hpp: up to n + 15
+//     roundings per sum, and gamma_n(16u) ≥ gamma_(n+15)(u)); every term above is a
+//     nonnegative, nondecreasing, convex function of u vanishing at u = 0, plus terms
+//     independent of u, so R's error is ≤ (16·u_R/u)·bound ≤ 2^-56·bound. The magnitudes the
 //     bound is evaluated from (P, |out|, |dP − D|, ...) are R values within a relative 2^-100 of
 //     the exact ones or, for differences, within 2^-100 of the magnitudes already in the error
 //     terms next to them. The final bound is raised by the factor 1 + 2^-40, which covers these
@@ -89,7 +91,7 @@
 // per dtype.
 #pragma once
 
-#include "reference/attention/attention_definition.hpp"
+#include "reference/attention/attention_products.hpp"
 #include "reference/bounds.hpp"
 #include "reference/precision.hpp"
 

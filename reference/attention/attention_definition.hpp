@@ -1,6 +1,9 @@
 // Scaled dot-product attention (grouped-query heads, masks, key padding), forward and backward,
-// in plain loops in the high-precision scalar R: the definition. The bound on an implementation's
-// error is attention_bound.hpp; attention.hpp includes both.
+// in plain loops in the high-precision scalar R: the definition (attention_forward_loops,
+// attention_backward_loops). attention_products.hpp evaluates the same formulas with matrix
+// products and holds the entry points, attention_forward and attention_backward, which take the
+// contraction path. The bound on an implementation's error is attention_bound.hpp; attention.hpp
+// includes all three.
 //
 // Layout BSHD (lib/ops/attention/attention.hpp): q [batch, Lq, h, d], k, v [batch, Lk, g, d], out
 // like q, lse [batch, h, Lq]; query head i reads kv head i/(h/g). Per row (b, i, t), over the set
@@ -118,17 +121,29 @@ struct RowSoftmax {
   R max{0}, lse{0};
 };
 
+// The row's softmax from its visible keys and their q·k (row.keys, row.qk set): s = σ·(q·k),
+// M = max s, lse = M + log Σ exp(s − M), P = exp(s − lse), the sum in key order.
+template <class R>
+void finish_row_softmax(const R& sigma, RowSoftmax<R>& row) {
+  using std::exp;
+  using std::log;
+  row.score.clear();
+  row.p.clear();
+  for (const R& qk : row.qk) row.score.push_back(sigma * qk);
+  row.max = row.score[0];
+  for (const R& s : row.score) row.max = s > row.max ? s : row.max;
+  R l(0);
+  for (const R& s : row.score) l += exp(s - row.max);
+  row.lse = row.max + log(l);
+  for (const R& s : row.score) row.p.push_back(exp(s - row.lse));
+}
+
 template <class R>
 bool row_softmax(const AttentionConfig& cfg, const AttentionDims& D, const Tensor<R>& q,
                  const Tensor<R>& k, std::size_t b, std::size_t i, std::size_t t,
                  RowSoftmax<R>& row) {
-  using std::exp;
-  using std::log;
-  const R sigma = R(score_scale(cfg));
   const std::size_t j = i / D.group;
   row.keys.clear();
-  row.score.clear();
-  row.p.clear();
   row.qk.clear();
   for (std::size_t s = 0; s < D.lk; ++s) {
     if (!mask_visible(cfg.mask, b, t, s)) continue;
@@ -136,28 +151,21 @@ bool row_softmax(const AttentionConfig& cfg, const AttentionDims& D, const Tenso
     for (std::size_t e = 0; e < D.d; ++e) dot += q[D.qi(b, t, i, e)] * k[D.ki(b, s, j, e)];
     row.keys.push_back(s);
     row.qk.push_back(dot);
-    row.score.push_back(sigma * dot);
   }
   if (row.keys.empty()) return false;
-  row.max = row.score[0];
-  for (const R& s : row.score) row.max = s > row.max ? s : row.max;
-  R l(0);
-  for (const R& s : row.score) l += exp(s - row.max);
-  row.lse = row.max + log(l);
-  for (const R& s : row.score) row.p.push_back(exp(s - row.lse));
+  finish_row_softmax(R(score_scale(cfg)), row);
   return true;
 }
 
 }  // namespace detail
 
-// ================================================================ the reference
+// ================================================================ the reference, in loops
 
-// out and lse of the dense op (positions 0..L−1). @pre q [batch, Lq, h, d], k, v [batch, Lk, g,
-// d] with h = cfg.q_heads, g = cfg.kv_heads, d = cfg.head_dim; cfg.mask's q_len/k_len = Lq/Lk
-// (or 0 with kind none and no padding). @throws std::invalid_argument otherwise.
+// out and lse of the dense op (positions 0..L−1), row by row. attention_products.hpp has the
+// entry point, attention_forward, with its preconditions.
 template <HighPrecision R = hp>
-AttentionOutput<R> attention_forward(const AttentionConfig& cfg, const Tensor<R>& q,
-                                     const Tensor<R>& k, const Tensor<R>& v) {
+AttentionOutput<R> attention_forward_loops(const AttentionConfig& cfg, const Tensor<R>& q,
+                                           const Tensor<R>& k, const Tensor<R>& v) {
   const auto D = detail::attention_dims<R>(cfg, q, k, v, nullptr);
   AttentionOutput<R> r{Tensor<R>(q.shape()), Tensor<R>(Shape{D.batch, D.h, D.lq})};
   detail::RowSoftmax<R> row;
@@ -182,20 +190,31 @@ AttentionOutput<R> attention_forward(const AttentionConfig& cfg, const Tensor<R>
   return r;
 }
 
-// dq, dk, dv of L = Σ dout ⊙ out, given the forward's out and lse (FlashAttention 2's D = dout·out
-// form; fwd.out enters only through D, fwd.lse through P = exp(s − lse)).
-template <HighPrecision R = hp>
-AttentionGrads<R> attention_backward(const AttentionConfig& cfg, const Tensor<R>& q,
-                                     const Tensor<R>& k, const Tensor<R>& v,
-                                     const AttentionOutput<R>& fwd, const Tensor<R>& dout) {
-  using std::exp;
-  const auto D = detail::attention_dims<R>(cfg, q, k, v, &dout);
+namespace detail {
+// attention_backward's shapes: dout and fwd.out q's, fwd.lse [batch, h, Lq].
+template <class R>
+AttentionDims backward_dims(const AttentionConfig& cfg, const Tensor<R>& q, const Tensor<R>& k,
+                            const Tensor<R>& v, const AttentionOutput<R>& fwd,
+                            const Tensor<R>& dout) {
+  const auto D = attention_dims<R>(cfg, q, k, v, &dout);
   if (dout.shape() != q.shape() || fwd.out.shape() != q.shape() ||
       fwd.lse.shape() != Shape({D.batch, D.h, D.lq})) {
     throw std::invalid_argument(
         "reference::attention_backward: dout and fwd.out must be q's shape, fwd.lse [batch, h, "
         "Lq]");
   }
+  return D;
+}
+}  // namespace detail
+
+// dq, dk, dv of L = Σ dout ⊙ out, given the forward's out and lse (FlashAttention 2's D = dout·out
+// form; fwd.out enters only through D, fwd.lse through P = exp(s − lse)), row by row.
+template <HighPrecision R = hp>
+AttentionGrads<R> attention_backward_loops(const AttentionConfig& cfg, const Tensor<R>& q,
+                                           const Tensor<R>& k, const Tensor<R>& v,
+                                           const AttentionOutput<R>& fwd, const Tensor<R>& dout) {
+  using std::exp;
+  const auto D = detail::backward_dims(cfg, q, k, v, fwd, dout);
   const R sigma = R(score_scale(cfg));
   AttentionGrads<R> g{Tensor<R>(q.shape()), Tensor<R>(k.shape()), Tensor<R>(k.shape())};
   for (std::size_t b = 0; b < D.batch; ++b) {
@@ -226,13 +245,6 @@ AttentionGrads<R> attention_backward(const AttentionConfig& cfg, const Tensor<R>
     }
   }
   return g;
-}
-
-// The same from storage-typed tensors (converted exactly).
-template <class R = hp, StorageFloat T>
-AttentionOutput<R> attention_forward(const AttentionConfig& cfg, const Tensor<T>& q,
-                                     const Tensor<T>& k, const Tensor<T>& v) {
-  return attention_forward<R>(cfg, to_hp<R>(q), to_hp<R>(k), to_hp<R>(v));
 }
 
 }  // namespace shardcheck::reference

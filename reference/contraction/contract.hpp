@@ -6,6 +6,7 @@
 //   terms          terms[r·m·n + i·n + j] is part r of element (i, j), as dot.hpp defines it
 // The operands are row-major buffers read through a Layout (strides), so x·Wᵀ, dy·W and dyᵀ·x
 // need no copies.
+//   automatic  fast or plain per product, by its shape (contraction_path.hpp's resolve_path)
 //   plain  contract_parts per element in R, i outer, j inner: the reference's 113-bit loops
 //   fast   fast_contraction.hpp, when R is at least as precise and wide as hp (the fast path's
 //          accuracy argument needs products of doubles exact in R and no overflow in its
@@ -117,26 +118,61 @@ Contraction<R> fast_contraction_of(const std::vector<double>& a, const Layout& l
                              options);
 }
 
-// a·b by `path` (see above).
+// An operand of contraction_at: an R tensor, with its values as doubles when every one of them
+// is exactly a double (found once per tensor, so the many products one tensor takes part in,
+// attention's per-head ones, share the conversion; only on the fast path).
+template <class R>
+struct ContractionOperand {
+  const Tensor<R>* tensor = nullptr;
+  std::optional<std::vector<double>> doubles;
+
+  ContractionOperand(const Tensor<R>& t, ContractionPath path) : tensor(&t) {
+    if constexpr (fast_path_holds_in<R>) {
+      if (path != ContractionPath::plain) doubles = exact_doubles<R>(t.values());
+    }
+  }
+};
+
+// a·b by `path` (see above; automatic resolved for this product's shape by resolve_path), each
+// operand read through its Layout from element `offset` of its tensor (one head's block of a BSHD
+// tensor, say).
 // `parts`: normalized. @pre la.cols == lb.rows; the layouts lie within the tensors.
+template <class R>
+Contraction<R> contraction_at(const ContractionOperand<R>& a, std::size_t a_offset,
+                              const Layout& la, const ContractionOperand<R>& b,
+                              std::size_t b_offset, const Layout& lb,
+                              std::span<const std::size_t> parts, ContractionPath path) {
+  const R* ra = a.tensor->data() + a_offset;
+  const R* rb = b.tensor->data() + b_offset;
+  if constexpr (fast_path_holds_in<R>) {
+    if (resolve_path(path, la.rows, lb.cols, la.cols, a.doubles.has_value(),
+                     b.doubles.has_value()) == ContractionPath::fast) {
+      // Each operand as doubles when it is exactly doubles (fewer slices), else as R values.
+      const auto va = detail::view_of(ra, la);
+      const auto vb = detail::view_of(rb, lb);
+      if (a.doubles && b.doubles) {
+        return fast_contraction<R>(detail::view_of(a.doubles->data() + a_offset, la),
+                                   detail::view_of(b.doubles->data() + b_offset, lb), parts);
+      }
+      if (a.doubles) {
+        return fast_contraction<R>(detail::view_of(a.doubles->data() + a_offset, la), vb, parts);
+      }
+      if (b.doubles) {
+        return fast_contraction<R>(va, detail::view_of(b.doubles->data() + b_offset, lb), parts);
+      }
+      return fast_contraction<R>(va, vb, parts);
+    }
+  }
+  return plain_contraction<R>(ra, la, rb, lb, parts);
+}
+
+// a·b by `path`, both read from their first element.
 template <class R>
 Contraction<R> contraction(const Tensor<R>& a, const Layout& la, const Tensor<R>& b,
                            const Layout& lb, std::span<const std::size_t> parts,
                            ContractionPath path) {
-  if constexpr (fast_path_holds_in<R>) {
-    if (path == ContractionPath::fast) {
-      // Each operand as doubles when it is exactly doubles (fewer slices), else as R values.
-      const auto da = exact_doubles<R>(a.values());
-      const auto db = exact_doubles<R>(b.values());
-      if (da && db) return fast_contraction_of<R>(*da, la, *db, lb, parts);
-      const auto va = detail::view_of(a.data(), la);
-      const auto vb = detail::view_of(b.data(), lb);
-      if (da) return fast_contraction<R>(detail::view_of(da->data(), la), vb, parts);
-      if (db) return fast_contraction<R>(va, detail::view_of(db->data(), lb), parts);
-      return fast_contraction<R>(va, vb, parts);
-    }
-  }
-  return plain_contraction<R>(a.data(), la, b.data(), lb, parts);
+  return contraction_at<R>(ContractionOperand<R>(a, path), 0, la, ContractionOperand<R>(b, path), 0,
+                           lb, parts, path);
 }
 
 }  // namespace shardcheck::reference

@@ -145,11 +145,12 @@ template <class R = hp, StorageFloat T>
 Contraction<R> linear(const Tensor<T>& x, const Tensor<T>& w, const Tensor<T>& b,
                       std::span<const std::size_t> in_parts = {},
                       ContractionPath path = default_contraction_path()) {
-  if (path == ContractionPath::plain || !fast_path_holds_in<R>) {
-    return linear<R>(to_hp<R>(x), to_hp<R>(w), to_hp<R>(b), in_parts, ContractionPath::plain);
-  }
   detail::require_linear_shapes<T>(x, w, &b, nullptr);
   const std::size_t tokens = x.dim(0), in = x.dim(1), out = w.dim(0);
+  if (resolve_path(path, tokens, out, in, true, true) == ContractionPath::plain ||
+      !fast_path_holds_in<R>) {
+    return linear<R>(to_hp<R>(x), to_hp<R>(w), to_hp<R>(b), in_parts, ContractionPath::plain);
+  }
   const detail::LinearLayouts l(tokens, in, out);
   const auto parts = detail::forward_parts(in_parts, in);
   return detail::with_bias(
@@ -161,12 +162,14 @@ template <class R = hp, StorageFloat T>
 LinearBackward<R> linear_backward(const Tensor<T>& x, const Tensor<T>& w, bool has_bias,
                                   const Tensor<T>& dy, std::span<const std::size_t> out_parts = {},
                                   ContractionPath path = default_contraction_path()) {
-  if (path == ContractionPath::plain || !fast_path_holds_in<R>) {
+  detail::require_linear_shapes<T>(x, w, nullptr, &dy);
+  const std::size_t tokens = x.dim(0), in = x.dim(1), out = w.dim(0);
+  // dx [tokens, in] over out, dw [out, in] over tokens: the forward's m·n·k each.
+  if (resolve_path(path, tokens, in, out, true, true) == ContractionPath::plain ||
+      !fast_path_holds_in<R>) {
     return linear_backward<R>(to_hp<R>(x), to_hp<R>(w), has_bias, to_hp<R>(dy), out_parts,
                               ContractionPath::plain);
   }
-  detail::require_linear_shapes<T>(x, w, nullptr, &dy);
-  const std::size_t tokens = x.dim(0), in = x.dim(1), out = w.dim(0);
   const detail::LinearLayouts l(tokens, in, out);
   const std::size_t all_tokens[] = {tokens};
   const auto dx = to_double_matrix(x), dw = to_double_matrix(w), ddy = to_double_matrix(dy);

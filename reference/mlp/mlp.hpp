@@ -8,10 +8,11 @@
 //   da = dy·w_down   dh = f'(h)⊙da (swiglu: dg = da⊙u⊙silu'(g), du = da⊙silu(g))
 //   dx = dh·w_up     dw_up = dhᵀ·x   db_up = Σ_t dh   dw_down = dyᵀ·a   db_down = Σ_t dy
 // Each result's elementwise bound is mlp_bound.hpp's. Inputs of a storage type T convert exactly.
-// `path` (contraction_path.hpp): with fast (the default) the six products, h = x·w_upᵀ + b_up and
-// y = a·w_downᵀ + b_down (each bias added after the sum), da = dy·w_down, dx = dh·w_up,
-// dw_up = dhᵀ·x and dw_down = dyᵀ·a, are contraction/contract.hpp's (the four with an operand
-// computed in R slice it as R values); with plain they are the loops below, as before.
+// `path` (contraction_path.hpp): with fast or automatic (the default, per product) the six
+// products, h = x·w_upᵀ + b_up and y = a·w_downᵀ + b_down (each bias added after the sum), da =
+// dy·w_down, dx = dh·w_up, dw_up = dhᵀ·x and dw_down = dyᵀ·a, are contraction/contract.hpp's (the
+// four with an operand computed in R slice it as R values); with plain they are the loops below, as
+// before.
 #pragma once
 
 #include "reference/contraction/contract.hpp"
@@ -62,7 +63,7 @@ MlpForward<R> mlp(const Tensor<R>& x, const Tensor<R>& w_up, const Tensor<R>& b_
                   ContractionPath path = default_contraction_path()) {
   detail::require_mlp_shapes(act, x, w_up, w_down);
   const std::size_t n = x.dim(0), hid = x.dim(1), f = w_down.dim(1), kf = w_up.dim(0);
-  const bool fast = path == ContractionPath::fast;
+  const bool fast = path != ContractionPath::plain;  // products by contraction()
   MlpForward<R> o{fast ? linear<R>(x, w_up, b_up, {}, path).value : Tensor<R>({n, kf}),
                   Tensor<R>({n, f}), Tensor<R>({n, hid})};
   for (std::size_t t = 0; t < n; ++t) {
@@ -92,7 +93,7 @@ MlpGrads<R> mlp_backward(const Tensor<R>& x, const Tensor<R>& w_up, const Tensor
                          Activation act, ContractionPath path = default_contraction_path()) {
   detail::require_mlp_shapes(act, x, w_up, w_down);
   const std::size_t n = x.dim(0), hid = x.dim(1), f = w_down.dim(1), kf = w_up.dim(0);
-  const bool fast = path == ContractionPath::fast;
+  const bool fast = path != ContractionPath::plain;  // products by contraction()
   MlpGrads<R> g;
   const std::size_t all_hidden[] = {hid};
   g.da = fast ? contraction<R>(dy, row_major_layout(n, hid), w_down, row_major_layout(hid, f),

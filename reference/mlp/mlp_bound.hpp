@@ -96,7 +96,8 @@ std::vector<PerturbedPart<R>> perturbed_parts(const Tensor<R>& a, const Tensor<R
                      : t.data()[static_cast<std::ptrdiff_t>(i) * l.row_stride +
                                 static_cast<std::ptrdiff_t>(c) * l.col_stride];
   };
-  if (path == ContractionPath::plain) {
+  const std::size_t k = la.cols;
+  if (resolve_path(path, m, n, k, false, false) == ContractionPath::plain) {
     for (std::size_t i = 0; i < m; ++i) {
       for (std::size_t j = 0; j < n; ++j) {
         std::size_t c = 0;

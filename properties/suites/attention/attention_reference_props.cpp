@@ -2,6 +2,7 @@
 // central finite differences of L(q, k, v) = Σ dout ⊙ attention(q, k, v).out in the high precision,
 // for small shapes, every mask kind, key padding (fully padded sequences included: empty rows),
 // MHA, GQA and MQA. The reference's forward on empty rows: out 0, lse −inf, zero gradients.
+// And its two evaluation paths against each other (paths_case, at the end).
 //
 // L is affine along every v axis (no truncation term there) but not along q or k. Along one
 // coordinate τ the affected rows' scores move as s_s(τ) = s_s + τ·a_s, and a row's part of L is
@@ -46,15 +47,20 @@ Tensor<hp> genTensor(Shape shape) {
   return to_hp(Tensor<T>(shape, v));
 }
 
+// The largest Lq, Lk and d a case draws.
+struct AttnSizes {
+  std::size_t lq = 3, lk = 4, d = 3;
+};
+
 template <class T>
-AttnCase genCase() {
+AttnCase genCase(AttnSizes most = {}) {
   AttnCase c;
   c.batch = *uniform<std::size_t>(1, 2);
-  c.lq = *uniform<std::size_t>(1, 3);
-  c.lk = *uniform<std::size_t>(1, 4);
+  c.lq = *uniform<std::size_t>(1, most.lq);
+  c.lk = *uniform<std::size_t>(1, most.lk);
   c.g = *uniform<std::size_t>(1, 2);
   c.h = c.g * *uniform<std::size_t>(1, 2);  // MHA, GQA; g = 1 with h = 2 is MQA
-  c.d = *uniform<std::size_t>(1, 3);
+  c.d = *uniform<std::size_t>(1, most.d);
   auto& cfg = c.cfg;
   cfg.q_heads = c.h;
   cfg.kv_heads = c.g;
@@ -292,6 +298,68 @@ RC_GTEST_PROP(attention_reference, empty_rows_have_zero_out_minus_inf_lse_and_ze
   const auto bnd = reference::attention_bounds(c.cfg, c.q, c.k, c.v, c.dout,
                                                reference::arithmetic_of<bfloat16>());
   for (std::size_t x = 0; x < last * c.lk * c.g * c.d; ++x) RC_ASSERT(bnd.dk[x] == 0);
+}
+
+// The two evaluation paths (reference/attention/attention_products.hpp against the
+// definition's loops): each is within attention_reference_error (for its path) of the exact
+// values, so they differ by at most the sum of the two. Shapes up to Lq 9, Lk 17, d 8, so that
+// the products have several slices and masked, padded and empty rows. `perturb`: the loops run
+// on v·(1 + 2^-80) (far below every storage type's precision, far above the bound): the check
+// must see it wherever an output is nonzero.
+template <class T>
+void paths_case(bool perturb) {
+  using reference::ContractionPath;
+  const AttnCase c = genCase<T>({9, 17, 8});
+  RC_TAG(kind_name(c.cfg.mask.kind));
+  Tensor<hp> v = c.v;
+  if (perturb) {
+    for (auto& x : v.values()) x *= 1 + reference::pow2<hp>(-80);
+  }
+  const auto ff = reference::attention_forward(c.cfg, c.q, c.k, c.v, ContractionPath::fast);
+  const auto fp = reference::attention_forward(c.cfg, c.q, c.k, v, ContractionPath::plain);
+  const auto gf =
+      reference::attention_backward(c.cfg, c.q, c.k, c.v, ff, c.dout, ContractionPath::fast);
+  const auto gp =
+      reference::attention_backward(c.cfg, c.q, c.k, v, fp, c.dout, ContractionPath::plain);
+  const auto ef =
+      reference::attention_reference_error(c.cfg, c.q, c.k, c.v, c.dout, ContractionPath::fast);
+  const auto ep =
+      reference::attention_reference_error(c.cfg, c.q, c.k, c.v, c.dout, ContractionPath::plain);
+  std::string failure;
+  bool nonzero = false;
+  auto agree = [&](const char* name, const Tensor<hp>& a, const Tensor<hp>& b, const Tensor<hp>& e1,
+                   const Tensor<hp>& e2) {
+    using std::abs;
+    for (std::size_t x = 0; x < a.size(); ++x) {
+      nonzero = nonzero || (a[x] != 0 && std::string(name) == "out");
+      if (a[x] == b[x] || !failure.empty()) continue;  // equal (−inf lse of an empty row too)
+      if (!(abs(a[x] - b[x]) <= e1[x] + e2[x])) {
+        failure = std::string(name) + "[" + std::to_string(x) + "]: fast " + show_hp(a[x]) +
+                  ", plain " + show_hp(b[x]) + ", bound " + show_hp(e1[x] + e2[x]);
+      }
+    }
+  };
+  agree("out", ff.out, fp.out, ef.out, ep.out);
+  agree("lse", ff.lse, fp.lse, ef.lse, ep.lse);
+  agree("dq", gf.dq, gp.dq, ef.dq, ep.dq);
+  agree("dk", gf.dk, gp.dk, ef.dk, ep.dk);
+  agree("dv", gf.dv, gp.dv, ef.dv, ep.dv);
+  if (!perturb) {
+    if (!failure.empty()) RC_FAIL(describe(c) + ": " + failure);
+    return;
+  }
+  RC_PRE(nonzero);
+  RC_ASSERT(!failure.empty());
+}
+
+RC_GTEST_PROP(attention_reference, fast_and_plain_paths_agree_float64, ()) {
+  paths_case<double>(false);
+}
+RC_GTEST_PROP(attention_reference, fast_and_plain_paths_agree_bfloat16, ()) {
+  paths_case<bfloat16>(false);
+}
+RC_GTEST_PROP(attention_reference, a_2_pow_minus_80_change_between_the_paths_is_caught, ()) {
+  paths_case<double>(true);
 }
 
 }  // namespace
