@@ -7,9 +7,11 @@
 #     lib/ops/      no budget/ (the ops take their collective buffers from ops/workspace.hpp,
 #                   which counts their bytes; budget/ sits above and reads the count)
 #     lib/ops/<family>/<family>_config.hpp  (a family's configuration: enums and structs of
-#                   fields, no op logic) only tensor/ and runtime/dtype.hpp (and the standard
-#                   library): nothing that carries behaviour, not even layout/ or the runtime's
-#                   Algorithm, since the reference includes it;
+#                   fields, no op logic) only tensor/, runtime/dtype.hpp and other families'
+#                   ops/<f>/<f>_config.hpp (a family composed of others, as the model is of the
+#                   norm's and the MLP's, names their configurations; data on data), and the
+#                   standard library: nothing that carries behaviour, not even layout/ or the
+#                   runtime's Algorithm, since the reference includes it;
 #   reference/   includes only reference/, tensor/, runtime/dtype.hpp (the value types the
 #                dense ops need) and a family's data-only ops/<family>/<family>_config.hpp:
 #                never op code (any other ops/ header), layout/, budget/ or another runtime
@@ -42,6 +44,13 @@ function(check_tree root out)
     foreach(line IN LISTS lines)
       string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*\"([^\"]+)\".*" "\\1" inc "${line}")
       set(rule "")
+      # ops/<family>/<family>_config.hpp, the family's name twice (CMake regexes have no
+      # back-references: compare the two captures).
+      set(config_header OFF)
+      if(inc MATCHES "^ops/([a-z0-9_]+)/([a-z0-9_]+)_config\\.hpp$"
+         AND CMAKE_MATCH_1 STREQUAL CMAKE_MATCH_2)
+        set(config_header ON)
+      endif()
       if(f MATCHES "^lib/")
         if(inc MATCHES "^(reference|engine|suites|generators|testing|reports|tools|properties|cases|compare)/")
           set(rule "lib/ must not include reference/, properties/, cases/, reports/ or tools/")
@@ -50,19 +59,12 @@ function(check_tree root out)
         elseif(f MATCHES "^lib/layout/" AND inc MATCHES "^(ops|budget)/")
           set(rule "lib/layout/ must not include ops/ or budget/")
         elseif(f MATCHES "^lib/ops/[^/]+/[^/]+_config\\.hpp$"
-               AND NOT inc MATCHES "^(tensor/|runtime/dtype\\.hpp$)")
-          set(rule "lib/ops/*/*_config.hpp (data only) may include only tensor/, runtime/dtype.hpp")
+               AND NOT inc MATCHES "^(tensor/|runtime/dtype\\.hpp$)" AND NOT config_header)
+          set(rule "lib/ops/*/*_config.hpp (data only) may include only tensor/, runtime/dtype.hpp, ops/<family>/<family>_config.hpp")
         elseif(f MATCHES "^lib/ops/" AND inc MATCHES "^budget/")
           set(rule "lib/ops/ must not include budget/")
         endif()
       elseif(f MATCHES "^reference/")
-        # ops/<family>/<family>_config.hpp, the family's name twice (CMake regexes have no
-        # back-references: compare the two captures).
-        set(config_header OFF)
-        if(inc MATCHES "^ops/([a-z0-9_]+)/([a-z0-9_]+)_config\\.hpp$"
-           AND CMAKE_MATCH_1 STREQUAL CMAKE_MATCH_2)
-          set(config_header ON)
-        endif()
         if(NOT inc MATCHES "^(reference/|tensor/|runtime/dtype\\.hpp$)" AND NOT config_header)
           set(rule "reference/ may include only reference/, tensor/, runtime/dtype.hpp, ops/<family>/<family>_config.hpp")
         endif()
@@ -97,6 +99,9 @@ if(SELF_TEST)
   file(WRITE ${root}/lib/budget/ok.cpp "#include \"ops/workspace.hpp\"\n")
   file(WRITE ${root}/lib/ops/vocab/vocab_config.hpp
        "#include \"runtime/dtype.hpp\"\n#include \"tensor/tensor.hpp\"\n")
+  # A config composed of other families' configs is data on data: allowed.
+  file(WRITE ${root}/lib/ops/model/model_config.hpp
+       "#include \"ops/norm/norm_config.hpp\"\n#include \"tensor/tensor.hpp\"\n")
   file(WRITE ${root}/lib/ops/vocab/vocab.hpp
        "#include \"ops/vocab/vocab_config.hpp\"\n#include \"layout/split_policy.hpp\"\n")
   check_tree(${root} found)

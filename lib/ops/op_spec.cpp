@@ -91,11 +91,13 @@ wire::WireBytes CallSpec::bytes(std::uint64_t element_bytes) const {
       return wire::reduce_scatter(counts, element_bytes, group_rank, algorithm);
     case Collective::ring_shift:
       return wire::ring_shift(counts.at(0), counts.at(1), element_bytes, group_size, 1);
+    case Collective::send: return wire::send(counts.at(0), element_bytes);
+    case Collective::recv: return wire::recv(counts.at(0), element_bytes);
     default: break;
   }
   throw UsageError("CallSpec::bytes: " + std::string(shardcheck::name(op)) +
                    " is not a collective an op spec makes; use all_reduce, all_gather, "
-                   "reduce_scatter or ring_shift");
+                   "reduce_scatter, ring_shift, send or recv");
 }
 
 namespace {
@@ -326,6 +328,18 @@ std::string to_json(const OpSpec& s) {
 CallSpec all_reduce_spec(Pass pass, std::string tensor, std::string group, Elem elem,
                          std::size_t elements, int p, int r, Algorithm algo) {
   return {pass, std::move(tensor), std::move(group), Collective::all_reduce, elem, algo,
+          p,    wrap_rank(r, p),   {elements}};
+}
+
+CallSpec send_spec(Pass pass, std::string tensor, std::string group, Elem elem,
+                   std::size_t elements, int p, int r) {
+  return {pass, std::move(tensor), std::move(group), Collective::send, elem, Algorithm::direct,
+          p,    wrap_rank(r, p),   {elements}};
+}
+
+CallSpec recv_spec(Pass pass, std::string tensor, std::string group, Elem elem,
+                   std::size_t elements, int p, int r) {
+  return {pass, std::move(tensor), std::move(group), Collective::recv, elem, Algorithm::direct,
           p,    wrap_rank(r, p),   {elements}};
 }
 

@@ -80,7 +80,7 @@ TensorSpec tensor_of(Elem elem, std::string name, Role role, std::vector<std::si
 
 // One collective one rank makes. `counts` are elements: all_gather and reduce_scatter, each
 // group rank's piece; all_reduce, {the buffer}; ring_shift, {sent, received} (the ring's shift
-// by one).
+// by one); send and recv, {the message}.
 struct CallSpec {
   Pass pass = Pass::forward;
   std::string tensor;  // what moves: "x", "dx", "k,v", "dw_k,db_k,dw_v,db_v"
@@ -164,6 +164,12 @@ CallSpec all_gather_spec(Pass pass, std::string tensor, std::string group, Elem 
                          std::vector<std::size_t> counts, int r);
 CallSpec reduce_scatter_spec(Pass pass, std::string tensor, std::string group, Elem elem,
                              std::vector<std::size_t> counts, int r, Algorithm algo);
+// A message of `elements` to (send) or from (recv) another rank of a group of p (pipeline
+// stages pass activations this way).
+CallSpec send_spec(Pass pass, std::string tensor, std::string group, Elem elem,
+                   std::size_t elements, int p, int r);
+CallSpec recv_spec(Pass pass, std::string tensor, std::string group, Elem elem,
+                   std::size_t elements, int p, int r);
 CallSpec ring_shift_spec(Pass pass, std::string tensor, std::string group, Elem elem,
                          std::size_t sent, std::size_t received, int p, int r);
 

@@ -1,5 +1,7 @@
 #include "ops/attention/attention_spec.hpp"
 
+#include <algorithm>
+
 namespace shardcheck {
 
 using spec::Elem;
@@ -117,6 +119,9 @@ std::string to_json(const HeadParallelConfig& cfg) {
       .raw("kv_head_split", spec::json_split(cfg.kv_head_split))
       .field("reduce_algorithm", std::string(name(cfg.reduce_algorithm)))
       .raw("context_parallel", cfg.context_parallel ? to_json(*cfg.context_parallel) : "null")
+      .field("sequence_parallel", cfg.sequence_parallel)
+      .raw("token_split", spec::json_split(cfg.token_split))
+      .field("batch", cfg.batch)
       .str();
 }
 
@@ -226,6 +231,26 @@ spec::OpSpec attention_layer_spec(const HeadParallelConfig& cfg, std::size_t bat
   add("y", Role::output, {batch, L, hidden}, {seq, rep}, note);
   add("dy", Role::grad_output, {batch, L, hidden}, {seq, rep}, note);
   add("dx", Role::grad_input, {batch, L, hidden}, {seq, rep}, note);
+  // Under sequence parallelism each tp rank holds token rows of its cp piece flattened.
+  std::vector<std::vector<std::size_t>> sp_rows(static_cast<std::size_t>(cp));
+  if (cfg.sequence_parallel) {
+    for (int j = 0; j < cp; ++j) {
+      sp_rows[static_cast<std::size_t>(j)] =
+          split_sizes(cfg.token_split, batch * lens[static_cast<std::size_t>(j)], tp);
+    }
+    for (const char* n : {"x", "y", "dy", "dx"}) {
+      auto& t = *std::find_if(s.tensors.begin(), s.tensors.end(),
+                              [&](const spec::TensorSpec& x) { return x.name == n; });
+      t.layout =
+          "sequence_parallel: tp rank k holds rows token_split(batch·L_j)[k] of its cp "
+          "piece flattened [batch·L_j, hidden]" +
+          (note.empty() ? std::string() : "; " + note);
+      for (int r = 0; r < cp * tp; ++r) {
+        t.local_shapes.push_back(
+            {sp_rows[static_cast<std::size_t>(r / tp)][static_cast<std::size_t>(r % tp)], hidden});
+      }
+    }
+  }
   // Saved for the backward: the rank's heads of q, k, v, out [batch, L_r, heads_r, d] and lse
   // [batch, h_r, L_r] (acc_t<T>).
   const auto q2 = by_lengths(2, q_heads), q1h = by_lengths(1, q_heads);
@@ -262,14 +287,37 @@ spec::OpSpec attention_layer_spec(const HeadParallelConfig& cfg, std::size_t bat
       core = core_calls(*cfg.context_parallel, batch, a.kv_count * d, cp, cpr);
     }
     spec::RankCalls c;
+    const bool sp = cfg.sequence_parallel;
+    std::vector<std::size_t> rows_times_hidden;
+    for (const std::size_t k : sp_rows[static_cast<std::size_t>(cpr)]) {
+      rows_times_hidden.push_back(k * hidden);
+    }
+    if (sp) {
+      c.push_back(
+          spec::all_gather_spec(Pass::forward, "x", "tp", Elem::value, rows_times_hidden, tpr));
+    }
     for (const auto& call : core) {
       if (call.pass == Pass::forward) c.push_back(call);
     }
-    c.push_back(spec::all_reduce_spec(Pass::forward, "y", "tp", Elem::value, n, tp, tpr, algo));
+    c.push_back(
+        sp ? spec::reduce_scatter_spec(Pass::forward, "y", "tp", Elem::value, rows_times_hidden,
+                                       tpr, algo)
+           : spec::all_reduce_spec(Pass::forward, "y", "tp", Elem::value, n, tp, tpr, algo));
+    if (sp) {
+      c.push_back(
+          spec::all_gather_spec(Pass::backward, "dy", "tp", Elem::value, rows_times_hidden, tpr));
+    }
     for (const auto& call : core) {
       if (call.pass == Pass::backward) c.push_back(call);
     }
-    c.push_back(spec::all_reduce_spec(Pass::backward, "dx", "tp", Elem::value, n, tp, tpr, algo));
+    if (sp) {
+      c.push_back(
+          spec::all_gather_spec(Pass::backward, "x", "tp", Elem::value, rows_times_hidden, tpr));
+    }
+    c.push_back(
+        sp ? spec::reduce_scatter_spec(Pass::backward, "dx", "tp", Elem::value, rows_times_hidden,
+                                       tpr, algo)
+           : spec::all_reduce_spec(Pass::backward, "dx", "tp", Elem::value, n, tp, tpr, algo));
     const std::size_t hq = a.q_count * d, hkv = a.kv_count * d;
     const std::size_t bias = cfg.has_bias ? 1 : 0;
     if (a.kv_replicas > 1) {

@@ -4,6 +4,7 @@
 #include "ops/attention/head_parallel_attention.hpp"
 
 #include "ops/linear/linear.hpp"
+#include "ops/tp_transitions.hpp"
 #include "ops/workspace.hpp"
 #include "runtime/errors.hpp"
 
@@ -101,10 +102,22 @@ AttentionConfig local_config(const HeadParallelConfig& cfg, const HeadAssignment
 
 struct LocalShapes {
   std::size_t batch = 0, len = 0, tokens = 0;
+  std::vector<std::size_t> token_counts;  // every tp rank's token rows (sequence_parallel only)
 };
 
+// Under sequence parallelism: the token rows of every tp rank (cfg.token_split of batch·len).
+std::vector<std::size_t> token_counts(const std::string& where, const HeadParallelConfig& cfg,
+                                      std::size_t tokens, int tp) {
+  try {
+    return split_sizes(cfg.token_split, tokens, tp);
+  } catch (const UsageError& e) {
+    throw UsageError(where + "token_split " + cfg.token_split.to_string() + " cannot split the " +
+                     str(tokens) + " tokens over tp = " + std::to_string(tp) + ": " + e.what());
+  }
+}
+
 template <class T>
-LocalShapes check_layer(const std::string& where, const Communicator& cp,
+LocalShapes check_layer(const std::string& where, const Communicator& tp, const Communicator& cp,
                         const HeadParallelConfig& cfg, const HeadAssignment& a, const Tensor<T>& x,
                         const AttentionLayerWeights<T>& w) {
   LocalShapes s;
@@ -112,14 +125,28 @@ LocalShapes check_layer(const std::string& where, const Communicator& cp,
   const std::size_t len = cfg.context_parallel
                               ? cp_positions(*cfg.context_parallel, cp.size(), cp.rank()).size()
                               : cfg.attention.mask.q_len;
-  if (x.ndim() != 3 || x.dim(1) != len || x.dim(2) != hidden) {
-    throw UsageError(where + "x is " + format_shape(x.shape()) + " but must be [batch, " +
-                     str(len) + ", " + str(hidden) + "] (this rank's " + str(len) +
-                     " positions of the sequence, hidden = cfg.hidden)");
+  if (cfg.sequence_parallel) {
+    s.batch = cfg.batch;
+    s.len = len;
+    s.tokens = s.batch * len;
+    s.token_counts = token_counts(where, cfg, s.tokens, tp.size());
+    const std::size_t mine = s.token_counts[static_cast<std::size_t>(tp.rank())];
+    if (x.ndim() != 2 || x.dim(0) != mine || x.dim(1) != hidden) {
+      throw UsageError(where + "x is " + format_shape(x.shape()) + " but must be [" + str(mine) +
+                       ", " + str(hidden) + "] under sequence_parallel (this tp rank's rows of " +
+                       "the batch·L_r = " + str(cfg.batch) + "·" + str(len) + " tokens under " +
+                       cfg.token_split.to_string() + "; set cfg.batch to the batch size)");
+    }
+  } else {
+    if (x.ndim() != 3 || x.dim(1) != len || x.dim(2) != hidden) {
+      throw UsageError(where + "x is " + format_shape(x.shape()) + " but must be [batch, " +
+                       str(len) + ", " + str(hidden) + "] (this rank's " + str(len) +
+                       " positions of the sequence, hidden = cfg.hidden)");
+    }
+    s.batch = x.dim(0);
+    s.len = len;
+    s.tokens = s.batch * len;
   }
-  s.batch = x.dim(0);
-  s.len = len;
-  s.tokens = s.batch * len;
   const std::string qh = "(this rank's " + str(a.q_count) + " query heads × head_dim " + str(d) +
                          "; shard_attention_weights gives it)";
   const std::string kh = "(this rank's " + str(a.kv_count) + " kv heads × head_dim " + str(d) +
@@ -156,7 +183,17 @@ RowParallelConfig output_projection(const HeadParallelConfig& cfg) {
   RowParallelConfig c;
   c.input_is_parallel = true;
   c.reduce_algorithm = cfg.reduce_algorithm;
+  c.sequence_parallel_output = cfg.sequence_parallel;
+  c.token_split = cfg.token_split;
   return c;
+}
+
+// x as [tokens, hidden]: the layer's input, all_gathered along tokens under sequence parallelism.
+template <class T>
+Tensor<T> full_tokens(Communicator& tp, const HeadParallelConfig& cfg, const LocalShapes& s,
+                      const Tensor<T>& x) {
+  if (cfg.sequence_parallel) return all_gather_tokens(tp, x, s.token_counts);
+  return reshape(x, Shape{s.tokens, cfg.hidden});
 }
 
 }  // namespace
@@ -239,11 +276,11 @@ AttentionLayerOutput<T> attention_layer(Communicator& tp, Communicator& cp,
                                         const ContextParallelCore<T>& core) {
   const std::string where = on_rank("attention_layer", tp, cp);
   const HeadAssignment a = assignment_on_rank(where, cfg, tp);
-  const LocalShapes s = check_layer(where, cp, cfg, a, x, w);
+  const LocalShapes s = check_layer(where, tp, cp, cfg, a, x, w);
   const std::size_t d = cfg.attention.head_dim, hq = a.q_count * d, hkv = a.kv_count * d;
 
   // The fused QKV projection: one linear over [Wq_r; Wk_r; Wv_r] (column-parallel by heads).
-  const Tensor<T> x2 = reshape(x, Shape{s.tokens, cfg.hidden});
+  const Tensor<T> x2 = full_tokens(tp, cfg, s, x);
   const Tensor<T> wqkv = stack_rows({&w.wq, &w.wk, &w.wv});
   const Tensor<T> bqkv = cfg.has_bias ? stack_rows({&w.bq, &w.bk, &w.bv}) : Tensor<T>();
   const Tensor<T> qkv = linear(x2, wqkv, bqkv);
@@ -266,8 +303,8 @@ AttentionLayerOutput<T> attention_layer(Communicator& tp, Communicator& cp,
     out.attn = attention_forward(local_config(cfg, a), out.q, out.k, out.v);
   }
   const Tensor<T> o2 = reshape(out.attn.out, Shape{s.tokens, hq});
-  out.y = reshape(row_parallel_linear(tp, output_projection(cfg), o2, w.wo, w.bo).y,
-                  Shape{s.batch, s.len, cfg.hidden});
+  out.y = row_parallel_linear(tp, output_projection(cfg), o2, w.wo, w.bo).y;
+  if (!cfg.sequence_parallel) out.y = reshape(std::move(out.y), Shape{s.batch, s.len, cfg.hidden});
   return out;
 }
 
@@ -278,13 +315,13 @@ AttentionLayerGrads<T> attention_layer_backward_partial(
     const ContextParallelCore<T>& core) {
   const std::string where = on_rank("attention_layer_backward", tp, cp);
   const HeadAssignment a = assignment_on_rank(where, cfg, tp);
-  const LocalShapes s = check_layer(where, cp, cfg, a, x, w);
+  const LocalShapes s = check_layer(where, tp, cp, cfg, a, x, w);
   const std::size_t d = cfg.attention.head_dim, hq = a.q_count * d, hkv = a.kv_count * d;
   require_shape(where, "dy", dy, x.shape(), "(the gradient of y, x's shape)");
 
   // Output projection (row-parallel): do_r = dy·Wo_r, dWo_r = dyᵀ·o_r, dbo = Σ dy.
   const Tensor<T> o2 = reshape(fwd.attn.out, Shape{s.tokens, hq});
-  const Tensor<T> dy2 = reshape(dy, Shape{s.tokens, cfg.hidden});
+  const Tensor<T> dy2 = cfg.sequence_parallel ? dy : reshape(dy, Shape{s.tokens, cfg.hidden});
   LinearGrads<T> go =
       row_parallel_linear_backward(tp, output_projection(cfg), o2, w.wo, cfg.has_bias, dy2);
 
@@ -306,15 +343,20 @@ AttentionLayerGrads<T> attention_layer_backward_partial(
   }
 
   // The fused QKV projection's backward: dx_r = [dq | dk | dv]·[Wq_r; Wk_r; Wv_r], then one
-  // all_reduce over tp (Megatron's f).
-  const Tensor<T> x2 = reshape(x, Shape{s.tokens, cfg.hidden});
+  // all_reduce over tp (Megatron's f), or under sequence parallelism a reduce_scatter along
+  // tokens (g's backward).
+  const Tensor<T> x2 = full_tokens(tp, cfg, s, x);
   const Tensor<T> wqkv = stack_rows({&w.wq, &w.wk, &w.wv});
   const Tensor<T> dq2 = reshape(ga.dq, Shape{s.tokens, hq});
   const Tensor<T> dk2 = reshape(ga.dk, Shape{s.tokens, hkv});
   const Tensor<T> dv2 = reshape(ga.dv, Shape{s.tokens, hkv});
   LinearGrads<T> gq = linear_backward(x2, wqkv, cfg.has_bias,
                                       stack_cols({&dq2, &dk2, &dv2}, {hq, hkv, hkv}, s.tokens));
-  tp.all_reduce(gq.dx.span(), ReduceOp::sum, cfg.reduce_algorithm);
+  if (cfg.sequence_parallel) {
+    gq.dx = reduce_scatter_tokens(tp, gq.dx, s.token_counts, cfg.reduce_algorithm);
+  } else {
+    tp.all_reduce(gq.dx.span(), ReduceOp::sum, cfg.reduce_algorithm);
+  }
 
   AttentionLayerGrads<T> g;
   g.dx = reshape(std::move(gq.dx), x.shape());

@@ -39,7 +39,11 @@
 //
 // Ledger per rank, T the element type, n = batch·L_r tokens of this rank:
 //   forward   all_reduce of y (n·hidden elements) over tp; the CP core's traffic over cp
-//   backward  all_reduce of dx (n·hidden) over tp; g < P: one all_reduce over the kv group of
+//             (with sequence_parallel: all_gather of x along tokens over tp before, and a
+//             reduce_scatter of y along tokens in place of its all_reduce)
+//   backward  all_reduce of dx (n·hidden) over tp (with sequence_parallel: all_gather of dy
+//             first, all_gather of x before the QKV backward, and a reduce_scatter of dx in
+//             place of its all_reduce); g < P: one all_reduce over the kv group of
 //             (2·g_r·d·hidden [+ 2·g_r·d with biases]) elements; the CP core's traffic; cp > 1:
 //             one all_reduce over cp of every parameter gradient but dbo, packed in one
 //             buffer ((h_r + 2·g_r)·d·(hidden [+ 1]) + hidden·h_r·d elements), then with
@@ -65,6 +69,17 @@ struct HeadParallelConfig {
   Algorithm reduce_algorithm = Algorithm::ring;
   // Sequence over the cp group (attention_layer with a cp communicator); nullopt: no CP.
   std::optional<ContextParallelConfig> context_parallel;
+  // Sequence parallelism over tp (Megatron's --sequence-parallel; Korthikanti et al. 2022
+  // §4.2.2): x arrives as this tp rank's rows of the flattened [batch·L_r, hidden] tokens (L_r
+  // the rank's cp positions, or the whole sequence without CP) under token_split, and is
+  // all_gathered along tokens before the QKV projection (g); y leaves as the same rows, the
+  // output projection's reduce_scatter taking the place of its all_reduce (ḡ). The backward
+  // all_gathers dy (ḡ's backward) and x again (for dWq, dWk, dWv, as Megatron re-gathers the
+  // input), and reduce_scatters dx (g's backward). batch is then required: x's rows do not
+  // say it.
+  bool sequence_parallel = false;
+  SplitPolicy token_split = SplitPolicy::chunk();
+  std::size_t batch = 0;
 };
 
 // Which heads a tp rank holds.
@@ -127,8 +142,9 @@ AttentionLayerWeights<T> shard_attention_weights(const AttentionLayerWeights<T>&
 
 // The layer on one rank. tp: the tensor-parallel group; cp: the context-parallel group (a
 // group of one rank when cfg.context_parallel is nullopt). x [batch, L_r, hidden] (the full
-// sequence without CP, identical on every tp rank), w this rank's shards. core: the
-// context-parallel core to run (default: the library's).
+// sequence without CP, identical on every tp rank), or with cfg.sequence_parallel this tp
+// rank's token rows [tokens_r, hidden] of it flattened; w this rank's shards. core: the
+// context-parallel core to run (default: the library's). y has x's shape.
 template <class T>
 AttentionLayerOutput<T> attention_layer(Communicator& tp, Communicator& cp,
                                         const HeadParallelConfig& cfg, const Tensor<T>& x,

@@ -1,0 +1,37 @@
+// The spec of model_train_step (ops/op_spec.hpp; the op: model.hpp) on the (pp, dp, cp, tp) mesh.
+//
+//   parameters  every dense parameter by name ("embedding", "layers.<l>.wq", ..., "output"),
+//               its global shape, R over pp, dp and cp and its tp placement (S(0) by vocab_split
+//               for embedding and output, by heads for wq/bq/wk/bk/wv/bv, S(1) by heads for wo,
+//               S(0) by ffn_split (as [W_gate,r; W_up,r]) for w_up/b_up, S(1) for w_down, R for
+//               the norms, bo and b_down), and each rank's local shape (a layer's tensors on its
+//               stage only, the embedding on the first stage, the final norm and the output
+//               projection on the last; a tied embedding's copy on the last stage when pp > 1)
+//   gradients   "d" + the parameter's name, acc_t<T>, the parameter's placement and shapes
+//   new         "new." + the parameter's name: the parameter after the step
+//   loss        [1] acc_t<T> on the last stage; grad_norm, clip_coef [1] acc_t<T> everywhere
+//   calls       each rank's collectives in the order model_train_step makes them: per
+//               micro-batch the forward's (the embedding's, each layer's attention and MLP, the
+//               norms', send/recv to the next stage, the head's), then per micro-batch in reverse
+//               the backward's, then the finalize's all_reduces over dp × cp and the embedding
+//               group, the loss's over dp × cp and the norm's over the model-parallel group
+#pragma once
+
+#include "ops/model/model.hpp"
+#include "ops/op_spec.hpp"
+
+#include <string>
+#include <vector>
+
+namespace shardcheck {
+
+spec::OpSpec model_train_step_spec(const ModelConfig& cfg, const ModelParallelConfig& par,
+                                   std::size_t sequences, std::size_t seq_len);
+
+std::string to_json(const ModelConfig& cfg);
+std::string to_json(const ModelParallelConfig& par);
+std::string to_json(const OptimizerConfig& opt);
+
+std::vector<spec::OpSpec> model_example_specs();
+
+}  // namespace shardcheck

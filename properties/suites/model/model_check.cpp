@@ -1,0 +1,228 @@
+// Every result of a model step, read back from the ranks and compared with the reference: the
+// parameters' gradients and new values by the layout of shard_model_params (each rank's piece
+// mapped to the dense tensor's elements by sharding a model of element indices the same way),
+// the input gradient by the micro-batches' token rows, the loss, the global norm and the clip
+// coefficient. Every copy of a replicated element must carry the same bits.
+#include "engine/instantiate.hpp"
+#include "suites/model/model_case.hpp"
+
+#include <cstring>
+#include <map>
+
+namespace shardcheck::check {
+namespace {
+
+using R = reference::hp;
+
+// The dense tensor's name of a rank's tensor (its stage's layer index made global; a tied
+// embedding's output copy is the embedding).
+std::string global_name(const ModelCase& c, const ModelCoordinates& m, const std::string& n) {
+  if (n == "output" && c.cfg.tied_embedding) return "embedding";
+  if (n.rfind("layers.", 0) != 0) return n;
+  const auto dot = n.find('.', 7);
+  const std::size_t l = std::stoul(n.substr(7, dot - 7)) + m.layers.offset;
+  return "layers." + std::to_string(l) + n.substr(dot);
+}
+
+template <class V>
+bool same_bits(const V& a, const V& b) {
+  return std::memcmp(&a, &b, sizeof(V)) == 0;
+}
+
+// A dense tensor put together from the ranks' pieces: its value, which rank first gave each
+// element, and the ranks whose copy of an element differs from the first.
+template <class V>
+struct Gathered {
+  Tensor<V> value;
+  std::vector<int> owner;  // -1: no rank gave the element
+  std::vector<int> divergent;
+};
+
+template <class V>
+void put(Gathered<V>& g, std::size_t at, const V& v, int rank) {
+  if (g.owner[at] < 0) {
+    g.owner[at] = rank;
+    g.value[at] = v;
+  } else if (!same_bits(g.value[at], v) &&
+             std::find(g.divergent.begin(), g.divergent.end(), rank) == g.divergent.end()) {
+    g.divergent.push_back(rank);
+  }
+}
+
+template <class V>
+TensorCheck check_gathered(const std::string& name, const Gathered<V>& g, const Tensor<R>& exact,
+                           const Tensor<R>& bound, int world) {
+  TensorCheck t =
+      check_tensor(name, g.value, exact, bound, Placement::replicate(), world, g.divergent);
+  if (t.problem.empty()) {
+    for (std::size_t i = 0; i < g.owner.size(); ++i) {
+      if (g.owner[i] < 0) {
+        t.problem = "no rank returned element " + std::to_string(i) + " of " + name + " " +
+                    format_shape(exact.shape()) + " (a piece of the wrong shape or missing)";
+        break;
+      }
+    }
+  }
+  if (!exact.empty() && t.problem.empty()) {
+    std::size_t flat = 0;
+    for (std::size_t k = 0; k < t.worst_index.size(); ++k) {
+      flat = flat * exact.dim(k) + t.worst_index[k];
+    }
+    t.worst_rank = g.owner[flat];
+  }
+  return t;
+}
+
+// Every parameter tensor's gradient (acc_t<T>) and new value (T), gathered from the ranks.
+template <class T>
+void check_params(CaseVerdict& v, const ModelCase& c, const ModelRun<T>& run,
+                  const ModelExpected& e) {
+  using A = acc_t<T>;
+  // A model of element indices, sharded as the parameters are.
+  ModelParams<double> index;
+  index.layers.resize(c.cfg.layers);
+  auto exact_grads = e.step.grads;
+  for_each_param(index, exact_grads, [](const std::string&, Tensor<double>& a, const Tensor<R>& b) {
+    if (b.ndim() == 0) return;
+    a = Tensor<double>(b.shape());
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<double>(i);
+  });
+  if (c.cfg.tied_embedding) index.output = Tensor<double>();
+  std::map<std::string, Gathered<A>> grads;
+  std::map<std::string, Gathered<T>> params;
+  auto names = e.step.grads;
+  for_each_param(names, names, [&](const std::string& n, const Tensor<R>& t, auto&) {
+    if (t.ndim() == 0) return;
+    grads[n] = {Tensor<A>(t.shape()), std::vector<int>(t.size(), -1), {}};
+    params[n] = {Tensor<T>(t.shape()), std::vector<int>(t.size(), -1), {}};
+  });
+  for (int r = 0; r < c.world; ++r) {
+    const auto& out = run.outputs[static_cast<std::size_t>(r)];
+    const ModelCoordinates m = model_coordinates(c.cfg, c.par, r);
+    ModelParams<double> map = shard_model_params(c.cfg, c.par, index, r);
+    auto got_g = out.grads;
+    auto got_p = out.params;
+    auto check_piece = [&](const std::string& n, const auto& piece, const Tensor<double>& idx,
+                           auto& into, const char* what) {
+      if (idx.ndim() == 0) return;
+      const std::string g = global_name(c, m, n);
+      if (piece.shape() != idx.shape()) {
+        v.failures.push_back("rank " + std::to_string(r) + " returned " + what + " " + n + " as " +
+                             format_shape(piece.shape()) + " but holds " +
+                             format_shape(idx.shape()) + " of " + g +
+                             " (shard_model_params' layout)");
+        return;
+      }
+      auto& dst = into.at(g);
+      for (std::size_t i = 0; i < piece.size(); ++i) {
+        put(dst, static_cast<std::size_t>(idx[i]), piece[i], r);
+      }
+    };
+    if (got_g.layers.size() != map.layers.size() || got_p.layers.size() != map.layers.size()) {
+      v.failures.push_back("rank " + std::to_string(r) + " returned " +
+                           std::to_string(got_g.layers.size()) + " layers of gradients and " +
+                           std::to_string(got_p.layers.size()) + " of parameters but holds " +
+                           std::to_string(map.layers.size()));
+      continue;
+    }
+    for_each_param(got_g, map,
+                   [&](const std::string& n, const Tensor<A>& a, const Tensor<double>& i) {
+                     check_piece(n, a, i, grads, "the gradient of");
+                   });
+    for_each_param(got_p, map,
+                   [&](const std::string& n, const Tensor<T>& a, const Tensor<double>& i) {
+                     check_piece(n, a, i, params, "the new value of");
+                   });
+  }
+  auto eg = e.step.grads, eb = e.step.grads_bound, pv = e.step.params, pb = e.step.params_bound;
+  for_each_param(eg, eb, [&](const std::string& n, const Tensor<R>& x, const Tensor<R>& b) {
+    if (x.ndim() > 0) v.tensors.push_back(check_gathered("d" + n, grads.at(n), x, b, c.world));
+  });
+  for_each_param(pv, pb, [&](const std::string& n, const Tensor<R>& x, const Tensor<R>& b) {
+    if (x.ndim() > 0) v.tensors.push_back(check_gathered("new." + n, params.at(n), x, b, c.world));
+  });
+}
+
+// The first stage's ∂(Σ loss)/∂x_0, by the micro-batches' token rows.
+template <class T>
+void check_input_grad(CaseVerdict& v, const ModelCase& c, const ModelRun<T>& run,
+                      const ModelExpected& e) {
+  const std::size_t H = c.cfg.hidden, n = c.sequences * c.seq_len;
+  Gathered<T> g{Tensor<T>(Shape{n, H}), std::vector<int>(n * H, -1), {}};
+  for (int r = 0; r < c.world; ++r) {
+    const ModelCoordinates m = model_coordinates(c.cfg, c.par, r);
+    if (!m.first_stage()) continue;
+    const auto& got = run.outputs[static_cast<std::size_t>(r)].input_grads;
+    const Piece seqs = dp_sequences(c.par, c.sequences, m.dp);
+    const auto mbs = micro_batch_pieces(c.par, seqs.size);
+    const auto pos = model_cp_positions(c.par, c.seq_len, m.cp);
+    if (got.size() != mbs.size()) {
+      v.failures.push_back("rank " + std::to_string(r) + " returned " + std::to_string(got.size()) +
+                           " input gradients for its " + std::to_string(mbs.size()) +
+                           " micro-batches");
+      continue;
+    }
+    for (std::size_t k = 0; k < mbs.size(); ++k) {
+      std::vector<std::size_t> rows;
+      for (std::size_t s = 0; s < mbs[k].size; ++s) {
+        for (const std::size_t p : pos)
+          rows.push_back((seqs.offset + mbs[k].offset + s) * c.seq_len + p);
+      }
+      Piece mine{0, rows.size()};
+      if (c.par.sequence_parallel) {
+        mine = split(c.par.token_split, rows.size(), c.par.tp)[static_cast<std::size_t>(m.tp)];
+      }
+      if (got[k].shape() != Shape({mine.size, H})) {
+        v.failures.push_back("rank " + std::to_string(r) + " returned the input gradient of " +
+                             "micro-batch " + std::to_string(k) + " as " +
+                             format_shape(got[k].shape()) + " but holds [" +
+                             std::to_string(mine.size) + ", " + std::to_string(H) + "]");
+        continue;
+      }
+      for (std::size_t i = 0; i < mine.size; ++i) {
+        for (std::size_t j = 0; j < H; ++j) put(g, rows[mine.offset + i] * H + j, got[k](i, j), r);
+      }
+    }
+  }
+  v.tensors.push_back(
+      check_gathered("input_grad", g, e.step.input_grad.v, e.step.input_grad.e, c.world));
+}
+
+// One value every rank of `holds` returns (the loss on the last stage, the norm and the coef
+// everywhere): the first holder's against the reference, every other's bit for bit.
+template <class T, class Get>
+void check_scalar(CaseVerdict& v, const ModelCase& c, const ModelRun<T>& run, const char* name,
+                  const reference::Approx<R>& exact, bool last_stage_only, Get get) {
+  using A = acc_t<T>;
+  Gathered<A> g{Tensor<A>(Shape{1}), std::vector<int>(1, -1), {}};
+  for (int r = 0; r < c.world; ++r) {
+    if (last_stage_only && !model_coordinates(c.cfg, c.par, r).last_stage(c.par)) continue;
+    const std::optional<A> x = get(run.outputs[static_cast<std::size_t>(r)]);
+    if (!x) {
+      v.failures.push_back("rank " + std::to_string(r) + " returned no " + name);
+      continue;
+    }
+    put(g, 0, *x, r);
+  }
+  v.tensors.push_back(check_gathered(name, g, exact.v, exact.e, c.world));
+}
+
+}  // namespace
+
+template <class T>
+void check_outputs(CaseVerdict& v, const ModelCase& c, const ModelRun<T>& run,
+                   const ModelExpected& e) {
+  using A = acc_t<T>;
+  check_scalar<T>(v, c, run, "loss", e.step.loss, true,
+                  [](const ModelStepResult<T>& o) { return o.loss; });
+  check_scalar<T>(v, c, run, "grad_norm", e.step.grad_norm, false,
+                  [](const ModelStepResult<T>& o) { return std::optional<A>(o.grad_norm); });
+  check_scalar<T>(v, c, run, "clip_coef", e.step.clip_coef, false,
+                  [](const ModelStepResult<T>& o) { return std::optional<A>(o.clip_coef); });
+  check_input_grad(v, c, run, e);
+  check_params(v, c, run, e);
+}
+
+SHARDCHECK_INSTANTIATE_CHECK_OUTPUTS(ModelCase, ModelRun, ModelExpected)
+
+}  // namespace shardcheck::check
