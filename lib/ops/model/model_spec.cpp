@@ -301,21 +301,15 @@ spec::OpSpec model_train_step_spec(const ModelConfig& cfg, const ModelParallelCo
 }
 
 std::vector<spec::OpSpec> model_example_specs() {
+  // Two layers, GQA (2 query heads sharing 1 kv head), SwiGLU, on pp = cp = tp = 2 with
+  // sequence parallelism and 2 micro-batches.
   ModelConfig c;
   c.vocab = 8;
-  c.hidden = 4;
-  c.heads = 2;
-  c.kv_heads = 1;
-  c.head_dim = 2;
-  c.ffn = 4;
-  c.layers = 2;
+  c.hidden = c.ffn = 4;
+  c.heads = c.head_dim = c.layers = 2;
   c.activation = Activation::swiglu;
   ModelParallelConfig par;
-  par.pp = 2;
-  par.dp = 1;
-  par.cp = 2;
-  par.tp = 2;
-  par.micro_batches = 2;
+  par.pp = par.cp = par.tp = par.micro_batches = 2;
   par.sequence_parallel = true;
   return {model_train_step_spec(c, par, 2, 4)};
 }

@@ -448,14 +448,20 @@ class ModelRankStep {
   // finalize, 1: every gradient over dp × cp, one all_reduce per tensor (the same order on
   // every tp rank).
   virtual void reduce_over_data_parallel() {
-    if (par_.dp * par_.cp > 1) {
-      auto reduce = [&](Tensor<A>& g) {
-        if (!g.empty()) groups_.dp_cp->all_reduce(g.span(), ReduceOp::sum, par_.reduce_algorithm);
-      };
-      model_detail::for_each_tensor(grads_, reduce);
-      reduce(tied_output_grad_);
-    }
+    auto reduce = [&](const std::string& name, Tensor<A>& g) {
+      Communicator& group = data_parallel_group(name);
+      if (!g.empty() && group.size() > 1) {
+        group.all_reduce(g.span(), ReduceOp::sum, par_.reduce_algorithm);
+      }
+    };
+    for_each_param(grads_, grads_,
+                   [&](const std::string& n, Tensor<A>& g, auto&) { reduce(n, g); });
+    reduce("output", tied_output_grad_);
   }
+
+  // The group a parameter's gradient is summed over in the finalize: dp × cp (the rank saw only
+  // its sequences' and its positions' tokens).
+  virtual Communicator& data_parallel_group(const std::string& /*name*/) { return *groups_.dp_cp; }
 
   // finalize, 2: a tied embedding's two uses' gradients summed, over the embedding group when
   // they are on two stages, here when on one (a + b: the same bits as the group's sum of two).
@@ -473,9 +479,13 @@ class ModelRankStep {
 
   // finalize, 3: ∂(Σ loss)/∂p to ∂loss/∂p, times fl(1/N) in A.
   virtual void scale_by_tokens(std::size_t n) {
-    const A scale = n == 0 ? A(0) : A(1) / static_cast<A>(n);
+    scale_grads(n == 0 ? A(0) : A(1) / static_cast<A>(n));
+  }
+
+  // Every gradient times `by`, in A.
+  void scale_grads(A by) {
     model_detail::for_each_tensor(grads_, [&](Tensor<A>& g) {
-      for (A& v : g.values()) v = n == 0 ? A(0) : v * scale;
+      for (A& v : g.values()) v *= by;
     });
   }
 

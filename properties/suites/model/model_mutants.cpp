@@ -32,10 +32,7 @@ struct GradsAveragedTwice : ModelRankStep<T> {
   using typename Base::A;
   void scale_by_tokens(std::size_t n) override {
     Base::scale_by_tokens(n);
-    const A by = A(1) / static_cast<A>(this->par_.dp * this->par_.cp);
-    for_each_param(this->grads_, this->grads_, [&](const std::string&, Tensor<A>& g, auto&) {
-      for (A& v : g.values()) v *= by;
-    });
+    this->scale_grads(A(1) / static_cast<A>(this->par_.dp * this->par_.cp));
   }
 };
 
@@ -46,14 +43,8 @@ struct CpGradsNotReduced : ModelRankStep<T> {
   using Base = ModelRankStep<T>;
   using Base::Base;
   using typename Base::A;
-  void reduce_over_data_parallel() override {
-    if (this->par_.dp == 1) return;
-    for_each_param(this->grads_, this->grads_, [&](const std::string&, Tensor<A>& g, auto&) {
-      if (!g.empty()) {
-        this->groups_.mesh.along("dp").all_reduce(g.span(), ReduceOp::sum,
-                                                  this->par_.reduce_algorithm);
-      }
-    });
+  Communicator& data_parallel_group(const std::string&) override {
+    return this->groups_.mesh.along("dp");
   }
 };
 
@@ -113,10 +104,7 @@ struct LossAveragedPerMicroBatch : ModelRankStep<T> {
     return Tensor<T>(Shape{1}, std::vector<T>{n == 0 ? T(0) : static_cast<T>(1.0 / n)});
   }
   void scale_by_tokens(std::size_t) override {
-    const A by = A(1) / static_cast<A>(this->micro_.size() * this->par_.dp * this->par_.cp);
-    for_each_param(this->grads_, this->grads_, [&](const std::string&, Tensor<A>& g, auto&) {
-      for (A& v : g.values()) v *= by;
-    });
+    this->scale_grads(A(1) / static_cast<A>(this->micro_.size() * this->par_.dp * this->par_.cp));
   }
 };
 
@@ -127,18 +115,9 @@ struct NormGradsNotReducedOverCp : ModelRankStep<T> {
   using Base = ModelRankStep<T>;
   using Base::Base;
   using typename Base::A;
-  void reduce_over_data_parallel() override {
-    if (this->par_.dp * this->par_.cp == 1) return;
-    for_each_param(this->grads_, this->grads_, [&](const std::string& n, Tensor<A>& g, auto&) {
-      if (g.empty()) return;
-      const bool norm = n.find("norm") != std::string::npos || n.rfind("final_", 0) == 0;
-      Communicator& group = norm ? this->groups_.mesh.along("dp") : *this->groups_.dp_cp;
-      if (group.size() > 1) group.all_reduce(g.span(), ReduceOp::sum, this->par_.reduce_algorithm);
-    });
-    if (!this->tied_output_grad_.empty()) {
-      this->groups_.dp_cp->all_reduce(this->tied_output_grad_.span(), ReduceOp::sum,
-                                      this->par_.reduce_algorithm);
-    }
+  Communicator& data_parallel_group(const std::string& n) override {
+    const bool norm = n.find("norm") != std::string::npos || n.rfind("final_", 0) == 0;
+    return norm ? this->groups_.mesh.along("dp") : Base::data_parallel_group(n);
   }
 };
 
