@@ -61,6 +61,12 @@ using ModelRun = RankRun<ModelStepResult<T>>;
 // ranks' heads, ffn and vocabulary pieces, and the ring's key blocks.
 reference::ModelPartition model_partition(const ModelCase& c);
 
+// The declared traffic per mesh axis: every rank's ledger, call by call with the world ranks of
+// the group it ran on, against the spec's calls with theirs (model_check.cpp).
+template <class T>
+void model_traffic_per_axis(CaseVerdict& v, const ModelCase& c, const ModelData<T>& d,
+                            const ModelRun<T>& run);
+
 // The steps (engine/steps.hpp): the draw, the data, the implementation on the ranks, the spec
 // (ops/model/model_spec.hpp), the expected step, and every output checked (model_check.cpp).
 SHARDCHECK_DECLARE_RANK_STEPS(ModelImplementation, ModelCase, ModelCaseOptions, ModelData, ModelRun,

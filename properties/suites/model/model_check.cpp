@@ -6,8 +6,11 @@
 #include "engine/instantiate.hpp"
 #include "suites/model/model_case.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <map>
+#include <tuple>
 
 namespace shardcheck::check {
 namespace {
@@ -207,7 +210,115 @@ void check_scalar(CaseVerdict& v, const ModelCase& c, const ModelRun<T>& run, co
   v.tensors.push_back(check_gathered(name, g, exact.v, exact.e, c.world));
 }
 
+// The world ranks of the group a spec call names, for rank r (ops/model/model_spec.hpp's group
+// names and the ops' own: tp, cp, kv_group, pp, dp_cp, model_parallel, embedding).
+std::vector<int> group_members(const ModelCase& c, const std::string& group, int r) {
+  const DeviceMesh mesh = model_mesh(c.par);
+  const std::vector<int> at = mesh.coordinates(r);
+  std::vector<int> out;
+  auto with = [&](int pp, int dp, int cp, int tp) {
+    out.push_back(mesh.rank_of({pp, dp, cp, tp}));
+  };
+  if (group == "tp") {
+    for (int t = 0; t < c.par.tp; ++t) with(at[0], at[1], at[2], t);
+  } else if (group == "cp") {
+    for (int k = 0; k < c.par.cp; ++k) with(at[0], at[1], k, at[3]);
+  } else if (group == "pp") {
+    for (int p = 0; p < c.par.pp; ++p) with(p, at[1], at[2], at[3]);
+  } else if (group == "dp_cp") {
+    for (int d = 0; d < c.par.dp; ++d) {
+      for (int k = 0; k < c.par.cp; ++k) with(at[0], d, k, at[3]);
+    }
+  } else if (group == "model_parallel") {
+    for (int p = 0; p < c.par.pp; ++p) {
+      for (int t = 0; t < c.par.tp; ++t) with(p, at[1], at[2], t);
+    }
+  } else if (group == "embedding") {
+    with(0, at[1], at[2], at[3]);
+    with(c.par.pp - 1, at[1], at[2], at[3]);
+  } else if (group == "kv_group") {
+    const HeadAssignment a =
+        head_assignment(model_attention_config(c.cfg, c.par, 0, 1), c.par.tp, at[3]);
+    for (int t = a.kv_group_first; t < a.kv_group_first + a.kv_replicas; ++t) {
+      with(at[0], at[1], at[2], t);
+    }
+  }
+  return out;
+}
+
+// One collective as the ledger shows it, with its group's world ranks.
+struct AxisCall {
+  Collective op;
+  DType dtype;
+  std::uint64_t count;
+  std::vector<int> members;
+  std::string group;  // its name, for the message (not compared: the ranks are)
+  auto tie() const { return std::tie(op, dtype, count, members); }
+  friend bool operator<(const AxisCall& a, const AxisCall& b) { return a.tie() < b.tie(); }
+  friend bool operator==(const AxisCall& a, const AxisCall& b) { return a.tie() == b.tie(); }
+};
+
+// A ledger's group named by the first mesh group of rank r with its ranks ("ranks" if none).
+std::string group_name(const ModelCase& c, const std::vector<int>& members, int r) {
+  for (const char* g : {"tp", "cp", "pp", "dp_cp", "model_parallel", "embedding", "kv_group"}) {
+    if (group_members(c, g, r) == members) return g;
+  }
+  return "ranks";
+}
+
+std::string to_text(const AxisCall& a) {
+  std::string ranks;
+  for (const int m : a.members) ranks += (ranks.empty() ? "" : ",") + std::to_string(m);
+  return std::string(name(a.op)) + " " + std::string(name(a.dtype)) + " x" +
+         std::to_string(a.count) + " over " + a.group + " {" + ranks + "}";
+}
+
+// declared_traffic per mesh axis: every rank's ledger, call by call with the group it ran on,
+// against the spec's calls with their groups' ranks (a reduction over the wrong group of the
+// right size passes the per-rank count check and fails this one).
+template <class T>
+void traffic_per_axis(CaseVerdict& v, const ModelCase& c, const ModelRun<T>& run) {
+  const spec::OpSpec s = op_spec(c);
+  for (int r = 0; r < c.world; ++r) {
+    std::vector<AxisCall> want, got;
+    for (const auto& call : s.calls[static_cast<std::size_t>(r)]) {
+      want.push_back({call.op, spec::dtype_of(call.elem, c.dtype), call.elements(),
+                      group_members(c, call.group, r), call.group});
+    }
+    for (const auto& e : run.ledgers[static_cast<std::size_t>(r)].entries()) {
+      if (e.op != Collective::barrier) {
+        got.push_back({e.op, e.dtype, e.count, *e.group, group_name(c, *e.group, r)});
+      }
+    }
+    std::sort(want.begin(), want.end());
+    std::sort(got.begin(), got.end());
+    if (got == want) continue;
+    std::vector<AxisCall> extra, missing;
+    std::set_difference(got.begin(), got.end(), want.begin(), want.end(),
+                        std::back_inserter(extra));
+    std::set_difference(want.begin(), want.end(), got.begin(), got.end(),
+                        std::back_inserter(missing));
+    std::string text = "traffic per mesh axis: rank " + std::to_string(r);
+    for (const auto& x : extra) text += " made " + to_text(x) + ";";
+    for (const auto& x : missing) text += " did not make the declared " + to_text(x) + ";";
+    v.failures.push_back(text + " (a collective on the wrong group, a missing or extra one)");
+    return;
+  }
+}
+
 }  // namespace
+
+template <class T>
+void model_traffic_per_axis(CaseVerdict& v, const ModelCase& c, const ModelData<T>&,
+                            const ModelRun<T>& run) {
+  traffic_per_axis(v, c, run);
+}
+
+#define SHARDCHECK_MODEL_TRAFFIC(T)                                                            \
+  template void model_traffic_per_axis<T>(CaseVerdict&, const ModelCase&, const ModelData<T>&, \
+                                          const ModelRun<T>&);
+SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_MODEL_TRAFFIC)
+#undef SHARDCHECK_MODEL_TRAFFIC
 
 template <class T>
 void check_outputs(CaseVerdict& v, const ModelCase& c, const ModelRun<T>& run,

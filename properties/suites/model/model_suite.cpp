@@ -11,8 +11,11 @@
 namespace shardcheck::check {
 namespace {
 
-struct ModelFamily
-    : RankFamily<ModelFamily, ModelImplementation, ModelCase, ModelCaseOptions, ModelData> {
+// The model's own check: the traffic per mesh axis (model_check.cpp).
+enum class ModelOwnCheck { traffic_per_axis };
+
+struct ModelFamily : RankFamily<ModelFamily, ModelImplementation, ModelCase, ModelCaseOptions,
+                                ModelData, ModelOwnCheck> {
   static constexpr const char* name = "model";
   static constexpr const char* description =
       "one training step of a decoder-only transformer on a pp × dp × cp × tp mesh: loss, every "
@@ -50,12 +53,26 @@ struct ModelFamily
           "all_reduces over dp × cp and the embedding group, the loss's and the norm's), no more "
           "and no fewer"},
          Check::traffic},
+        {{"traffic_per_mesh_axis",
+          "the same call by call with the group each ran on: every collective and message on "
+          "the mesh axis (tp, cp, pp, dp × cp, tp × pp, the kv group, the embedding group) the "
+          "spec declares it on"},
+         Check::own,
+         nullptr,
+         /*deterministic_only=*/false,
+         Own::traffic_per_axis},
     };
     return table;
   }
 
   using Library = ModelAdapter<LibraryModel>;
   static constexpr auto mutants = model_mutants;
+
+  template <class T>
+  static void own_check(Own, CaseVerdict& v, const Case& c, const Data<T>& d,
+                        const ModelRun<T>& run) {
+    model_traffic_per_axis(v, c, d, run);
+  }
 };
 
 }  // namespace

@@ -3,6 +3,11 @@
 // shards' placement, and the errors a caller can make.
 #include "ops/model/model.hpp"
 
+#include "engine/rank_family.hpp"
+#include "engine/traffic.hpp"
+#include "suites/model/model_case.hpp"
+#include "suites/model/model_mutants.hpp"
+
 #include "testing/ops_test_util.hpp"
 
 #include <gtest/gtest.h>
@@ -171,6 +176,42 @@ TEST(ModelStep, UsageErrorsNameTheRankAndTheFix) {
   uneven.layer_split = SplitPolicy::explicit_sizes({1, 1});
   test::expect_parts(test::usage_error_of([&] { (void)shard_model_params(c, uneven, dense, 0); }),
                      {"layer_split", "cannot cut 3 into 2 pieces"});
+}
+
+// A reduction over a group of the right size but the wrong ranks: dp × cp = 2 × 2 summed over
+// dp only moves the same counts, so the per-rank count check passes and the per-axis check
+// names the group.
+TEST(ModelTraffic, PerAxisCatchesAReductionOverTheWrongGroup) {
+  check::ModelCase c;
+  c.dtype = DType::float64;
+  c.cfg = small_model();
+  c.cfg.layers = 1;
+  c.par.dp = c.par.cp = 2;
+  c.world = 4;
+  c.sequences = 2;
+  c.seq_len = 4;
+  check::ModelData<double> d{random_model<double>(c.cfg, 31), random_batch(c.cfg, 2, 4, 32)};
+  std::shared_ptr<const check::ModelImplementation> impl;
+  for (const auto& m : check::model_mutants()) {
+    if (std::string(m.name) == "cp-grads-not-reduced") impl = m.make();
+  }
+  ASSERT_TRUE(impl);
+  const auto run = check::run_ranks(*impl, c, d);
+  ASSERT_TRUE(run.error.empty()) << run.error;
+  EXPECT_EQ(
+      check::check_traffic_per_rank(check::declared_calls(check::op_spec(c), c.dtype), run.ledgers),
+      "");
+  check::CaseVerdict v;
+  check::model_traffic_per_axis(v, c, d, run);
+  ASSERT_EQ(v.failures.size(), 1U);
+  test::expect_parts(v.failures[0],
+                     {"traffic per mesh axis: rank 0", "made all_reduce float64",
+                      "over ranks {0,2}", "did not make the declared", "over dp_cp {0,1,2,3}"});
+  // The library's step passes both.
+  const auto ok = check::run_ranks(check::ModelAdapter<check::LibraryModel>(), c, d);
+  check::CaseVerdict w;
+  check::model_traffic_per_axis(w, c, d, ok);
+  EXPECT_TRUE(w.failures.empty()) << w.failures.front();
 }
 
 }  // namespace
