@@ -99,7 +99,8 @@ rc::Gen<AttentionCase> gen_case(const RunConfig& config, const AttentionCaseOpti
                             {{3, AttentionOp::context_parallel}, {2, AttentionOp::layer}});
     c.dtype = *gen::genFloatDType(config.dtypes);
     const bool layer = c.op == AttentionOp::layer;
-    const int lo = options.min_two_ranks && config.max_world >= 2 ? 2 : 1;
+    const int lo =
+        options.min_world && config.max_world >= *options.min_world ? *options.min_world : 1;
 
     auto& a = c.layer.attention;
     if (layer) {
