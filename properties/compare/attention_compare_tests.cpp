@@ -8,10 +8,10 @@
 #include "cases/case_manifest.hpp"
 #include "cases/npy.hpp"
 #include "compare/compare.hpp"
-#include "compare/compare_test_util.hpp"
 #include "ops/attention/attention.hpp"
 #include "suites/attention/attention_impl.hpp"
 #include "suites/attention/attention_run.hpp"
+#include "testing/compare_test_util.hpp"
 #include "testing/ops_test_util.hpp"
 
 #include <gtest/gtest.h>
@@ -25,21 +25,20 @@
 namespace shardcheck::check {
 namespace {
 
-namespace fs = std::filesystem;
+using namespace compare_test;  // case files written and compared (compare_test_util.hpp)
 using json = nlohmann::json;
-using test::expect_parts;
 
 // Values k/4 for k in [−4, 4]: exact in every element type, so the files hold what was drawn.
 template <class T>
 Tensor<T> quarters(Shape s, int seed) {
-  return compare_test::exact_values<T>(std::move(s), seed, {5, 11, 9, 4.0F});
+  return exact_values<T>(std::move(s), seed, {5, 11, 9, 4.0F});
 }
 
 // One case directory being written: its tensors as .npy files, then case.json.
 class CaseDir {
  public:
   CaseDir(const std::string& name, const AttentionCase& c)
-      : dir_(compare_test::fresh_dir("shardcheck_attention_compare_tests_" + name)) {
+      : dir_(fresh_dir("shardcheck_attention_compare_tests_" + name)) {
     const spec::OpSpec s = op_spec(c);
     manifest_ = {{"shardcheck_case", 1},
                  {"op", s.op},

@@ -5,10 +5,10 @@
 #include "cases/case_manifest.hpp"
 #include "cases/npy.hpp"
 #include "compare/compare.hpp"
-#include "compare/compare_test_util.hpp"
 #include "ops/linear/linear.hpp"
 #include "suites/linear/linear_case.hpp"
 #include "suites/linear/linear_impl.hpp"
+#include "testing/compare_test_util.hpp"
 #include "testing/ops_test_util.hpp"
 
 #include <gtest/gtest.h>
@@ -20,18 +20,14 @@
 namespace shardcheck::check {
 namespace {
 
-namespace fs = std::filesystem;
 using namespace compare_test;  // case files written and compared (compare_test_util.hpp)
-using test::expect_parts;
 
-fs::path case_dir(const std::string& name) {
-  return compare_test::fresh_dir("shardcheck_compare_tests_" + name);
-}
+fs::path case_dir(const std::string& name) { return fresh_dir("shardcheck_compare_tests_" + name); }
 
 // Small integers: exact in every element type, so the case's inputs are the values written.
 template <class T>
 Tensor<T> ints(Shape s, int seed) {
-  return compare_test::exact_values<T>(std::move(s), seed, {7, 13, 9, 1.0F});
+  return exact_values<T>(std::move(s), seed, {7, 13, 9, 1.0F});
 }
 
 // A linear case: the layer, P = 3, tokens 5, in 4, out 7 (uneven over 3 ranks).
@@ -213,12 +209,6 @@ TEST(Compare, a_baseline_is_judged_the_same_way_and_gives_the_error_ratio) {
 
 // ---------------------------------------------------------------- bad input, by message
 
-struct BadCase {
-  std::string what;
-  std::string json;                // the manifest, or "" for the good one
-  std::vector<std::string> parts;  // pinned parts of the message
-};
-
 TEST(CompareBadInput, every_error_names_the_file_and_the_field) {
   LinearFiles f;
   const fs::path good = write_dense_case<float>("bad_input", f, "float32");
@@ -234,32 +224,23 @@ TEST(CompareBadInput, every_error_names_the_file_and_the_field) {
        {"shardcheck_case: is 2 but this shardcheck reads version 1"}},
       {"missing op", R"({"shardcheck_case": 1})", {"op: missing; give a string"}},
       {"unknown op",
-       manifest(f, "float32", outs)
-           .replace(manifest(f, "float32", outs).find("row_parallel_linear"), 19,
-                    "row_parallel_linaer"),
+       with(manifest(f, "float32", outs), "row_parallel_linear", "row_parallel_linaer"),
        {"op: \"row_parallel_linaer\" is not an op compare knows", "row_parallel_linear"}},
       {"unknown dtype",
        manifest(f, "float8", outs),
        {"dtype: is \"float8\"", "float64, float32, bfloat16, float16"}},
       {"unknown config field",
-       manifest(f, "float32", outs)
-           .replace(manifest(f, "float32", outs).find("\"input_is_parallel\": false"), 26,
-                    "\"input_is_paralel\": false"),
+       with(manifest(f, "float32", outs), "\"input_is_parallel\": false",
+            "\"input_is_paralel\": false"),
        {"config: unknown field input_is_paralel", "input_is_parallel"}},
       {"config field of the wrong type",
-       manifest(f, "float32", outs)
-           .replace(manifest(f, "float32", outs).find("false"), 5, "\"no\""),
+       with(manifest(f, "float32", outs), "false", "\"no\""),
        {"config.input_is_parallel: is a string; give true or false"}},
       {"missing size",
-       manifest(f, "float32", outs)
-           .replace(manifest(f, "float32", outs).find("\"in\": 4, "), 9, ""),
+       with(manifest(f, "float32", outs), "\"in\": 4, ", ""),
        {"sizes.in: missing; row_parallel_linear needs it"}},
       {"empty op",
-       [&] {
-         std::string t = manifest(f, "float32", outs);
-         const std::string op = "\"op\": \"row_parallel_linear\"";
-         return t.replace(t.find(op), op.size(), "\"op\": \"\"");
-       }(),
+       with(manifest(f, "float32", outs), R"("op": "row_parallel_linear")", R"("op": "")"),
        {"op: is empty; give the op's name as `shardcheck list` prints it"}},
       {"unknown top-level field",
        manifest(f, "float32", outs, R"(, "seed": 3)"),
@@ -278,8 +259,7 @@ TEST(CompareBadInput, every_error_names_the_file_and_the_field) {
        manifest(f, "float32", R"({"y": {"ranks": ["y.npy", "y.npy"]}})"),
        {"outputs.y.ranks: has 2 files but the mesh has 3 ranks"}},
       {"input given per rank",
-       manifest(f, "float32", outs)
-           .replace(manifest(f, "float32", outs).find("\"x.npy\""), 7, R"({"ranks": []})"),
+       with(manifest(f, "float32", outs), "\"x.npy\"", R"({"ranks": []})"),
        {"inputs.x: must be one .npy file"}},
       {"no outputs", manifest(f, "float32", "{}"), {"outputs: is empty"}},
       {"baseline of a tensor not given",
@@ -297,22 +277,14 @@ TEST(CompareBadInput, every_error_names_the_file_and_the_field) {
                 R"({"x": "x.npy", "w": "w.npy", "b": "b.npy"})"),
        {"inputs.dy: missing; the case gives dx"}},
       {"split that does not tile",
-       manifest(f, "float32", outs)
-           .replace(manifest(f, "float32", outs).find("\"input_is_parallel\": false"), 26,
-                    R"("in_split": {"kind": "explicit", "sizes": [1, 1]})"),
+       with(manifest(f, "float32", outs), "\"input_is_parallel\": false",
+            R"("in_split": {"kind": "explicit", "sizes": [1, 1]})"),
        {"case.json: config: split: explicit sizes [1,1] (2 sizes, sum 2) do not tile"}},
       {"mesh of another name",
-       manifest(f, "float32", outs)
-           .replace(manifest(f, "float32", outs).find("\"tp\""), 4, "\"cp\""),
+       with(manifest(f, "float32", outs), "\"tp\"", "\"cp\""),
        {"mesh: is {cp=3} but row_parallel_linear at this config runs on {tp=3}"}},
   };
-  for (const auto& c : cases) {
-    SCOPED_TRACE(c.what);
-    write_text(good / "case.json", c.json);
-    const std::string msg = case_error_of(good);
-    expect_parts(msg, c.parts);
-    expect_parts(msg, {"shardcheck_compare_tests_bad_input/"});  // the file, with its folder
-  }
+  for (const auto& c : cases) expect_case_error(good, c, "shardcheck_compare_tests_bad_input/");
 }
 
 }  // namespace

@@ -17,17 +17,10 @@ SplitPolicy split_or(cases::Fields& config, const std::string& key, const SplitP
 }
 
 Algorithm algorithm_or(cases::Fields& config, const std::string& key, Algorithm fallback) {
-  if (!config.has(key)) return fallback;
-  const std::vector<Algorithm> all = {Algorithm::ring, Algorithm::sequential, Algorithm::chain,
-                                      Algorithm::direct, Algorithm::none};
-  std::vector<std::string> names;
-  names.reserve(all.size());
-  for (Algorithm a : all) names.emplace_back(name(a));
-  const std::string s = config.choice(key, names);
-  for (Algorithm a : all) {
-    if (name(a) == s) return a;
-  }
-  return fallback;
+  return named_or(config, key,
+                  {Algorithm::ring, Algorithm::sequential, Algorithm::chain, Algorithm::direct,
+                   Algorithm::none},
+                  fallback);
 }
 
 Kernel kernel_or(cases::Fields& config, const std::string& key, Kernel fallback) {

@@ -12,8 +12,24 @@
 #include "runtime/ledger.hpp"
 
 #include <string>
+#include <vector>
 
 namespace shardcheck::check {
+
+// The value of `all` whose name (name(value)) the config gives at `key`; `fallback` when the
+// field is left out. @throws cases::CaseError listing the names of `all`.
+template <class E>
+E named_or(cases::Fields& config, const std::string& key, const std::vector<E>& all, E fallback) {
+  if (!config.has(key)) return fallback;
+  std::vector<std::string> names;
+  names.reserve(all.size());
+  for (E a : all) names.emplace_back(name(a));
+  const std::string s = config.choice(key, names);
+  for (E a : all) {
+    if (name(a) == s) return a;
+  }
+  return fallback;
+}
 
 // @throws cases::CaseError naming the field: not an object, an unknown kind, sizes with
 // another kind or without "explicit", an unknown field inside.

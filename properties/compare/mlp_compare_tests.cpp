@@ -6,10 +6,10 @@
 #include "cases/case_manifest.hpp"
 #include "cases/npy.hpp"
 #include "compare/compare.hpp"
-#include "compare/compare_test_util.hpp"
 #include "layout/materialize.hpp"
 #include "suites/mlp/mlp_case.hpp"
 #include "suites/mlp/mlp_impl.hpp"
+#include "testing/compare_test_util.hpp"
 #include "testing/ops_test_util.hpp"
 
 #include <gtest/gtest.h>
@@ -22,8 +22,7 @@
 namespace shardcheck::check {
 namespace {
 
-namespace fs = std::filesystem;
-using test::expect_parts;
+using namespace compare_test;  // case files written and compared (compare_test_util.hpp)
 
 // P = 3, tokens 4, hidden 3, ffn 5 (chunk: 2, 2, 1).
 constexpr int world = 3;
@@ -51,7 +50,7 @@ MlpCase mlp_case(const MlpFiles& f) {
 // Values k/4 for small integers k: exact in every element type.
 template <class T>
 Tensor<T> quarters(Shape s, int seed) {
-  return compare_test::exact_values<T>(std::move(s), seed, {3, 7, 11, 4.0F});
+  return exact_values<T>(std::move(s), seed, {3, 7, 11, 4.0F});
 }
 
 std::string mlp_manifest(const MlpFiles& f, const std::string& dtype, const std::string& outputs,
@@ -62,13 +61,14 @@ std::string mlp_manifest(const MlpFiles& f, const std::string& dtype, const std:
          {"x", "w_gate", "w_up", "w_down", "b_gate", "b_up", "b_down", "dy"}) {
       if ((n == "w_gate" || n == "b_gate") && !gate) continue;
       if (n[0] == 'b' && !f.bias) continue;
-      inputs += std::string(inputs.empty() ? "{" : ", ") + "\"" + n + "\": \"" + n + ".npy\"";
+      inputs.append(inputs.empty() ? "{" : ", ").append(R"(")").append(n).append(R"(": ")");
+      inputs.append(n).append(R"(.npy")");
     }
     inputs += "}";
   }
   return R"({"shardcheck_case": 1, "op": "parallel_mlp", "config": {"activation": ")" +
-         std::string(name(f.activation)) +
-         "\", \"sequence_parallel\": " + (f.sequence_parallel ? "true" : "false") + config_extra +
+         std::string(name(f.activation)) + R"(", "sequence_parallel": )" +
+         (f.sequence_parallel ? "true" : "false") + config_extra +
          R"(}, "sizes": {"tokens": 4, "hidden": 3, "ffn": 5}, "mesh": {"tp": 3}, "dtype": ")" +
          dtype + R"(", "inputs": )" + inputs + R"(, "outputs": )" + outputs + "}";
 }
@@ -97,10 +97,8 @@ std::vector<std::pair<std::string, Out<T>>> outputs_of(const MlpFiles& f) {
 template <class T>
 fs::path write_mlp_case(const std::string& dir, const MlpFiles& f, const std::string& dtype,
                         bool global = false, bool bias_every_rank = false) {
-  const fs::path d = compare_test::fresh_dir("shardcheck_mlp_compare_tests_" + dir);
-  const auto save = [&](const std::string& file, const Tensor<T>& t) {
-    compare_test::write_tensor(d / file, t);
-  };
+  fs::path d = fresh_dir("shardcheck_mlp_compare_tests_" + dir);  // not const: returned by move
+  const auto save = [&](const std::string& file, const Tensor<T>& t) { write_tensor(d / file, t); };
   const MlpCase c = mlp_case(f);
   const bool gate = f.activation == Activation::swiglu;
   MlpData<T> data;
@@ -132,7 +130,7 @@ fs::path write_mlp_case(const std::string& dir, const MlpFiles& f, const std::st
     for (auto& o : run.outputs) {
       if (bias_every_rank && out == "y") {
         for (std::size_t i = 0; i < o.y.size(); ++i) {
-          const float b = static_cast<float>(data.b_down[i % hidden]);
+          const auto b = static_cast<float>(data.b_down[i % hidden]);
           o.y[i] = T(static_cast<float>(o.y[i]) + static_cast<float>(world - 1) * b);
         }
       }
@@ -156,10 +154,6 @@ fs::path write_mlp_case(const std::string& dir, const MlpFiles& f, const std::st
   return d;
 }
 
-CompareResult compare_mlp_dir(const fs::path& d) {
-  return compare_case(cases::read_case_manifest(d.string()));
-}
-
 TEST(CompareMlp, the_library_ranks_pass_per_rank_and_global) {
   for (const MlpFiles f : {MlpFiles{}, MlpFiles{Activation::gelu, false, false},
                            MlpFiles{Activation::swiglu, true, true}}) {
@@ -167,7 +161,7 @@ TEST(CompareMlp, the_library_ranks_pass_per_rank_and_global) {
     for (const auto& d : {write_mlp_case<float>("f32", f, "float32"),
                           write_mlp_case<bfloat16>("bf16", f, "bfloat16"),
                           write_mlp_case<float>("f32_global", f, "float32", true)}) {
-      const auto r = compare_mlp_dir(d);
+      const auto r = compare_dir(d);
       EXPECT_TRUE(r.verdict.pass()) << r.verdict.explain();
       EXPECT_EQ(r.verdict.tensors.size(), outputs_of<float>(f).size());
     }
@@ -175,7 +169,7 @@ TEST(CompareMlp, the_library_ranks_pass_per_rank_and_global) {
 }
 
 TEST(CompareMlp, b_down_added_on_every_rank_fails_on_y_only) {
-  const auto r = compare_mlp_dir(write_mlp_case<float>("bias", MlpFiles{}, "float32", true, true));
+  const auto r = compare_dir(write_mlp_case<float>("bias", MlpFiles{}, "float32", true, true));
   ASSERT_FALSE(r.verdict.pass());
   for (const auto& t : r.verdict.tensors) EXPECT_EQ(t.pass(), t.name != "y") << t.summary();
   expect_parts(r.verdict.explain(), {"y: worst element", "of the bound"});
@@ -185,7 +179,7 @@ TEST(CompareMlp, a_piece_of_the_wrong_shape_is_a_layout_failure_naming_the_rank)
   const fs::path d = write_mlp_case<float>("layout", MlpFiles{}, "float32");
   // Rank 2's dw_up with a row too many: chunk gives it [1, 3].
   cases::write_npy((d / "dw_up.2.npy").string(), cases::from_tensor(Tensor<float>(Shape{2, 3})));
-  const auto r = compare_mlp_dir(d);
+  const auto r = compare_dir(d);
   ASSERT_FALSE(r.verdict.pass());
   for (const auto& t : r.verdict.tensors) EXPECT_EQ(t.pass(), t.name != "dw_up") << t.summary();
   expect_parts(r.verdict.explain(), {"layout: rank 2's piece of dw_up", "[2, 3]", "holds [1, 3]"});
@@ -195,10 +189,7 @@ TEST(CompareMlpBadInput, every_error_names_the_file_and_the_field) {
   const MlpFiles f;
   const fs::path d = write_mlp_case<float>("bad_input", f, "float32", true);
   const std::string outs = R"({"y": "y.npy", "dw_up": "dw_up.npy"})";
-  const struct {
-    std::string what, json;
-    std::vector<std::string> parts;
-  } cases[] = {
+  const BadCase cases[] = {
       {"config field misspelt",
        mlp_manifest(f, "float32", outs, R"(, "sequence_paralel": true)"),
        {"config: unknown field sequence_paralel", "sequence_parallel"}},
@@ -212,8 +203,7 @@ TEST(CompareMlpBadInput, every_error_names_the_file_and_the_field) {
        mlp_manifest(f, "float32", outs, R"(, "ffn_features": 4)"),
        {"config.ffn_features: is 4 but sizes.ffn is 5"}},
       {"size missing",
-       mlp_manifest(f, "float32", outs)
-           .replace(mlp_manifest(f, "float32", outs).find(", \"ffn\": 5"), 10, ""),
+       with(mlp_manifest(f, "float32", outs), ", \"ffn\": 5", ""),
        {"sizes.ffn: missing; parallel_mlp needs it"}},
       {"w_gate missing for swiglu",
        mlp_manifest(
@@ -232,18 +222,7 @@ TEST(CompareMlpBadInput, every_error_names_the_file_and_the_field) {
        {"inputs.dy: missing; the case gives dw_down"}},
   };
   for (const auto& c : cases) {
-    SCOPED_TRACE(c.what);
-    std::ofstream(d / "case.json") << c.json;
-    std::string msg = "no error";
-    try {
-      compare_mlp_dir(d);
-    } catch (const cases::CaseError& e) {
-      msg = e.what();
-    } catch (const std::exception& e) {
-      msg = std::string("not a CaseError: ") + e.what();
-    }
-    expect_parts(msg, c.parts);
-    expect_parts(msg, {"shardcheck_mlp_compare_tests_bad_input/"});
+    expect_case_error(d, c, "shardcheck_mlp_compare_tests_bad_input/");
   }
 }
 

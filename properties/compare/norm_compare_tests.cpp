@@ -6,10 +6,10 @@
 #include "cases/case_manifest.hpp"
 #include "cases/npy.hpp"
 #include "compare/compare.hpp"
-#include "compare/compare_test_util.hpp"
 #include "ops/norm/norm.hpp"
 #include "suites/norm/norm_case.hpp"
 #include "suites/norm/norm_impl.hpp"
+#include "testing/compare_test_util.hpp"
 #include "testing/ops_test_util.hpp"
 
 #include <gtest/gtest.h>
@@ -22,17 +22,16 @@
 namespace shardcheck::check {
 namespace {
 
-namespace fs = std::filesystem;
-using test::expect_parts;
+using namespace compare_test;  // case files written and compared (compare_test_util.hpp)
 
 fs::path fresh_norm_dir(const std::string& name) {
-  return compare_test::fresh_dir("shardcheck_norm_compare_tests_" + name);
+  return fresh_dir("shardcheck_norm_compare_tests_" + name);
 }
 
 // Values k/8 for small integers k: exact in every element type, not all equal along a row.
 template <class T>
 Tensor<T> eighths(Shape s, int seed) {
-  return compare_test::exact_values<T>(std::move(s), seed, {5, 11, 13, 8.0F});
+  return exact_values<T>(std::move(s), seed, {5, 11, 13, 8.0F});
 }
 
 // P = 3, tokens 7 (chunk: 3, 3, 1), hidden 5.
@@ -78,10 +77,10 @@ std::string norm_manifest(NormKind kind, const std::string& dtype, const std::st
 
 template <class T>
 void write_inputs(const fs::path& d, NormKind kind, const NormData<T>& data) {
-  compare_test::write_tensor(d / "x.npy", data.x);
-  compare_test::write_tensor(d / "gamma.npy", data.gamma);
-  if (has_beta(kind)) compare_test::write_tensor(d / "beta.npy", data.beta);
-  compare_test::write_tensor(d / "dy.npy", data.dy);
+  write_tensor(d / "x.npy", data.x);
+  write_tensor(d / "gamma.npy", data.gamma);
+  if (has_beta(kind)) write_tensor(d / "beta.npy", data.beta);
+  write_tensor(d / "dy.npy", data.dy);
 }
 
 // The outputs of `kind` (dbeta with beta only).
@@ -111,7 +110,7 @@ fs::path write_library_case(const std::string& name, NormKind kind, const std::s
       o.dbeta = g.dbeta;
     }
   }
-  const fs::path d = fresh_norm_dir(name);
+  fs::path d = fresh_norm_dir(name);  // not const: returned by move
   write_inputs(d, kind, data);
   using O = BlockRankOutputs<T>;
   const std::vector<std::pair<std::string, Tensor<T> O::*>> members = {
@@ -119,10 +118,10 @@ fs::path write_library_case(const std::string& name, NormKind kind, const std::s
   std::string outputs = "{";
   for (const auto& [out, member] : members) {
     if (out == "dbeta" && !has_beta(kind)) continue;
-    outputs += std::string(outputs.size() > 1 ? ", " : "") + "\"" + out + "\": {\"ranks\": [";
+    outputs += std::string(outputs.size() > 1 ? ", " : "") + "\"" + out + R"(": {"ranks": [)";
     for (int r = 0; r < world; ++r) {
       const std::string file = out + "." + std::to_string(r) + ".npy";
-      compare_test::write_tensor(d / file, run.outputs[static_cast<std::size_t>(r)].*member);
+      write_tensor(d / file, run.outputs[static_cast<std::size_t>(r)].*member);
       outputs += std::string(r ? ", " : "") + "\"" + file + "\"";
     }
     outputs += "]}";
@@ -134,30 +133,26 @@ fs::path write_library_case(const std::string& name, NormKind kind, const std::s
 // The dense op (one rank's compute on every token) in T, its outputs global.
 template <class T>
 fs::path write_dense_case(const std::string& name, NormKind kind, const std::string& dtype) {
-  const fs::path d = fresh_norm_dir(name);
+  fs::path d = fresh_norm_dir(name);  // not const: returned by move
   const auto data = norm_data<T>(kind);
   write_inputs(d, kind, data);
   NormConfig cfg;
   cfg.kind = kind;
-  compare_test::write_tensor(d / "y.npy", norm_forward(cfg, data.x, data.gamma, data.beta));
+  write_tensor(d / "y.npy", norm_forward(cfg, data.x, data.gamma, data.beta));
   const auto g = norm_backward(cfg, data.x, data.gamma, data.dy);
-  compare_test::write_tensor(d / "dx.npy", g.dx);
-  compare_test::write_tensor(d / "dgamma.npy", g.dgamma);
+  write_tensor(d / "dx.npy", g.dx);
+  write_tensor(d / "dgamma.npy", g.dgamma);
   std::string outputs = R"({"y": "y.npy", "dx": "dx.npy", "dgamma": "dgamma.npy")";
   if (has_beta(kind)) {
-    compare_test::write_tensor(d / "dbeta.npy", g.dbeta);
+    write_tensor(d / "dbeta.npy", g.dbeta);
     outputs += R"(, "dbeta": "dbeta.npy")";
   }
   std::ofstream(d / "case.json") << norm_manifest(kind, dtype, outputs + "}");
   return d;
 }
 
-CompareResult compare_norm_dir(const fs::path& d) {
-  return compare_case(cases::read_case_manifest(d.string()));
-}
-
 void expect_pass(const fs::path& d, NormKind kind) {
-  const auto r = compare_norm_dir(d);
+  const auto r = compare_dir(d);
   EXPECT_TRUE(r.verdict.pass()) << r.verdict.explain();
   EXPECT_EQ(r.verdict.tensors.size(), output_names(kind).size());
   EXPECT_EQ(r.verdict.world, world);
@@ -184,7 +179,7 @@ TEST(CompareNorm, the_library_ranks_and_the_dense_op_pass) {
 TEST(CompareNorm, parameter_gradients_never_reduced_fail_on_dgamma_and_dbeta_only) {
   for (const NormKind kind : kinds) {
     SCOPED_TRACE(kind_name(kind));
-    const auto r = compare_norm_dir(write_library_case<float>("unreduced", kind, "float32", true));
+    const auto r = compare_dir(write_library_case<float>("unreduced", kind, "float32", true));
     ASSERT_FALSE(r.verdict.pass());
     for (const auto& t : r.verdict.tensors) {
       EXPECT_EQ(t.pass(), t.name == "y" || t.name == "dx") << t.summary();
@@ -196,35 +191,18 @@ TEST(CompareNorm, parameter_gradients_never_reduced_fail_on_dgamma_and_dbeta_onl
 TEST(CompareNorm, a_piece_of_the_wrong_shape_is_a_layout_failure_naming_the_rank) {
   const fs::path d = write_library_case<float>("layout", NormKind::layer_norm, "float32");
   // Rank 1's y with a token too few: chunk gives it [3, 5].
-  compare_test::write_tensor(d / "y.1.npy", Tensor<float>(Shape{2, hidden}));
-  const auto r = compare_norm_dir(d);
+  write_tensor(d / "y.1.npy", Tensor<float>(Shape{2, hidden}));
+  const auto r = compare_dir(d);
   ASSERT_FALSE(r.verdict.pass());
   for (const auto& t : r.verdict.tensors) EXPECT_EQ(t.pass(), t.name != "y") << t.summary();
   expect_parts(r.verdict.explain(), {"layout: rank 1's piece of y", "[2, 5]", "holds [3, 5]"});
 }
 
-std::string norm_case_error(const fs::path& d) {
-  try {
-    compare_norm_dir(d);
-  } catch (const cases::CaseError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("not a CaseError: ") + e.what();
-  }
-  return "no error";
-}
-
-struct BadNormCase {
-  std::string what;
-  std::string json;
-  std::vector<std::string> parts;
-};
-
 TEST(CompareNormBadInput, every_error_names_the_file_and_the_field) {
   const NormKind ln = NormKind::layer_norm;
   const fs::path d = write_dense_case<float>("bad_input", ln, "float32");
   const std::string outs = R"({"y": "y.npy", "dgamma": "dgamma.npy"})";
-  const std::vector<BadNormCase> cases = {
+  const std::vector<BadCase> cases = {
       {"config field misspelt",
        norm_manifest(ln, "float32", outs, R"({"kind": "layer_norm", "epsilon": 1e-5})"),
        {"config: unknown field epsilon", "eps, kind, reduce_algorithm, token_split, tokens"}},
@@ -241,8 +219,7 @@ TEST(CompareNormBadInput, every_error_names_the_file_and_the_field) {
        norm_manifest(ln, "float32", outs, R"({"tokens": 6})"),
        {"config.tokens: is 6 but sizes.tokens is 7"}},
       {"size missing",
-       norm_manifest(ln, "float32", outs)
-           .replace(norm_manifest(ln, "float32", outs).find(", \"hidden\": 5"), 13, ""),
+       with(norm_manifest(ln, "float32", outs), ", \"hidden\": 5", ""),
        {"sizes.hidden: missing; sequence_parallel_norm needs it"}},
       {"beta missing for layer_norm",
        norm_manifest(ln, "float32", outs, "",
@@ -261,16 +238,11 @@ TEST(CompareNormBadInput, every_error_names_the_file_and_the_field) {
                      R"({"x": "x.npy", "gamma": "gamma.npy", "beta": "beta.npy"})"),
        {"inputs.dy: missing; the case gives dgamma"}},
       {"mesh of another name",
-       norm_manifest(ln, "float32", outs)
-           .replace(norm_manifest(ln, "float32", outs).find("\"tp\""), 4, "\"sp\""),
+       with(norm_manifest(ln, "float32", outs), "\"tp\"", "\"sp\""),
        {"mesh: is {sp=3} but sequence_parallel_norm at this config runs on {tp=3}"}},
   };
   for (const auto& c : cases) {
-    SCOPED_TRACE(c.what);
-    std::ofstream(d / "case.json") << c.json;
-    const std::string msg = norm_case_error(d);
-    expect_parts(msg, c.parts);
-    expect_parts(msg, {"shardcheck_norm_compare_tests_bad_input/"});
+    expect_case_error(d, c, "shardcheck_norm_compare_tests_bad_input/");
   }
 }
 

@@ -6,10 +6,10 @@
 // axis the mesh lacks, bad syntax) is a CaseError naming the file and the field.
 #include "cases/case_manifest.hpp"
 #include "compare/compare.hpp"
-#include "compare/compare_test_util.hpp"
 #include "ops/linear/linear.hpp"
 #include "suites/linear/linear_case.hpp"
 #include "suites/linear/linear_impl.hpp"
+#include "testing/compare_test_util.hpp"
 #include "testing/ops_test_util.hpp"
 
 #include <gtest/gtest.h>
@@ -22,9 +22,7 @@
 namespace shardcheck::check {
 namespace {
 
-namespace fs = std::filesystem;
 using namespace compare_test;  // case files written and compared (compare_test_util.hpp)
-using test::expect_parts;
 
 // row_parallel_linear on P = 3 (input_is_parallel, in = 4 over 3: pieces 2, 1, 1), tokens 5,
 // out 7, float32; the library's ranks write y (replicated) and dw (S(1)) per rank.

@@ -6,9 +6,9 @@
 #include "cases/case_manifest.hpp"
 #include "cases/run_manifest.hpp"
 #include "compare/compare.hpp"
-#include "compare/compare_test_util.hpp"
 #include "compare/run_verdict.hpp"
 #include "ops/linear/linear.hpp"
+#include "testing/compare_test_util.hpp"
 #include "testing/ops_test_util.hpp"
 
 #include <gtest/gtest.h>
@@ -20,9 +20,7 @@
 namespace shardcheck::check {
 namespace {
 
-namespace fs = std::filesystem;
 using namespace compare_test;  // case files written and compared (compare_test_util.hpp)
-using test::expect_parts;
 
 // A dense row-parallel linear case (P = 3, tokens 5, in 4, out 7) in dir: y from the dense
 // layer with the bias multiplied by bias_scale (3: the bias added on every rank).

@@ -1,19 +1,9 @@
 #include "compare/run_verdict.hpp"
 
 #include "cases/case_manifest.hpp"
-
-#include <cstdio>
+#include "engine/format_number.hpp"
 
 namespace shardcheck::check {
-namespace {
-
-std::string ratio_text(double r) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.3g", r);
-  return b;
-}
-
-}  // namespace
 
 std::string failure_place(const TensorCheck& t) {
   if (!t.problem.empty()) return t.problem;
@@ -29,7 +19,7 @@ std::string failure_place(const TensorCheck& t) {
   if (t.special_mismatches > 0) {
     s += ", " + std::to_string(t.special_mismatches) + " NaN/Inf where the reference differs";
   } else {
-    s += ", " + ratio_text(t.max_ratio) + " of the bound";
+    s += ", " + format_number(t.max_ratio, 3) + " of the bound";
   }
   return s;
 }

@@ -7,10 +7,10 @@
 #include "cases/case_manifest.hpp"
 #include "cases/npy.hpp"
 #include "compare/compare.hpp"
-#include "compare/compare_test_util.hpp"
 #include "suites/vocab/vocab_case.hpp"
 #include "suites/vocab/vocab_impl.hpp"
 #include "suites/vocab/vocab_mutants.hpp"
+#include "testing/compare_test_util.hpp"
 #include "testing/ops_test_util.hpp"
 
 #include <gtest/gtest.h>
@@ -23,18 +23,16 @@
 namespace shardcheck::check {
 namespace {
 
-namespace fs = std::filesystem;
 using namespace compare_test;  // case files written and compared (compare_test_util.hpp)
-using test::expect_parts;
 
 fs::path case_dir(const std::string& name) {
-  return compare_test::fresh_dir("shardcheck_vocab_compare_tests_" + name);
+  return fresh_dir("shardcheck_vocab_compare_tests_" + name);
 }
 
 // Quarters in [-2, 2]: exact in every element type, so the case's inputs are the values written.
 template <class T>
 Tensor<T> quarters(Shape s, int seed) {
-  return compare_test::exact_values<T>(std::move(s), seed, {7, 13, 17, 4.0F});
+  return exact_values<T>(std::move(s), seed, {7, 13, 17, 4.0F});
 }
 
 // P = 3, tokens 6, V = 7 split [4, 0, 3] (rank 1 holds nothing), hidden 3. The ids and targets
@@ -318,19 +316,6 @@ TEST(VocabCompare, a_piece_of_the_wrong_local_shape_is_a_layout_failure_naming_t
 
 // ---------------------------------------------------------------- bad input, by message
 
-struct BadCase {
-  std::string what;
-  std::string json;
-  std::vector<std::string> parts;
-};
-
-// Each case replaces `from` by `to` in the good manifest.
-std::string with(std::string json, const std::string& from, const std::string& to) {
-  const auto at = json.find(from);
-  EXPECT_NE(at, std::string::npos) << from;
-  return at == std::string::npos ? json : json.replace(at, from.size(), to);
-}
-
 TEST(VocabCompareBadInput, every_error_names_the_file_and_the_field) {
   const fs::path ce = write_run<float>("bad_ce", VocabOp::cross_entropy, "float32", library);
   const fs::path emb = write_run<float>("bad_emb", VocabOp::embedding, "float32", library);
@@ -459,13 +444,8 @@ TEST(VocabCompareBadInput, every_error_names_the_file_and_the_field) {
         manifest(VocabOp::embedding, "float32", R"({"loss": "y.0.npy"})"),
         {"vocab_parallel_embedding has no tensor loss"}}},
   };
-  for (const auto& [dir, c] : cases) {
-    SCOPED_TRACE(c.what);
-    write_text(dir / "case.json", c.json);
-    const std::string msg = case_error_of(dir);
-    expect_parts(msg, c.parts);
-    expect_parts(msg, {"shardcheck_vocab_compare_tests_bad_"});  // the file, with its folder
-  }
+  for (const auto& [dir, c] : cases)
+    expect_case_error(dir, c, "shardcheck_vocab_compare_tests_bad_");
 }
 
 }  // namespace

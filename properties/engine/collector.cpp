@@ -1,8 +1,9 @@
 #include "engine/collector.hpp"
 
+#include "engine/format_number.hpp"
+
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <limits>
 
 namespace shardcheck::check {
@@ -17,14 +18,9 @@ std::size_t ratio_bin(double ratio) {
 }
 
 std::string ratio_bin_label(std::size_t bin) {
-  auto text = [](double v) {
-    char buf[16];
-    std::snprintf(buf, sizeof buf, "%g", v);
-    return std::string(buf);
-  };
   if (bin == 0) return "0";
-  if (bin >= kRatioEdges.size()) return "> " + text(kRatioEdges.back());
-  return "(" + text(kRatioEdges[bin - 1]) + ", " + text(kRatioEdges[bin]) + "]";
+  if (bin >= kRatioEdges.size()) return "> " + format_number(kRatioEdges.back());
+  return "(" + format_number(kRatioEdges[bin - 1]) + ", " + format_number(kRatioEdges[bin]) + "]";
 }
 
 Collector* Collector::active() { return g_active; }

@@ -8,9 +8,9 @@
 // walks through it):
 //
 //   Interface, Case, Options, Own: the types, from deriving FamilyTypes<...> below (or
-//       RankFamily<...>, rank_family.hpp)
-//   static constexpr const char* name, *description, *library_description;
-//   static const std::vector<Property<F>>& properties();   the table, one row per property
+//       RankFamily<F, ...>, rank_family.hpp), with the standard rows of its table
+//   static constexpr FamilyInfo info;   its name and words
+//   static constexpr Row properties[];   the table, one Property<F> per property
 //   using Library;        the adapter over the library's own ops, "shardcheck"
 //   mutants(): the catalog, std::span<const Mutant<Interface>> (may be a constexpr pointer to
 //       the family's function: mutants = x_mutants)
@@ -20,9 +20,9 @@
 //   template <class Fn> static void visit_types(const Case&, Fn&&);  calls fn(T{}) for the
 //       case's element type (FloatTypes: the four floating types; a family whose interface has
 //       fewer types visits fewer)
-//   template <class T> static void check_case(const Property<F>&, const Interface&,
-//       const Case&);     one typed case, its verdict concluded (conclude()); families whose ops
-//       run on ranks get it from RankFamily below
+//   template <class T> static void check_case(const Row&, const Interface&, const Case&);
+//       one typed case, its verdict concluded (conclude()); families whose ops run on ranks get
+//       it from RankFamily
 //
 // A property is a value: its name and sentence, which check it makes, how it narrows the draw
 // and whether it needs the deterministic kernel. No property name is compared anywhere else.
@@ -37,6 +37,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace shardcheck::check {
@@ -52,26 +53,57 @@ enum class Check {
 // For a family without checks of its own.
 enum class NoOwnChecks { none };
 
+// What a family is called and says of itself (`shardcheck list`).
+struct FamilyInfo {
+  const char* name = nullptr;                 // the suite's name: "linear"
+  const char* description = nullptr;          // what the suite checks, in words
+  const char* library_description = nullptr;  // the library's own implementation, "shardcheck"
+};
+
+// A property's words, as `shardcheck list` prints them (PropertyInfo), in a constant.
+struct PropertyText {
+  const char* name = nullptr;         // short id: "matches_reference"
+  const char* description = nullptr;  // the sentence
+  bool numeric = false;               // compares values under a bound (PropertyInfo::numeric)
+};
+
+// One property of a family whose draw takes Options and whose own checks Own names: a row of
+// the family's table, a constant.
+template <class Options, class Own>
+struct PropertyRow {
+  PropertyText info;
+  Check check = Check::reference;
+  // Narrows the draw (an op, a world size, a value profile); null: the family's full draw.
+  void (*pin)(Options&, const RunConfig&) = nullptr;
+  // Applies only to implementations that claim the deterministic kernel (bit-exactness).
+  bool deterministic_only = false;
+  Own own{};  // with Check::own: which of the family's checks
+};
+
+// A property of family F.
+template <class F>
+using Property = PropertyRow<typename F::Options, typename F::Own>;
+
 // The types every family names: its implementation interface (ImplementationRegistry<Interface>),
 // one drawn case (.dtype, .describe()), what a property pins of the draw (a default-constructible
-// struct) and the enum naming the family's own checks (Check::own), or NoOwnChecks.
+// struct) and the enum naming the family's own checks (Check::own), or NoOwnChecks; and the row
+// of a property its own check makes.
 template <class InterfaceT, class CaseT, class OptionsT, class OwnT = NoOwnChecks>
 struct FamilyTypes {
   using Interface = InterfaceT;
   using Case = CaseT;
   using Options = OptionsT;
   using Own = OwnT;
-};
+  // A row of the family's table (Property<F>, spelt within F, which is not complete there).
+  using Row = PropertyRow<Options, Own>;
+  // How a property narrows the draw (Property::pin).
+  using Pin = void (*)(Options&, const RunConfig&);
 
-template <class F>
-struct Property {
-  PropertyInfo info;  // name, sentence, whether it compares values under a bound
-  Check check = Check::reference;
-  // Narrows the draw (an op, a world size, a value profile); null: the family's full draw.
-  void (*pin)(typename F::Options&, const RunConfig&) = nullptr;
-  // Applies only to implementations that claim the deterministic kernel (bit-exactness).
-  bool deterministic_only = false;
-  typename F::Own own{};  // with Check::own: which of the family's checks
+  // The row of a property made by the family's own check `own` (Check::own).
+  static constexpr Row own_property(PropertyText info, Own own, Pin pin = nullptr,
+                                    bool deterministic_only = false) {
+    return {info, Check::own, pin, deterministic_only, own};
+  }
 };
 
 // One entry of a mutant catalog, registered as "mutant:<name>".
@@ -98,12 +130,14 @@ class FamilySuite final : public RegistrySuite<typename F::Interface> {
   using Base = RegistrySuite<typename F::Interface>;
 
  public:
-  std::string name() const override { return F::name; }
-  std::string description() const override { return F::description; }
+  std::string name() const override { return F::info.name; }
+  std::string description() const override { return F::info.description; }
 
   std::vector<PropertyInfo> properties() const override {
     std::vector<PropertyInfo> out;
-    for (const auto& p : F::properties()) out.push_back(p.info);
+    for (const auto& p : F::properties) {
+      out.push_back({p.info.name, p.info.description, p.info.numeric});
+    }
     return out;
   }
 
@@ -125,11 +159,11 @@ class FamilySuite final : public RegistrySuite<typename F::Interface> {
   // @throws UsageError naming the suite's properties.
   static const Property<F>& find(const std::string& property) {
     std::string known;
-    for (const auto& p : F::properties()) {
+    for (const auto& p : F::properties) {
       if (p.info.name == property) return p;
-      known += (known.empty() ? "" : ", ") + p.info.name;
+      known += (known.empty() ? "" : ", ") + std::string(p.info.name);
     }
-    throw UsageError("suite '" + std::string(F::name) + "' has no property '" + property +
+    throw UsageError("suite '" + std::string(F::info.name) + "' has no property '" + property +
                      "'; its properties: " + known);
   }
 };
@@ -140,7 +174,7 @@ class FamilySuite final : public RegistrySuite<typename F::Interface> {
 template <class F>
 void register_family() {
   auto& reg = ImplementationRegistry<typename F::Interface>::instance();
-  reg.add_once({"shardcheck", F::library_description, false, true},
+  reg.add_once({"shardcheck", F::info.library_description, false, true},
                std::make_shared<const typename F::Library>());
   for (const auto& m : F::mutants()) {
     reg.add_once(
@@ -148,7 +182,7 @@ void register_family() {
         m.make());
   }
   auto& suites = SuiteRegistry::instance();
-  if (suites.find(F::name) == nullptr) suites.add(std::make_unique<FamilySuite<F>>());
+  if (suites.find(F::info.name) == nullptr) suites.add(std::make_unique<FamilySuite<F>>());
 }
 
 // visit_types for a family whose interface takes the four floating element types.

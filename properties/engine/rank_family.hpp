@@ -21,9 +21,9 @@
 //       every output materialized and compared (check_pieces, OutputChecks below)
 //
 // (engine/steps.hpp's SHARDCHECK_DECLARE_RANK_STEPS declares all six for a family in one line)
-// and, only a family with checks of its own, as a static member of F:
-//   template <class T> static void own_check(Own, CaseVerdict&, const Case&, const Data<T>&,
-//                                            const Run&);
+// and, only a family with checks of its own, beside its Own enum (found by argument-dependent
+// lookup on it, so it may sit in the suite file's anonymous namespace with the enum):
+//   template <class T> void own_check(Own, CaseVerdict&, const Case&, const Data<T>&, const Run&);
 #pragma once
 
 #include "engine/expected.hpp"
@@ -124,9 +124,40 @@ template <class F, class Interface, class Case, class Options, template <class> 
 struct RankFamily : FloatTypes, FamilyTypes<Interface, Case, Options, Own> {
   template <class T>
   using Data = DataT<T>;
+  using Row = typename FamilyTypes<Interface, Case, Options, Own>::Row;
+  using Pin = typename FamilyTypes<Interface, Case, Options, Own>::Pin;
+
+  // The rows every rank family's table has, by check (a row of another check is written as a
+  // Property value):
+  // every output against the reference under its bound (numeric);
+  static constexpr Row reference_property(const char* name, const char* sentence,
+                                          Pin pin = nullptr) {
+    return {{name, sentence, /*numeric=*/true}, Check::reference, pin};
+  }
+  // "declared_traffic": every rank's ledger against the collectives the op declares;
+  static constexpr Row traffic_property(const char* sentence, Pin pin = nullptr) {
+    return {{"declared_traffic", sentence}, Check::traffic, pin};
+  }
+  // "replicated_bit_identical": what several ranks hold is bit-identical on each of them.
+  static constexpr Row replication_property(const char* sentence) {
+    return {{"replicated_bit_identical", sentence},
+            Check::replicated_bit_identical,
+            pin_several_ranks<Options>};
+  }
+
+  // Pins of the draw that several families' options take: the op (Options::op), and a world of
+  // at least N ranks (Options::min_world; the case's draw keeps 1 when max_world < N).
+  template <auto Op>
+  static void pin_op(Options& o, const RunConfig& /*config*/) {
+    o.op = Op;
+  }
+  template <int N>
+  static void pin_min_world(Options& o, const RunConfig& /*config*/) {
+    o.min_world = N;
+  }
 
   template <class T>
-  static void check_case(const Property<F>& p, const Interface& impl, const Case& c) {
+  static void check_case(const Row& p, const Interface& impl, const Case& c) {
     const Data<T> d = *gen_data<T>(c);
     const auto run = run_ranks(impl, c, d);
     const spec::OpSpec s = op_spec(c);
@@ -146,7 +177,7 @@ struct RankFamily : FloatTypes, FamilyTypes<Interface, Case, Options, Own> {
         break;
       case Check::own:
         if constexpr (!std::is_same_v<typename F::Own, NoOwnChecks>) {
-          F::template own_check<T>(p.own, v, c, d, run);
+          own_check(p.own, v, c, d, run);
         }
         break;
     }

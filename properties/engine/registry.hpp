@@ -53,6 +53,14 @@ class ImplementationRegistry {
     }
     return nullptr;
   }
+  // The entry whose implementation is the object `impl` (what a suite's check was given), or
+  // nullptr: how a check finds what `impl` claims (its ImplementationInfo).
+  const Entry* entry_of(const Interface& impl) const {
+    for (const auto& e : entries_) {
+      if (e.impl.get() == &impl) return &e;
+    }
+    return nullptr;
+  }
   const std::vector<Entry>& entries() const { return entries_; }
 
   std::vector<ImplementationInfo> infos() const {

@@ -1,16 +1,11 @@
 #include "engine/tensor_check.hpp"
 
-#include <cstdio>
+#include "engine/format_number.hpp"
+
 #include <string>
 
 namespace shardcheck::check {
 namespace {
-
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
 
 std::string where(const TensorCheck& c) {
   std::string s = c.name + format_shape(c.worst_index);
@@ -52,8 +47,8 @@ void ErrorProfile::reset(const Shape& shape, const Placement& placement, int par
 std::string TensorCheck::summary() const {
   std::string s = name + " " + format_shape(shape) + " " + placement + ": ";
   if (!problem.empty()) return s + problem;
-  s += "max err " + num(max_abs_err) + ", " + num(max_ratio) + " of the bound, " + num(max_ulp) +
-       " ulp";
+  s += "max err " + format_number(max_abs_err) + ", " + format_number(max_ratio) +
+       " of the bound, " + format_number(max_ulp) + " ulp";
   if (special_mismatches != 0)
     s += ", " + std::to_string(special_mismatches) + " NaN/Inf mismatches";
   if (over_bound != 0) s += ", " + std::to_string(over_bound) + " elements over the bound";
@@ -71,12 +66,13 @@ std::string TensorCheck::explain() const {
          "rank).\n";
   }
   if (special_mismatches != 0 || over_bound != 0) {
-    s += name + ": worst element " + where(*this) + ": got " + num(worst_actual) + ", exact " +
-         num(worst_exact) + ", error " + num(std::fabs(worst_actual - worst_exact)) + " > bound " +
-         num(worst_bound) + " (" +
+    s += name + ": worst element " + where(*this) + ": got " + format_number(worst_actual) +
+         ", exact " + format_number(worst_exact) + ", error " +
+         format_number(std::fabs(worst_actual - worst_exact)) + " > bound " +
+         format_number(worst_bound) + " (" +
          (std::isinf(max_ratio) ? std::string("NaN/Inf where the reference has none, or the "
                                               "reverse")
-                                : num(max_ratio) + "x the bound") +
+                                : format_number(max_ratio) + "x the bound") +
          "); " + std::to_string(over_bound) + " of " + std::to_string(numel(shape)) +
          " elements fail. A fixed assert_close tolerance would say: " +
          (fixed_tolerance_pass() ? "pass" : "fail") + ".\n";

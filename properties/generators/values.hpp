@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace shardcheck::gen {
@@ -56,6 +57,20 @@ T make_value(bool negative, int exponent, std::uint64_t mantissa_bits) {
   }
   return static_cast<T>(negative ? -v : v);  // exact: v is representable in T
 }
+
+// A suite's max_exp for each element type: the largest binade it draws values of T up to, so
+// that no correct computation of its cases overflows T (each suite says why its figures hold).
+struct MaxExp {
+  int float16, bfloat16, float32, float64;
+
+  template <Element T>
+  constexpr int of() const {
+    if constexpr (std::is_same_v<T, shardcheck::float16>) return float16;
+    else if constexpr (std::is_same_v<T, shardcheck::bfloat16>) return bfloat16;
+    else if constexpr (std::is_same_v<T, float>) return float32;
+    else return float64;
+  }
+};
 
 template <Element T>
 rc::Gen<T> genValue(Profile profile, int max_exp) {

@@ -54,6 +54,12 @@ Tensor<T> random_tensor(Shape shape, std::uint64_t seed) {
   return t;
 }
 
+// A tensor of zeros: the shape is what a usage-error test is about, not the values.
+template <class T = double>
+Tensor<T> zeros(Shape shape) {
+  return Tensor<T>(std::move(shape));
+}
+
 template <class T>
 Tensor<T> tensor_of(Shape shape, const std::vector<double>& values) {
   Tensor<T> t(std::move(shape));

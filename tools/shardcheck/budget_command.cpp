@@ -4,6 +4,7 @@
 #include "budget/library_activations.hpp"
 #include "budget/parameter_memory.hpp"
 #include "budget/traffic.hpp"
+#include "engine/format_number.hpp"
 #include "layout/device_mesh.hpp"
 #include "ops/attention/context_parallel_attention.hpp"
 #include "ops/attention/head_parallel_attention.hpp"
@@ -18,7 +19,6 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -76,18 +76,10 @@ int dim_size(const DeviceMesh& m, const std::string& name) {
   return 1;
 }
 
-std::string num(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
+std::string num(double v) { return check::format_number(v); }
 
 // JSON: every digit (a figure other tools compute with).
-std::string exact(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
+std::string exact(double v) { return check::format_number(v, 17); }
 
 std::string gib(double bytes) { return num(bytes / (1024.0 * 1024 * 1024)) + " GiB"; }
 

@@ -1,5 +1,6 @@
 #include "tools/shardcheck/suite_commands.hpp"
 
+#include "engine/format_number.hpp"
 #include "engine/replay.hpp"
 #include "engine/runner.hpp"
 #include "engine/suite.hpp"
@@ -11,7 +12,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <memory>
@@ -159,12 +159,6 @@ void finish_report(report::Report& rep, const check::Collector& collector, const
       << *o.report_dir << "/report.html\n";
 }
 
-std::string ratio_text(double r) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g", r);
-  return buf;
-}
-
 // The command that replays p, which ran `cases` cases with `seed`.
 std::string replay_command(const SuiteRun& o, const check::PropertyOutcome& p, std::uint64_t seed,
                            int cases) {
@@ -277,8 +271,8 @@ void check_property(const check::Suite& s, const check::PropertyInfo& p, const S
     result = std::move(timed.outcome);
     seed = timed.seed;
     cases = timed_batch_cases;
-    timing = " in " + ratio_text(timed.seconds) + " s (" + std::to_string(timed.batches) +
-             (timed.batches == 1 ? " batch" : " batches") + ")";
+    timing = " in " + check::format_number(timed.seconds, 3) + " s (" +
+             std::to_string(timed.batches) + (timed.batches == 1 ? " batch" : " batches") + ")";
   } else {
     check::RunParams params;
     params.seed = o.seed;
@@ -289,7 +283,8 @@ void check_property(const check::Suite& s, const check::PropertyInfo& p, const S
   if (result.passed) {
     ++t.passed;
     out << "PASS  " << s.name() << "/" << p.name << " [" << o.impl << "]  " << result.cases
-        << " cases" << timing << ", worst bound ratio " << ratio_text(result.max_ratio) << "\n";
+        << " cases" << timing << ", worst bound ratio " << check::format_number(result.max_ratio, 3)
+        << "\n";
   } else {
     ++t.failed;
     out << "FAIL  " << s.name() << "/" << p.name << " [" << o.impl << "]  after " << result.cases

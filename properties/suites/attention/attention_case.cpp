@@ -99,7 +99,8 @@ rc::Gen<AttentionCase> gen_case(const RunConfig& config, const AttentionCaseOpti
                             {{3, AttentionOp::context_parallel}, {2, AttentionOp::layer}});
     c.dtype = *gen::genFloatDType(config.dtypes);
     const bool layer = c.op == AttentionOp::layer;
-    const int lo = options.min_two_ranks && config.max_world >= 2 ? 2 : 1;
+    const int lo =
+        options.min_world && config.max_world >= *options.min_world ? *options.min_world : 1;
 
     auto& a = c.layer.attention;
     if (layer) {
@@ -235,19 +236,14 @@ namespace {
 // Exponents: scores are σ·q·k with |q|, |k| < 2^(e+1), d ≤ 4, so |s| < 2^(2e+3); exp's shift
 // keeps every correct computation finite. float16 outputs: |out| ≤ max|v| and the gradients
 // grow with |s|·|v|·|dout|, so float16 draws unit-like values (e = 0).
-template <class T>
-int attention_max_exp() {
-  if constexpr (std::is_same_v<T, float16>) return 0;
-  else if constexpr (std::is_same_v<T, bfloat16>) return 2;
-  else return 3;
-}
+constexpr gen::MaxExp attention_max_exp{.float16 = 0, .bfloat16 = 2, .float32 = 3, .float64 = 3};
 
 }  // namespace
 
 template <class T>
 rc::Gen<AttentionData<T>> gen_data(const AttentionCase& c) {
   return rc::gen::exec([c] {
-    const int e = attention_max_exp<T>();
+    const int e = attention_max_exp.of<T>();
     const auto& a = c.attention();
     const std::size_t b = c.batch, L = c.len(), h = a.q_heads, g = a.kv_heads, d = a.head_dim;
     AttentionData<T> x;

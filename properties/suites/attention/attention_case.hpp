@@ -72,7 +72,9 @@ struct AttentionCase {
 struct AttentionCaseOptions {
   std::optional<AttentionOp> op;
   std::optional<CpAlgorithm> algorithm;
-  bool min_two_ranks = false;      // world ≥ 2 (bit-identity and traffic of collectives)
+  // A world of at least this many ranks when max_world allows (2: bit-identity and traffic of
+  // collectives).
+  std::optional<int> min_world;
   bool fully_masked_rows = false;  // force at least one query row with no visible key
   bool core_in_layer = false;      // the layer, with CP, around the implementation's core
 };

@@ -4,6 +4,7 @@
 // Before the unscaled draw, tp = 4 first became drawable at case 85 and tp = 8 never.
 #include "generators/structure.hpp"
 #include "suites/attention/attention_case.hpp"
+#include "testing/coverage.hpp"
 
 #include <gtest/gtest.h>
 
@@ -28,9 +29,7 @@ TEST(AttentionCoverage, EveryHeadConfigurationWithin30CasesAtEverySeed) {
   EXPECT_EQ(replicated, 12);
   wanted.emplace_back("a tp rank without heads");
   for (const char* c : {"cp=1", "cp=2"}) wanted.emplace_back(c);
-  const auto missing =
-      gen::missing_configurations(gen_case(config, layer), wanted, configuration_labels);
-  EXPECT_TRUE(missing.empty()) << gen::missing_text(missing);
+  EXPECT_TRUE(test::covers(gen_case(config, layer), wanted, configuration_labels));
 }
 
 TEST(AttentionCoverage, EveryRingSizeAlgorithmAndLayoutWithin30CasesAtEverySeed) {
@@ -41,9 +40,7 @@ TEST(AttentionCoverage, EveryRingSizeAlgorithmAndLayoutWithin30CasesAtEverySeed)
   for (int p = 1; p <= 8; ++p) wanted.push_back("cp=" + std::to_string(p));
   for (const char* a : {"ring", "all_gather"})
     for (const char* l : {"contiguous", "zigzag"}) wanted.push_back(std::string(a) + " " + l);
-  const auto missing =
-      gen::missing_configurations(gen_case(config, cp), wanted, configuration_labels);
-  EXPECT_TRUE(missing.empty()) << gen::missing_text(missing);
+  EXPECT_TRUE(test::covers(gen_case(config, cp), wanted, configuration_labels));
 }
 
 // The shapes users run (attention_case.hpp, AttentionShape) from the first cases, and both
@@ -54,12 +51,10 @@ TEST(AttentionCoverage, EveryShapeWithin30CasesAndEveryAlignmentWithin60AtEveryS
   cp.op = AttentionOp::context_parallel;
   const std::vector<std::string> shapes = {"self-attention", "cross-attention", "decode",
                                            "chunked prefill"};
-  auto missing = gen::missing_configurations(gen_case(config, cp), shapes, configuration_labels);
-  EXPECT_TRUE(missing.empty()) << gen::missing_text(missing);
-  missing = gen::missing_configurations(
-      gen_case(config, cp), {"causal bottom_right with Lq != Lk", "causal top_left with Lq != Lk"},
-      configuration_labels, 10, 60);
-  EXPECT_TRUE(missing.empty()) << gen::missing_text(missing);
+  EXPECT_TRUE(test::covers(gen_case(config, cp), shapes, configuration_labels));
+  EXPECT_TRUE(test::covers(gen_case(config, cp),
+                           {"causal bottom_right with Lq != Lk", "causal top_left with Lq != Lk"},
+                           configuration_labels, 60));
 }
 
 TEST(AttentionCoverage, TheScaledDrawItReplacesMissedThem) {

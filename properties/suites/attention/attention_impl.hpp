@@ -69,8 +69,6 @@ struct LayerRankOutputs {
 SHARDCHECK_IMPLEMENTATION(AttentionImplementation, AttentionAdapter, SHARDCHECK_ATTENTION_METHODS)
 #undef SHARDCHECK_ATTENTION_METHODS
 
-using AttentionRegistry = ImplementationRegistry<AttentionImplementation>;
-
 // The library's own ops: "shardcheck".
 struct LibraryAttention {
   template <class T>

@@ -97,24 +97,7 @@ std::string describe(const AttnCase& c) {
 }
 
 // θ = (q, k, v) flattened.
-Tensor<hp> pack(const AttnCase& c) {
-  std::vector<hp> v = c.q.values();
-  v.insert(v.end(), c.k.values().begin(), c.k.values().end());
-  v.insert(v.end(), c.v.values().begin(), c.v.values().end());
-  const std::size_t n = v.size();
-  return Tensor<hp>({n}, std::move(v));
-}
-
-struct Unpacked {
-  Tensor<hp> q, k, v;
-};
-Unpacked unpack(const AttnCase& c, const Tensor<hp>& th) {
-  const std::size_t nq = c.q.size(), nk = c.k.size();
-  const auto* t = th.data();
-  return {Tensor<hp>(c.q.shape(), std::vector<hp>(t, t + nq)),
-          Tensor<hp>(c.k.shape(), std::vector<hp>(t + nq, t + nq + nk)),
-          Tensor<hp>(c.k.shape(), std::vector<hp>(t + nq + nk, t + nq + 2 * nk))};
-}
+Tensor<hp> pack(const AttnCase& c) { return ref::pack({&c.q, &c.k, &c.v}); }
 
 // `out_error`: reference::attention_reference_error's bound on R's error in out, evaluated at
 // θ and doubled: a probe moves one coordinate by 2^-38 of its magnitude, which changes the
@@ -122,8 +105,8 @@ Unpacked unpack(const AttnCase& c, const Tensor<hp>& th) {
 // factor 2. (Evaluating it at every probe is exact but triples the property's time.)
 Evaluation<hp> loss(const AttnCase& c, const Tensor<hp>& th, const Tensor<hp>& out_error) {
   using std::abs;
-  const auto u = unpack(c, th);
-  const auto f = reference::attention_forward(c.cfg, u.q, u.k, u.v);
+  const auto [q, k, v] = unpack<3>(th, {&c.q, &c.k, &c.v});
+  const auto f = reference::attention_forward(c.cfg, q, k, v);
   hp value(0), err(0), mag(0);
   for (std::size_t x = 0; x < c.dout.size(); ++x) {
     value += c.dout[x] * f.out[x];

@@ -110,8 +110,12 @@ std::string first_difference(const std::string& what, int rank, const Tensor<T>&
          format_shape(want.shape()) + "): a replicated result must be bit-identical";
 }
 
+// The replicated results' copies against each other (AttentionFamily's own check).
+enum class AttentionOwnCheck { replication };
+
 template <class T>
-void replication_checks(CaseVerdict& v, const AttentionCase& c, const AttentionRun<T>& run) {
+void own_check(AttentionOwnCheck /*own*/, CaseVerdict& v, const AttentionCase& c,
+               const AttentionData<T>& /*d*/, const AttentionRun<T>& run) {
   auto add = [&](const std::string& f) {
     if (!f.empty()) v.failures.push_back(f);
   };
@@ -146,8 +150,6 @@ void replication_checks(CaseVerdict& v, const AttentionCase& c, const AttentionR
   }
 }
 
-enum class AttentionOwnCheck { replication };
-
 }  // namespace
 
 // Every output of the op against the reference (found by the engine beside the case type:
@@ -168,85 +170,68 @@ namespace {
 
 struct AttentionFamily : RankFamily<AttentionFamily, AttentionImplementation, AttentionCase,
                                     AttentionCaseOptions, AttentionData, AttentionOwnCheck> {
-  static constexpr const char* name = "attention";
-  static constexpr const char* description =
+  static constexpr FamilyInfo info = {
+      "attention",
       "context-parallel attention (ring, all-gather; contiguous, zigzag) and the "
-      "head-partitioned attention layer with GQA on a (cp, tp) mesh, forward and backward";
-  static constexpr const char* library_description =
+      "head-partitioned attention layer with GQA on a (cp, tp) mesh, forward and backward",
       "the library's own ops (lib/ops/attention/context_parallel_attention.hpp, "
-      "lib/ops/attention/head_parallel_attention.hpp)";
+      "lib/ops/attention/head_parallel_attention.hpp)"};
 
-  static const std::vector<Property<AttentionFamily>>& properties() {
-    static const std::vector<Property<AttentionFamily>> table = {
-        {{"context_parallel_matches_reference",
+  static constexpr Row properties[] = {
+      reference_property(
+          "context_parallel_matches_reference",
           "context-parallel attention (ring and all-gather; contiguous and zigzag layouts; any "
           "split of the sequence, empty chunks included), forward and backward (out, lse, dq, "
-          "dk, dv), equals the dense high-precision reference within the rounding-error bound on "
-          "every element, for MHA, GQA and MQA, causal, explicit and padding masks and every "
-          "element type",
-          /*numeric=*/true},
-         Check::reference,
-         [](Options& o, const RunConfig&) { o.op = AttentionOp::context_parallel; }},
-        {{"fully_masked_rows",
+          "dk, dv), equals the dense high-precision reference within the rounding-error bound "
+          "on every element, for MHA, GQA and MQA, causal, explicit and padding masks and "
+          "every element type",
+          pin_op<AttentionOp::context_parallel>),
+      reference_property(
+          "fully_masked_rows",
           "a query row with no visible key (a sequence that is all padding, or an explicit "
           "mask's empty row) gives out 0, lse −inf and zero gradients on every rank, never NaN, "
           "and the other rows are unaffected",
-          /*numeric=*/true},
-         Check::reference,
-         [](Options& o, const RunConfig&) {
-           o.op = AttentionOp::context_parallel;
-           o.fully_masked_rows = true;
-         }},
-        {{"layer_matches_reference",
-          "the attention layer with heads over tp (g ≥ tp: whole kv groups per rank; g < tp: kv "
-          "heads replicated on tp/g ranks) and, optionally, the sequence over cp, forward and "
-          "backward (y, dx and the gradient of every projection's weight and bias), equals the "
-          "dense high-precision reference within its bound",
-          /*numeric=*/true},
-         Check::reference,
-         [](Options& o, const RunConfig&) { o.op = AttentionOp::layer; }},
-        {{"layer_around_the_implementations_core",
+          [](Options& o, const RunConfig&) {
+            o.op = AttentionOp::context_parallel;
+            o.fully_masked_rows = true;
+          }),
+      reference_property(
+          "layer_matches_reference",
+          "the attention layer with heads over tp (g ≥ tp: whole kv groups per rank; g < tp: "
+          "kv heads replicated on tp/g ranks) and, optionally, the sequence over cp, forward "
+          "and backward (y, dx and the gradient of every projection's weight and bias), equals "
+          "the dense high-precision reference within its bound",
+          pin_op<AttentionOp::layer>),
+      reference_property(
+          "layer_around_the_implementations_core",
           "the library's attention layer (projections, head mapping over tp, gradient sums) "
-          "around the implementation's own context-parallel core, always with the sequence over "
-          "cp, forward and backward, equals the dense reference within its bound: the core is "
-          "checked inside a layer too, with the heads and tokens a layer gives it",
-          /*numeric=*/true},
-         Check::reference,
-         [](Options& o, const RunConfig&) {
-           o.op = AttentionOp::layer;
-           o.core_in_layer = true;
-         }},
-        {{"declared_traffic",
+          "around the implementation's own context-parallel core, always with the sequence "
+          "over cp, forward and backward, equals the dense reference within its bound: the "
+          "core is checked inside a layer too, with the heads and tokens a layer gives it",
+          [](Options& o, const RunConfig&) {
+            o.op = AttentionOp::layer;
+            o.core_in_layer = true;
+          }),
+      traffic_property(
           "every rank's ledger shows exactly the collectives its op declares: cp − 1 K/V "
           "ring_shifts forward (the ring) or one all_gather of K and one of V (all-gather), the "
           "backward's K/V and dK/dV (in float32 or wider) likewise; the layer's one all_reduce "
-          "forward and one backward over tp, the kv group's and the cp group's gradient sums"},
-         Check::traffic,
-         [](Options& o, const RunConfig&) { o.min_two_ranks = true; }},
-        {{"replicated_bit_identical",
-          "results the collectives replicate are bit-identical on the ranks that hold them: y "
-          "and dx on the tp ranks of a cp coordinate, every weight gradient on the cp ranks of a "
-          "tp coordinate, the kv projection's gradients on the ranks that share the kv head, and "
-          "dbo everywhere (world ≥ 2)"},
-         Check::own,
-         [](Options& o, const RunConfig&) {
-           o.op = AttentionOp::layer;
-           o.min_two_ranks = true;
-         },
-         false,
-         Own::replication},
-    };
-    return table;
-  }
+          "forward and one backward over tp, the kv group's and the cp group's gradient sums",
+          pin_min_world<2>),
+      own_property({"replicated_bit_identical",
+                    "results the collectives replicate are bit-identical on the ranks that hold "
+                    "them: y and dx on the tp ranks of a cp coordinate, every weight gradient "
+                    "on the cp ranks of a tp coordinate, the kv projection's gradients on the "
+                    "ranks that share the kv head, and dbo everywhere (world ≥ 2)"},
+                   Own::replication,
+                   [](Options& o, const RunConfig&) {
+                     o.op = AttentionOp::layer;
+                     o.min_world = 2;
+                   }),
+  };
 
   using Library = AttentionAdapter<LibraryAttention>;
   static constexpr auto mutants = attention_mutants;
-
-  template <class T>
-  static void own_check(Own, CaseVerdict& v, const Case& c, const Data<T>&,
-                        const AttentionRun<T>& run) {
-    replication_checks(v, c, run);
-  }
 };
 
 }  // namespace

@@ -14,14 +14,9 @@ constexpr std::size_t max_features = 24;
 
 // Largest exponent of generated values for T such that no correct computation of a case this
 // size overflows: |dot| <= k * 2^(2e) must stay below T's max with room for the bias.
-template <class T>
-int linear_max_exp() {
-  // k <= 24 terms (< 2^5) of products < 2^(2e), plus a bias < 2^e: |y| < 2^(2e+6) must stay
-  // below T's largest finite value (2^16 for float16, 2^128 for float32/bfloat16).
-  if constexpr (std::is_same_v<T, float16>) return 4;
-  else if constexpr (std::is_same_v<T, double>) return 200;
-  else return 40;
-}
+// k <= 24 terms (< 2^5) of products < 2^(2e), plus a bias < 2^e: |y| < 2^(2e+6) must stay
+// below T's largest finite value (2^16 for float16, 2^128 for float32/bfloat16).
+constexpr gen::MaxExp linear_max_exp{.float16 = 4, .bfloat16 = 40, .float32 = 40, .float64 = 200};
 
 }  // namespace
 
@@ -94,7 +89,7 @@ rc::Gen<LinearCase> gen_case(const RunConfig& config, const LinearCaseOptions& o
 template <class T>
 rc::Gen<LinearData<T>> gen_data(const LinearCase& c) {
   return rc::gen::exec([c] {
-    const int e = linear_max_exp<T>();
+    const int e = linear_max_exp.of<T>();
     LinearData<T> d;
     d.x = *gen::genTensor<T>({c.tokens, c.in}, c.profile, e);
     d.w = *gen::genTensor<T>({c.out, c.in}, c.profile, e);

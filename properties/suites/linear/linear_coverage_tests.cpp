@@ -7,6 +7,7 @@
 #include "generators/layout_gen.hpp"
 #include "generators/structure.hpp"
 #include "suites/linear/linear_case.hpp"
+#include "testing/coverage.hpp"
 
 #include <gtest/gtest.h>
 
@@ -28,19 +29,15 @@ std::vector<std::string> labels(const LinearCase& c) {
 
 TEST(LinearCoverage, EveryLayerSplitAndEmptyShardWithin30CasesAtEverySeed) {
   const RunConfig config;
-  const auto missing = gen::missing_configurations(
+  EXPECT_TRUE(test::covers(
       gen_case(config, LinearCaseOptions{}),
       {"column_parallel_linear", "row_parallel_linear", "split chunk", "split balanced",
        "split explicit", "sequence parallel", "a shard with no features"},
-      labels);
-  EXPECT_TRUE(missing.empty()) << gen::missing_text(missing);
+      labels));
 }
 
 TEST(LinearCoverage, EveryWorldSizeWithin60CasesAtEverySeed) {
-  const RunConfig config;
-  const auto missing =
-      gen::missing_world_sizes(gen_case(config, LinearCaseOptions{}), config.max_world, labels);
-  EXPECT_TRUE(missing.empty()) << gen::missing_text(missing);
+  EXPECT_TRUE(test::covers_every_world_size(gen_case(RunConfig{}, LinearCaseOptions{}), labels));
 }
 
 }  // namespace

@@ -65,8 +65,6 @@ struct LinearRankOutputs {
 SHARDCHECK_IMPLEMENTATION(LinearImplementation, LinearAdapter, SHARDCHECK_LINEAR_METHODS)
 #undef SHARDCHECK_LINEAR_METHODS
 
-using LinearRegistry = ImplementationRegistry<LinearImplementation>;
-
 // A rank's outputs from its forward output y and its backward's gradients.
 template <class T>
 LinearRankOutputs<T> linear_outputs(Tensor<T> y, LinearGrads<T> g) {

@@ -40,8 +40,8 @@ namespace {
 enum class LinearOwnCheck { column_forward_bits, row_world1_bits };
 
 template <class T>
-void bit_exactness(LinearOwnCheck own, CaseVerdict& v, const LinearCase& c, const LinearData<T>& d,
-                   const LinearRun<T>& run) {
+void own_check(LinearOwnCheck own, CaseVerdict& v, const LinearCase& c, const LinearData<T>& d,
+               const LinearRun<T>& run) {
   const Placement y_placement = op_spec(c).tensor("y").placement();
   const Tensor<T> dense = linear(d.x, d.w, d.b, Kernel::deterministic);
   auto differs = [](const char* what, const Tensor<T>& got, const Tensor<T>& want) {
@@ -67,66 +67,53 @@ void bit_exactness(LinearOwnCheck own, CaseVerdict& v, const LinearCase& c, cons
 
 struct LinearFamily : RankFamily<LinearFamily, LinearImplementation, LinearCase, LinearCaseOptions,
                                  LinearData, LinearOwnCheck> {
-  static constexpr const char* name = "linear";
-  static constexpr const char* description =
-      "Megatron-LM's column- and row-parallel linear layers, forward and backward";
-  static constexpr const char* library_description =
+  static constexpr FamilyInfo info = {
+      "linear", "Megatron-LM's column- and row-parallel linear layers, forward and backward",
       "the library's own ops (lib/ops/linear/linear.hpp), deterministic kernel when the case "
-      "asks for it";
+      "asks for it"};
 
-  static const std::vector<Property<LinearFamily>>& properties() {
-    static const std::vector<Property<LinearFamily>> table = {
-        {{"matches_reference",
-          "column_parallel_linear and row_parallel_linear, forward and backward (y, dx, dw, db), "
-          "equal the dense high-precision reference within the rounding-error bound on every "
-          "element, for any world size, split policy, shape and element type",
-          /*numeric=*/true},
-         Check::reference},
-        {{"declared_traffic",
+  static constexpr Row properties[] = {
+      reference_property(
+          "matches_reference",
+          "column_parallel_linear and row_parallel_linear, forward and backward (y, dx, dw, "
+          "db), equal the dense high-precision reference within the rounding-error bound on "
+          "every element, for any world size, split policy, shape and element type"),
+      traffic_property(
           "every rank's ledger shows exactly the collectives the op declares, no more and no "
-          "fewer"},
-         Check::traffic},
-        {{"replicated_bit_identical",
+          "fewer"),
+      replication_property(
           "results that every rank holds (column dx after its all_reduce, row db, a gathered y) "
-          "are bit-identical on every rank"},
-         Check::replicated_bit_identical,
-         pin_several_ranks<Options>},
-        {{"column_forward_bit_identical",
-          "with the deterministic kernel, column_parallel_linear's forward reproduces the dense "
-          "linear's bits in the same type"},
-         Check::own,
-         [](Options& o, const RunConfig&) {
-           o.layer = LinearLayer::column_parallel;
-           o.kernel = Kernel::deterministic;
-         },
-         /*deterministic_only=*/true,
-         Own::column_forward_bits},
-        {{"row_world1_bit_identical",
-          "with the deterministic kernel and P = 1, row_parallel_linear reproduces the dense "
-          "linear and its backward bit for bit in the same type"},
-         Check::own,
-         [](Options& o, const RunConfig&) {
-           o.layer = LinearLayer::row_parallel;
-           o.world = 1;
-           o.kernel = Kernel::deterministic;
-         },
-         /*deterministic_only=*/true,
-         Own::row_world1_bits},
-        {{"special_values",
+          "are bit-identical on every rank"),
+      own_property(
+          {"column_forward_bit_identical",
+           "with the deterministic kernel, column_parallel_linear's forward reproduces "
+           "the dense linear's bits in the same type"},
+          Own::column_forward_bits,
+          [](Options& o, const RunConfig&) {
+            o.layer = LinearLayer::column_parallel;
+            o.kernel = Kernel::deterministic;
+          },
+          /*deterministic_only=*/true),
+      own_property(
+          {"row_world1_bit_identical",
+           "with the deterministic kernel and P = 1, row_parallel_linear reproduces the "
+           "dense linear and its backward bit for bit in the same type"},
+          Own::row_world1_bits,
+          [](Options& o, const RunConfig&) {
+            o.layer = LinearLayer::row_parallel;
+            o.world = 1;
+            o.kernel = Kernel::deterministic;
+          },
+          /*deterministic_only=*/true),
+      reference_property(
+          "special_values",
           "NaN and Inf in the inputs give NaN and Inf exactly where the reference has them, and "
           "finite values stay within the bound elsewhere",
-          /*numeric=*/true},
-         Check::reference,
-         [](Options& o, const RunConfig&) { o.profile = gen::Profile::special; }},
-    };
-    return table;
-  }
+          [](Options& o, const RunConfig&) { o.profile = gen::Profile::special; }),
+  };
 
   using Library = LinearAdapter<LibraryLinear>;
   static constexpr auto mutants = linear_mutants;
-
-  template <class T>
-  static constexpr auto own_check = bit_exactness<T>;
 };
 
 }  // namespace

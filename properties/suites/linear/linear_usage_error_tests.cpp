@@ -15,8 +15,6 @@ namespace {
 using namespace test;  // the suites' test helpers (testing/ops_test_util.hpp)
 using D = Tensor<double>;
 
-D zeros(Shape s) { return D(std::move(s)); }
-
 // ---------------------------------------------------------------- dense
 
 TEST(LinearUsageErrors, linear_names_the_shapes_and_the_fix) {

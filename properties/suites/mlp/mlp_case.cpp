@@ -15,14 +15,9 @@ constexpr std::size_t max_tokens_f16 = 6, max_hidden_f16 = 8, max_ffn_f16 = 8;
 
 // Largest exponent of generated values such that no correct computation of a case overflows
 // (docs/mlp.md, "Values"): |y|, |dx| < 2^(5e + 19) with the case sizes.
-template <class T>
-int mlp_max_exp() {
-  // Values below 2^(e+1): |h| < 2^(2e+6), swiglu's |a| < 2^(4e+13), |y|, |dx| < 2^(5e+19) must
-  // stay below T's largest finite value (float16 keeps the unit profile's < 2: see above).
-  if constexpr (std::is_same_v<T, float16>) return -1;
-  else if constexpr (std::is_same_v<T, double>) return 190;
-  else return 20;
-}
+// Values below 2^(e+1): |h| < 2^(2e+6), swiglu's |a| < 2^(4e+13), |y|, |dx| < 2^(5e+19) must
+// stay below T's largest finite value (float16 keeps the unit profile's < 2: see above).
+constexpr gen::MaxExp mlp_max_exp{.float16 = -1, .bfloat16 = 20, .float32 = 20, .float64 = 190};
 
 }  // namespace
 
@@ -72,7 +67,7 @@ rc::Gen<MlpCase> gen_case(const RunConfig& config, const MlpCaseOptions& options
 template <class T>
 rc::Gen<MlpData<T>> gen_data(const MlpCase& c) {
   return rc::gen::exec([c] {
-    const int e = mlp_max_exp<T>();
+    const int e = mlp_max_exp.of<T>();
     const std::size_t kf = up_rows_per_feature(c.cfg.activation) * c.ffn();
     MlpData<T> d;
     d.x = *gen::genTensor<T>({c.tokens, c.hidden}, c.profile, e);

@@ -17,20 +17,6 @@
 namespace shardcheck::check {
 namespace {
 
-// @throws cases::CaseError listing the activations.
-Activation activation_or(cases::Fields& f, const std::string& key, Activation fallback) {
-  if (!f.has(key)) return fallback;
-  const std::vector<Activation> all = {Activation::gelu, Activation::gelu_tanh, Activation::swiglu};
-  std::vector<std::string> names;
-  names.reserve(all.size());
-  for (Activation a : all) names.emplace_back(name(a));
-  const std::string s = f.choice(key, names);
-  for (Activation a : all) {
-    if (name(a) == s) return a;
-  }
-  return fallback;
-}
-
 // `size` from the config, which must be the manifest's size `of` when given.
 std::size_t same_size(cases::Fields& f, const std::string& key, const cases::CaseManifest& m,
                       const std::string& of) {
@@ -65,7 +51,8 @@ MlpCase case_of(const cases::CaseManifest& m, MlpCase* /*tag*/) {
   c.has_bias = m.input("b_up") != nullptr;
   cases::Fields f = m.config;
   MlpConfig& k = c.cfg;
-  k.activation = activation_or(f, "activation", k.activation);
+  k.activation = named_or(
+      f, "activation", {Activation::gelu, Activation::gelu_tanh, Activation::swiglu}, k.activation);
   k.ffn_features = same_size(f, "ffn_features", m, "ffn");
   k.ffn_split = split_or(f, "ffn_split", k.ffn_split);
   k.tokens = same_size(f, "tokens", m, "tokens");

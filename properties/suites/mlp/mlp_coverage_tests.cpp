@@ -7,6 +7,7 @@
 #include "generators/layout_gen.hpp"
 #include "generators/structure.hpp"
 #include "suites/mlp/mlp_case.hpp"
+#include "testing/coverage.hpp"
 
 #include <gtest/gtest.h>
 
@@ -32,31 +33,25 @@ std::vector<std::string> labels(const MlpCase& c) {
 
 TEST(MlpCoverage, EveryActivationSplitAndKernelWithin30CasesAtEverySeed) {
   const RunConfig config;
-  const auto missing = gen::missing_configurations(
-      gen_case(config, MlpCaseOptions{}),
-      {std::string(name(Activation::gelu)), std::string(name(Activation::gelu_tanh)),
-       std::string(name(Activation::swiglu)), "bias", "no bias", "sequence parallel",
-       "tensor parallel", "ffn split chunk", "ffn split balanced", "ffn split explicit",
-       "a rank without ffn features", std::string(name(Algorithm::ring)),
-       std::string(name(Algorithm::sequential)),
-       "kernel " + std::string(name(Kernel::deterministic)),
-       "kernel " + std::string(name(Kernel::fast))},
-      labels);
-  EXPECT_TRUE(missing.empty()) << gen::missing_text(missing);
+  EXPECT_TRUE(
+      test::covers(gen_case(config, MlpCaseOptions{}),
+                   {std::string(name(Activation::gelu)), std::string(name(Activation::gelu_tanh)),
+                    std::string(name(Activation::swiglu)), "bias", "no bias", "sequence parallel",
+                    "tensor parallel", "ffn split chunk", "ffn split balanced",
+                    "ffn split explicit", "a rank without ffn features",
+                    std::string(name(Algorithm::ring)), std::string(name(Algorithm::sequential)),
+                    "kernel " + std::string(name(Kernel::deterministic)),
+                    "kernel " + std::string(name(Kernel::fast))},
+                   labels));
 }
 
 TEST(MlpCoverage, EveryWorldSizeWithin60CasesAtEverySeed) {
-  const RunConfig config;
-  const auto missing =
-      gen::missing_world_sizes(gen_case(config, MlpCaseOptions{}), config.max_world, labels);
-  EXPECT_TRUE(missing.empty()) << gen::missing_text(missing);
+  EXPECT_TRUE(test::covers_every_world_size(gen_case(RunConfig{}, MlpCaseOptions{}), labels));
 }
 
 TEST(MlpCoverage, ALabelTheDrawCannotMakeIsReportedMissing) {
-  const RunConfig config;  // max_world 8: "P=9" is missing at every seed
-  EXPECT_EQ(gen::seeds_missing_impossible_world(gen_case(config, MlpCaseOptions{}),
-                                                config.max_world, labels),
-            10U);
+  // max_world 8: "P=9" is missing at every seed.
+  EXPECT_TRUE(test::misses_an_impossible_world(gen_case(RunConfig{}, MlpCaseOptions{}), labels));
 }
 
 }  // namespace

@@ -54,8 +54,6 @@ struct MlpRankOutputs {
 SHARDCHECK_IMPLEMENTATION(MlpImplementation, MlpAdapter, SHARDCHECK_MLP_METHODS)
 #undef SHARDCHECK_MLP_METHODS
 
-using MlpRegistry = ImplementationRegistry<MlpImplementation>;
-
 // A rank's fused fc1 gradient [k·F_r, ...] as the outputs' gate and up pieces (rows [0, F_r) and
 // [F_r, 2·F_r) for swiglu, [0, ...] pieces for a rank without ffn features; all of it is the up
 // piece otherwise).

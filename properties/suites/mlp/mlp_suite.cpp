@@ -38,47 +38,37 @@ SHARDCHECK_INSTANTIATE_CHECK_OUTPUTS(MlpCase, MlpRun, MlpExpected)
 namespace {
 
 struct MlpFamily : RankFamily<MlpFamily, MlpImplementation, MlpCase, MlpCaseOptions, MlpData> {
-  static constexpr const char* name = "mlp";
-  static constexpr const char* description =
+  static constexpr FamilyInfo info = {
+      "mlp",
       "Megatron-LM's ParallelMLP (column-parallel fc1, gelu / gelu_tanh / swiglu, row-parallel "
-      "fc2), forward and backward, with and without sequence parallelism";
-  static constexpr const char* library_description =
-      "the library's own ParallelMLP (lib/ops/mlp/mlp.hpp), composed of its linear layers";
+      "fc2), forward and backward, with and without sequence parallelism",
+      "the library's own ParallelMLP (lib/ops/mlp/mlp.hpp), composed of its linear layers"};
 
-  static const std::vector<Property<MlpFamily>>& properties() {
-    static const std::vector<Property<MlpFamily>> table = {
-        {{"matches_reference",
+  static constexpr Row properties[] = {
+      reference_property(
+          "matches_reference",
           "parallel_mlp and its backward (y, dx, the gradients of every weight and bias) equal "
           "the dense high-precision reference within the derived bound on every element, for "
           "every activation, with and without sequence parallelism, any element type, world "
-          "size and (uneven, empty) ffn split",
-          /*numeric=*/true},
-         Check::reference},
-        {{"swiglu_matches_reference",
+          "size and (uneven, empty) ffn split"),
+      reference_property(
+          "swiglu_matches_reference",
           "the same for swiglu only: the fused [Wg_r; Wu_r] fc1 of every rank, its gate and up "
           "gradients",
-          /*numeric=*/true},
-         Check::reference,
-         [](Options& o, const RunConfig&) { o.activation = Activation::swiglu; }},
-        {{"sequence_parallel_matches_reference",
+          [](Options& o, const RunConfig&) { o.activation = Activation::swiglu; }),
+      reference_property(
+          "sequence_parallel_matches_reference",
           "the same with sequence parallelism only: x and dy arrive as token shards, y and dx "
           "leave as token shards",
-          /*numeric=*/true},
-         Check::reference,
-         [](Options& o, const RunConfig&) { o.sequence_parallel = true; }},
-        {{"declared_traffic",
+          [](Options& o, const RunConfig&) { o.sequence_parallel = true; }),
+      traffic_property(
           "every rank's ledger shows exactly the collectives ParallelMLP declares (two "
           "all_reduces, or with sequence parallelism three all_gathers and two reduce_scatters), "
-          "no more and no fewer"},
-         Check::traffic},
-        {{"replicated_bit_identical",
+          "no more and no fewer"),
+      replication_property(
           "results that every rank holds (y and dx after their all_reduce, db_down) are "
-          "bit-identical on every rank"},
-         Check::replicated_bit_identical,
-         pin_several_ranks<Options>},
-    };
-    return table;
-  }
+          "bit-identical on every rank"),
+  };
 
   using Library = MlpAdapter<LibraryMlp>;
   static constexpr auto mutants = mlp_mutants;

@@ -14,8 +14,6 @@ namespace {
 using namespace test;  // the suites' test helpers (testing/ops_test_util.hpp)
 using D = Tensor<double>;
 
-D zeros(Shape s) { return D(std::move(s)); }
-
 TEST(MlpUsageErrors, dense_mlp_names_the_shapes_and_the_fix) {
   expect_parts(usage_error_of([] {
                  mlp(zeros({3, 4}), zeros({5, 4}), D(), zeros({4, 6}), D(), Activation::gelu);

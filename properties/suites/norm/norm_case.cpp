@@ -18,18 +18,14 @@ constexpr std::size_t max_ffn = 8;
 
 // Largest exponent of generated values for T such that no correct computation overflows
 // (docs/norm.md, "Value ranges").
-template <class T>
-int norm_max_exp(NormOp op) {
-  // The norm: |xhat| ≤ sqrt(hidden) < 2^3 and rstd ≤ eps^(-1/2) < 2^10, so |y| < 2^(e+4),
-  // |dx| < 2^10·(hidden + 2)·2^(2e) < 2^(2e+16) and the parameter gradients < 2^(e+8).
-  // x² in A: < 2^(2e). float16 (A = float32, T = float16 with max 2^16): e = 0 keeps dx finite
-  // in all but the most extreme draws (an overflow to inf at the final rounding is accepted by
-  // the check when the exact value reaches the threshold). The block multiplies by two
-  // [ffn, hidden] products (< 2^8 each): float16 uses e = -2 there.
-  if constexpr (std::is_same_v<T, float16>) return op == NormOp::block ? -2 : 0;
-  else if constexpr (std::is_same_v<T, double>) return 200;
-  else return 40;
-}
+// The norm: |xhat| ≤ sqrt(hidden) < 2^3 and rstd ≤ eps^(-1/2) < 2^10, so |y| < 2^(e+4),
+// |dx| < 2^10·(hidden + 2)·2^(2e) < 2^(2e+16) and the parameter gradients < 2^(e+8).
+// x² in A: < 2^(2e). float16 (A = float32, T = float16 with max 2^16): e = 0 keeps dx finite
+// in all but the most extreme draws (an overflow to inf at the final rounding is accepted by
+// the check when the exact value reaches the threshold).
+constexpr gen::MaxExp norm_max_exp{.float16 = 0, .bfloat16 = 40, .float32 = 40, .float64 = 200};
+// The block multiplies by two [ffn, hidden] products (< 2^8 each): float16 uses e = -2 there.
+constexpr gen::MaxExp block_max_exp{.float16 = -2, .bfloat16 = 40, .float32 = 40, .float64 = 200};
 
 }  // namespace
 
@@ -84,7 +80,7 @@ rc::Gen<NormCase> gen_case(const RunConfig& config, const NormCaseOptions& optio
 template <class T>
 rc::Gen<NormData<T>> gen_data(const NormCase& c) {
   return rc::gen::exec([c] {
-    const int e = norm_max_exp<T>(c.op);
+    const int e = (c.op == NormOp::block ? block_max_exp : norm_max_exp).of<T>();
     const std::size_t h = c.hidden, tokens = c.tokens();
     NormData<T> d;
     d.x = *gen::genTensor<T>({tokens, h}, c.profile, e);

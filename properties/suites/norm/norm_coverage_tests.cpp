@@ -7,6 +7,7 @@
 #include "generators/layout_gen.hpp"
 #include "generators/structure.hpp"
 #include "suites/norm/norm_case.hpp"
+#include "testing/coverage.hpp"
 
 #include <gtest/gtest.h>
 
@@ -30,30 +31,24 @@ std::vector<std::string> labels(const NormCase& c) {
 
 TEST(NormCoverage, EveryOpKindSplitAndKernelWithin30CasesAtEverySeed) {
   const RunConfig config;
-  const auto missing = gen::missing_configurations(
-      gen_case(config, NormCaseOptions{}),
-      {"sequence_parallel_norm", "megatron_sp_block", to_string(NormKind::layer_norm),
-       to_string(NormKind::layer_norm_no_bias), to_string(NormKind::rms_norm), "split chunk",
-       "split balanced", "split explicit", "a rank without tokens",
-       std::string(name(Algorithm::ring)), std::string(name(Algorithm::sequential)),
-       "block kernel " + std::string(name(Kernel::deterministic)),
-       "block kernel " + std::string(name(Kernel::fast))},
-      labels);
-  EXPECT_TRUE(missing.empty()) << gen::missing_text(missing);
+  EXPECT_TRUE(
+      test::covers(gen_case(config, NormCaseOptions{}),
+                   {"sequence_parallel_norm", "megatron_sp_block", to_string(NormKind::layer_norm),
+                    to_string(NormKind::layer_norm_no_bias), to_string(NormKind::rms_norm),
+                    "split chunk", "split balanced", "split explicit", "a rank without tokens",
+                    std::string(name(Algorithm::ring)), std::string(name(Algorithm::sequential)),
+                    "block kernel " + std::string(name(Kernel::deterministic)),
+                    "block kernel " + std::string(name(Kernel::fast))},
+                   labels));
 }
 
 TEST(NormCoverage, EveryWorldSizeWithin60CasesAtEverySeed) {
-  const RunConfig config;
-  const auto missing =
-      gen::missing_world_sizes(gen_case(config, NormCaseOptions{}), config.max_world, labels);
-  EXPECT_TRUE(missing.empty()) << gen::missing_text(missing);
+  EXPECT_TRUE(test::covers_every_world_size(gen_case(RunConfig{}, NormCaseOptions{}), labels));
 }
 
 TEST(NormCoverage, ALabelTheDrawCannotMakeIsReportedMissing) {
-  const RunConfig config;  // max_world 8: "P=9" is missing at every seed
-  EXPECT_EQ(gen::seeds_missing_impossible_world(gen_case(config, NormCaseOptions{}),
-                                                config.max_world, labels),
-            10U);
+  // max_world 8: "P=9" is missing at every seed.
+  EXPECT_TRUE(test::misses_an_impossible_world(gen_case(RunConfig{}, NormCaseOptions{}), labels));
 }
 
 }  // namespace

@@ -79,8 +79,6 @@ struct BlockRankOutputs {
 SHARDCHECK_IMPLEMENTATION(NormImplementation, NormAdapter, SHARDCHECK_NORM_METHODS)
 #undef SHARDCHECK_NORM_METHODS
 
-using NormRegistry = ImplementationRegistry<NormImplementation>;
-
 // A rank's outputs from the norm's forward output y and its backward's gradients; for the block
 // also the linear layers' weight-gradient shards dw1, dw2.
 template <class T>

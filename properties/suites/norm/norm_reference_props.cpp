@@ -71,32 +71,14 @@ const Propagator<hp>& propagator() {
   return p;
 }
 
-// θ = (x, gamma, beta) flattened.
-Tensor<hp> pack(const NormCase& c) {
-  std::vector<hp> v = c.x.values();
-  v.insert(v.end(), c.gamma_.values().begin(), c.gamma_.values().end());
-  v.insert(v.end(), c.beta.values().begin(), c.beta.values().end());
-  const std::size_t n = v.size();
-  return Tensor<hp>({n}, std::move(v));
-}
-
-struct Unpacked {
-  Tensor<hp> x, g, b;
-};
-Unpacked unpack(const NormCase& c, const Tensor<hp>& th) {
-  const std::size_t nx = c.tokens * c.hidden, h = c.hidden;
-  const auto* t = th.data();
-  Unpacked u{Tensor<hp>({c.tokens, h}, std::vector<hp>(t, t + nx)),
-             Tensor<hp>({h}, std::vector<hp>(t + nx, t + nx + h)), Tensor<hp>()};
-  if (c.has_beta()) u.b = Tensor<hp>({h}, std::vector<hp>(t + nx + h, t + nx + 2 * h));
-  return u;
-}
+// θ = (x, gamma, beta) flattened (beta empty without it).
+Tensor<hp> pack(const NormCase& c) { return ref::pack({&c.x, &c.gamma_, &c.beta}); }
 
 Evaluation<hp> loss(const NormCase& c, const Tensor<hp>& th) {
   using std::abs;
-  const auto u = unpack(c, th);
-  const auto f = reference::propagate_norm_forward<hp>(c.kind, TrackedTensor<hp>::exact(u.x), u.g,
-                                                       u.b, c.eps, propagator());
+  const auto [x, g, b] = unpack<3>(th, {&c.x, &c.gamma_, &c.beta});
+  const auto f = reference::propagate_norm_forward<hp>(c.kind, TrackedTensor<hp>::exact(x), g, b,
+                                                       c.eps, propagator());
   hp value(0), err(0), mag(0);
   for (std::size_t e = 0; e < c.dy.size(); ++e) {
     value += c.dy[e] * f.y.data[e].v;

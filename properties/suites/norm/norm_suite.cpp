@@ -43,8 +43,8 @@ namespace {
 enum class NormOwnCheck { forward_local_bits };
 
 template <class T>
-void forward_local_bits(CaseVerdict& v, const NormCase& c, const NormData<T>& d,
-                        const NormRun<T>& run) {
+void own_check(NormOwnCheck /*own*/, CaseVerdict& v, const NormCase& c, const NormData<T>& d,
+               const NormRun<T>& run) {
   const auto& cfg = c.norm();
   for (int r = 0; r < c.world; ++r) {
     const Tensor<T> xr = shard(d.x, 0, cfg.token_split, c.world, r);
@@ -61,59 +61,45 @@ void forward_local_bits(CaseVerdict& v, const NormCase& c, const NormData<T>& d,
 
 struct NormFamily : RankFamily<NormFamily, NormImplementation, NormCase, NormCaseOptions, NormData,
                                NormOwnCheck> {
-  static constexpr const char* name = "norm";
-  static constexpr const char* description =
+  static constexpr FamilyInfo info = {
+      "norm",
       "sequence-parallel LayerNorm/RMSNorm and Megatron's sequence-parallel block, forward and "
-      "backward";
-  static constexpr const char* library_description =
+      "backward",
       "the library's own ops (lib/ops/norm/norm.hpp; the block with lib/ops/linear/linear.hpp and "
-      "the case's kernel)";
+      "the case's kernel)"};
 
-  static const std::vector<Property<NormFamily>>& properties() {
-    static const std::vector<Property<NormFamily>> table = {
-        {{"matches_reference",
+  static constexpr Row properties[] = {
+      reference_property(
+          "matches_reference",
           "sequence_parallel_norm (layer_norm with and without bias, rms_norm) and Megatron's SP "
           "block (norm, g, column-parallel, row-parallel, ḡ), forward and backward (y, dx, "
           "dgamma, dbeta, dW1, dW2), equal the dense high-precision reference within the "
           "rounding-error bound on every element, for any world size, uneven token split (empty "
-          "ranks included), shape and element type",
-          /*numeric=*/true},
-         Check::reference},
-        {{"block_matches_reference",
-          "the same, for Megatron's sequence-parallel block only, with P >= 2", /*numeric=*/true},
-         Check::reference,
-         [](Options& o, const RunConfig&) {
-           o.op = NormOp::block;
-           o.min_world = 2;
-         }},
-        {{"declared_traffic",
+          "ranks included), shape and element type"),
+      reference_property("block_matches_reference",
+                         "the same, for Megatron's sequence-parallel block only, with P >= 2",
+                         [](Options& o, const RunConfig&) {
+                           o.op = NormOp::block;
+                           o.min_world = 2;
+                         }),
+      traffic_property(
           "every rank's ledger shows exactly the collectives the op declares: one all_reduce of "
           "the parameter gradients (and for the block the g/ḡ all_gathers and reduce_scatters), "
-          "no more and no fewer"},
-         Check::traffic},
-        {{"param_grads_bit_identical",
-          "dgamma and dbeta, after the all_reduce, are bit-identical on every rank (P >= 2)"},
-         Check::replicated_bit_identical,
-         [](Options& o, const RunConfig&) { o.min_world = 2; }},
-        {{"forward_local_bit_identical",
-          "the sequence-parallel forward and dx are local per token: each rank reproduces the "
-          "dense norm's bits (lib/ops/norm/norm.hpp) for its tokens in the same type"},
-         Check::own,
-         [](Options& o, const RunConfig&) { o.op = NormOp::norm; },
-         /*deterministic_only=*/true,
-         Own::forward_local_bits},
-    };
-    return table;
-  }
+          "no more and no fewer"),
+      {{"param_grads_bit_identical",
+        "dgamma and dbeta, after the all_reduce, are bit-identical on every rank (P >= 2)"},
+       Check::replicated_bit_identical,
+       pin_min_world<2>},
+      own_property({"forward_local_bit_identical",
+                    "the sequence-parallel forward and dx are local per token: each rank "
+                    "reproduces the dense norm's bits (lib/ops/norm/norm.hpp) for its tokens in "
+                    "the same type"},
+                   Own::forward_local_bits, pin_op<NormOp::norm>,
+                   /*deterministic_only=*/true),
+  };
 
   using Library = NormAdapter<LibraryNorm>;
   static constexpr auto mutants = norm_mutants;
-
-  template <class T>
-  static void own_check(Own, CaseVerdict& v, const Case& c, const Data<T>& d,
-                        const NormRun<T>& run) {
-    forward_local_bits(v, c, d, run);
-  }
 };
 
 }  // namespace

@@ -61,12 +61,8 @@ using reference::hp;
 
 // The largest binade of the wide profile: 27 terms (3 x 3 x 3 Partial) of magnitude below
 // 2^(e+1) sum to less than T's largest finite value, in any order and after rounding.
-template <class T>
-constexpr int wide_max_exp() {
-  if constexpr (std::is_same_v<T, float16>) return 10;  // 27·2^11 = 55296 < 65504
-  else if constexpr (std::is_same_v<T, double>) return 1000;
-  else return 100;  // float32, bfloat16: max ≈ 2^128
-}
+// float16: 27·2^11 = 55296 < 65504; float32, bfloat16: max ≈ 2^128.
+constexpr gen::MaxExp wide_max_exp{.float16 = 10, .bfloat16 = 100, .float32 = 100, .float64 = 1000};
 
 // The step kinds of rank 0's plan, for the case statistics.
 void classify_steps(const RedistributeCase& c) {
@@ -158,7 +154,7 @@ void check_movement(const RedistributeImplementation& impl, const RedistributeCa
       *rc::gen::element(gen::Profile::unit, gen::Profile::wide, gen::Profile::special);
   RC_CLASSIFY(true, gen::to_string(profile));
   classify_steps(c);
-  const auto x = *gen::genTensor<T>(c.global, profile, wide_max_exp<T>());
+  const auto x = *gen::genTensor<T>(c.global, profile, wide_max_exp.of<T>());
   CaseVerdict v;
   begin_verdict(v, "redistribute", c.dtype, c.mesh.world_size(),
                 c.describe() + ", " + gen::to_string(profile) + " values");
@@ -187,7 +183,7 @@ void check_reductions(const RedistributeImplementation& impl, const Redistribute
   const std::size_t n = term_count(c.mesh, c.from);
   std::vector<Tensor<T>> terms;
   for (std::size_t t = 0; t < n; ++t) {
-    terms.push_back(*gen::genTensor<T>(c.global, profile, wide_max_exp<T>()));
+    terms.push_back(*gen::genTensor<T>(c.global, profile, wide_max_exp.of<T>()));
   }
   // a, k: the additions and divisions in T on an element's path (see the header).
   std::size_t a = 0;

@@ -21,10 +21,8 @@ namespace {
 // Whether `impl` claims the library's plan (ImplementationInfo::deterministic), found by its
 // registry entry.
 bool claims_plan(const RedistributeImplementation& impl) {
-  for (const auto& e : RedistributeRegistry::instance().entries()) {
-    if (e.impl.get() == &impl) return e.info.deterministic;
-  }
-  return false;
+  const auto* e = RedistributeRegistry::instance().entry_of(impl);
+  return e != nullptr && e->info.deterministic;
 }
 
 // Each property is a check of its own.
@@ -37,68 +35,49 @@ void draw(RedistributeOptions& o, const RunConfig& /*config*/) {
 
 struct RedistributeFamily : FamilyTypes<RedistributeImplementation, RedistributeCase,
                                         RedistributeOptions, RedistributeCheck> {
-  static constexpr const char* name = "redistribute";
-  static constexpr const char* description =
+  static constexpr FamilyInfo info = {
+      "redistribute",
       "redistribution between layouts on a device mesh (Shard under chunk, balanced and "
       "explicit splits, Replicate, Partial(sum, avg, max, min)): the global tensor kept exactly "
-      "and within the bound of its reductions, round trips, the declared plan's ledger, refusals";
-  static constexpr const char* library_description =
-      "the library's redistribute (lib/layout/redistribute.hpp)";
+      "and within the bound of its reductions, round trips, the declared plan's ledger, refusals",
+      "the library's redistribute (lib/layout/redistribute.hpp)"};
 
-  static const std::vector<Property<RedistributeFamily>>& properties() {
-    static const std::vector<Property<RedistributeFamily>> table = {
-        {{"preserves_the_global_tensor",
-          "materialize(redistribute(x, from -> to)) == materialize(x), bit for bit, for every "
-          "valid pair of layouts on a 1-D to 3-D mesh (uneven and explicit shards with empty "
-          "pieces, nested shards of one dimension, Partial terms of small integers whose "
-          "reduction is exact)"},
-         Check::own,
-         draw<RedistributeDraw::exact>,
-         false,
-         RedistributeCheck::preserves},
-        {{"ledger_matches_the_declared_plan",
-          "each rank's ledger holds exactly the collectives of plan_redistribute's plan, in "
-          "order, with the plan's bytes sent and received (for implementations that claim the "
-          "library's plan)"},
-         Check::own,
-         draw<RedistributeDraw::exact>,
-         /*deterministic_only=*/true,
-         RedistributeCheck::ledger},
-        {{"a_round_trip_returns_the_original_pieces",
-          "for Shard/Replicate layouts, from -> to -> from returns every rank's original piece, "
-          "bit for bit"},
-         Check::own,
-         draw<RedistributeDraw::round_trip>,
-         false,
-         RedistributeCheck::round_trip},
-        {{"impossible_transitions_are_refused",
-          "a transition with no exact meaning on some mesh dimension (S -> P, or P(a) -> P(b)) is "
-          "refused with a UsageError on every rank, never carried out (for implementations that "
-          "claim the library's plan)"},
-         Check::own,
-         draw<RedistributeDraw::impossible>,
-         /*deterministic_only=*/true,
-         RedistributeCheck::refuses},
-        {{"data_movement_is_bitwise",
-          "in float64, float32, bfloat16 and float16, Shard/Replicate redistribution moves "
-          "every value bit for bit (NaN, ±inf, -0 and subnormals included) and every replica "
-          "is identical"},
-         Check::own,
-         draw<RedistributeDraw::data_movement>,
-         false,
-         RedistributeCheck::movement},
-        {{"reductions_are_within_the_bound",
-          "in float64, float32, bfloat16 and float16, Partial(sum, avg) terms reduced by "
-          "all_reduce / reduce_scatter are within gamma_a(u)·Σ|terms| (+ k·eta for avg) of the "
-          "exact reduction, a the additions per term (Higham §4.2), and max/min are exact",
-          /*numeric=*/true},
-         Check::own,
-         draw<RedistributeDraw::reduction>,
-         false,
-         RedistributeCheck::reductions},
-    };
-    return table;
-  }
+  static constexpr Row properties[] = {
+      own_property({"preserves_the_global_tensor",
+                    "materialize(redistribute(x, from -> to)) == materialize(x), bit for bit, "
+                    "for every valid pair of layouts on a 1-D to 3-D mesh (uneven and explicit "
+                    "shards with empty pieces, nested shards of one dimension, Partial terms of "
+                    "small integers whose reduction is exact)"},
+                   RedistributeCheck::preserves, draw<RedistributeDraw::exact>),
+      own_property({"ledger_matches_the_declared_plan",
+                    "each rank's ledger holds exactly the collectives of plan_redistribute's "
+                    "plan, in order, with the plan's bytes sent and received (for "
+                    "implementations that claim the library's plan)"},
+                   RedistributeCheck::ledger, draw<RedistributeDraw::exact>,
+                   /*deterministic_only=*/true),
+      own_property({"a_round_trip_returns_the_original_pieces",
+                    "for Shard/Replicate layouts, from -> to -> from returns every rank's "
+                    "original piece, bit for bit"},
+                   RedistributeCheck::round_trip, draw<RedistributeDraw::round_trip>),
+      own_property({"impossible_transitions_are_refused",
+                    "a transition with no exact meaning on some mesh dimension (S -> P, or P(a) "
+                    "-> P(b)) is refused with a UsageError on every rank, never carried out "
+                    "(for implementations that claim the library's plan)"},
+                   RedistributeCheck::refuses, draw<RedistributeDraw::impossible>,
+                   /*deterministic_only=*/true),
+      own_property({"data_movement_is_bitwise",
+                    "in float64, float32, bfloat16 and float16, Shard/Replicate redistribution "
+                    "moves every value bit for bit (NaN, ±inf, -0 and subnormals included) and "
+                    "every replica is identical"},
+                   RedistributeCheck::movement, draw<RedistributeDraw::data_movement>),
+      own_property({"reductions_are_within_the_bound",
+                    "in float64, float32, bfloat16 and float16, Partial(sum, avg) terms reduced "
+                    "by all_reduce / reduce_scatter are within gamma_a(u)·Σ|terms| (+ k·eta for "
+                    "avg) of the exact reduction, a the additions per term (Higham §4.2), and "
+                    "max/min are exact",
+                    /*numeric=*/true},
+                   RedistributeCheck::reductions, draw<RedistributeDraw::reduction>),
+  };
 
   using Library = RedistributeAdapter<LibraryRedistribute>;
   static constexpr auto mutants = redistribute_mutants;
@@ -109,8 +88,7 @@ struct RedistributeFamily : FamilyTypes<RedistributeImplementation, Redistribute
   }
 
   template <class T>
-  static void check_case(const Property<RedistributeFamily>& p, const Interface& impl,
-                         const Case& c) {
+  static void check_case(const Row& p, const Interface& impl, const Case& c) {
     switch (p.own) {
       case RedistributeCheck::movement: check_movement<T>(impl, c); return;
       case RedistributeCheck::reductions: check_reductions<T>(impl, c, claims_plan(impl)); return;

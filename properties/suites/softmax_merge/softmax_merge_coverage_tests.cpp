@@ -7,6 +7,7 @@
 // index) misses 8 parts in the first 60 cases at some of the same 10 seeds.
 #include "generators/structure.hpp"
 #include "suites/softmax_merge/softmax_merge_case.hpp"
+#include "testing/coverage.hpp"
 
 #include <gtest/gtest.h>
 
@@ -40,20 +41,16 @@ TEST(SoftmaxMergeCoverage, EveryPartCountWithin60CasesAtEverySeed) {
   const RunConfig config;
   std::vector<std::string> counts;
   for (int p = 1; p <= 8; ++p) counts.push_back("parts=" + std::to_string(p));
-  const auto missing =
-      gen::missing_configurations(gen_case(config, MergeCaseOptions{}), counts, labels, 10, 60);
-  EXPECT_TRUE(missing.empty()) << gen::missing_text(missing);
+  EXPECT_TRUE(test::covers(gen_case(config, MergeCaseOptions{}), counts, labels, 60));
 }
 
 TEST(SoftmaxMergeCoverage, EveryEmptyPartConventionAndGroupingWithin30CasesAtEverySeed) {
   const RunConfig config;
-  const auto missing = gen::missing_configurations(
-      gen_case(config, MergeCaseOptions{}),
-      {"an empty part", "no keys", "an empty partial holding NaN", "an empty partial holding +inf",
-       "nested groups", "an empty group", "a ring from the identity",
-       "a ring starting past rank 0"},
-      labels);
-  EXPECT_TRUE(missing.empty()) << gen::missing_text(missing);
+  EXPECT_TRUE(test::covers(gen_case(config, MergeCaseOptions{}),
+                           {"an empty part", "no keys", "an empty partial holding NaN",
+                            "an empty partial holding +inf", "nested groups", "an empty group",
+                            "a ring from the identity", "a ring starting past rank 0"},
+                           labels));
 }
 
 TEST(SoftmaxMergeCoverage, TheScaledPartCountThisReplacedMissesEightParts) {

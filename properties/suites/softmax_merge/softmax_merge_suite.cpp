@@ -27,11 +27,8 @@ enum class MergeCheck { partition, permutation, associative, lse, ring_chain, sp
 // The implementation's declared evaluation (ImplementationInfo::two_way_tree), found by its
 // registry entry.
 MergeForm form_of(const SoftmaxMergeImplementation& impl) {
-  for (const auto& e : SoftmaxMergeRegistry::instance().entries()) {
-    if (e.impl.get() == &impl)
-      return e.info.two_way_tree ? MergeForm::two_way_tree : MergeForm::nway;
-  }
-  return MergeForm::nway;
+  const auto* e = SoftmaxMergeRegistry::instance().entry_of(impl);
+  return e != nullptr && e->info.two_way_tree ? MergeForm::two_way_tree : MergeForm::nway;
 }
 
 template <class A>
@@ -169,71 +166,54 @@ void huge(MergeCaseOptions& o, const RunConfig&) { o.huge = true; }
 
 struct SoftmaxMergeFamily
     : FamilyTypes<SoftmaxMergeImplementation, MergeCase, MergeCaseOptions, MergeCheck> {
-  static constexpr const char* name = "softmax_merge";
-  static constexpr const char* description =
+  static constexpr FamilyInfo info = {
+      "softmax_merge",
       "the softmax merge of attention partials (context-parallel attention's combine): n-way, "
-      "nested, ring chains and special values";
-  static constexpr const char* library_description =
-      "the library's merge (lib/ops/softmax_merge/softmax_merge.hpp)";
+      "nested, ring chains and special values",
+      "the library's merge (lib/ops/softmax_merge/softmax_merge.hpp)"};
 
-  static const std::vector<Property<SoftmaxMergeFamily>>& properties() {
-    static const std::vector<Property<SoftmaxMergeFamily>> table = {
-        {{"partition_matches_full_softmax",
-          "merging the partials over ANY partition of the keys (contiguous or scattered parts, "
-          "empty parts whose out holds 0, NaN or inf, masked keys, all-empty rows, score offsets "
-          "up to ±1000 and gaps beyond exp's range), each partial rounded once to A, gives the "
-          "full softmax's out and lse within the bound for rounded inputs",
-          /*numeric=*/true},
-         Check::own,
-         nullptr,
-         false,
-         MergeCheck::partition},
-        {{"permutation_invariant",
-          "merging the partials in any order gives the exact merge within the same bound "
-          "(inputs taken as exact A values; offsets and gaps up to 1e30)",
-          /*numeric=*/true},
-         Check::own,
-         huge,
-         false,
-         MergeCheck::permutation},
-        {{"associative",
-          "merging the merges of any grouping of the partials (empty groups included) gives the "
-          "exact merge of all within the nested bound, and each group its own within its bound",
-          /*numeric=*/true},
-         Check::own,
-         huge,
-         false,
-         MergeCheck::associative},
-        {{"lse_matches_logsumexp",
-          "the merged lse equals the log-sum-exp of all scores (offsets and gaps up to 1e30) "
-          "within the bound for rounded inputs",
-          /*numeric=*/true},
-         Check::own,
-         huge,
-         false,
-         MergeCheck::lse},
-        {{"ring_chain_matches_nway",
-          "the two-way merge_into chain in ring order (rank r merges r, r-1, ..., r+1; the "
-          "accumulator starting as the local partial, out 0 on its empty rows, or empty) equals "
-          "the exact merge within the chain's bound, and the n-way merge within the sum of both "
-          "bounds",
-          /*numeric=*/true},
-         Check::own,
-         huge,
-         false,
-         MergeCheck::ring_chain},
-        {{"special_value_conventions",
-          "partials with lse -inf (whose out holds NaN or inf), NaN and +inf, NaN in a non-empty "
-          "out, and zero partials: the result follows the documented conventions (empty: out 0, "
-          "lse -inf; NaN lse: NaN; +inf lse: out NaN, lse +inf) and finite rows are within bound",
-          /*numeric=*/true},
-         Check::own,
-         huge,
-         false,
-         MergeCheck::special_values},
-    };
-    return table;
-  }
+  static constexpr Row properties[] = {
+      own_property(
+          {"partition_matches_full_softmax",
+           "merging the partials over ANY partition of the keys (contiguous or scattered parts, "
+           "empty parts whose out holds 0, NaN or inf, masked keys, all-empty rows, score "
+           "offsets up to ±1000 and gaps beyond exp's range), each partial rounded once to A, "
+           "gives the full softmax's out and lse within the bound for rounded inputs",
+           /*numeric=*/true},
+          MergeCheck::partition),
+      own_property({"permutation_invariant",
+                    "merging the partials in any order gives the exact merge within the same "
+                    "bound (inputs taken as exact A values; offsets and gaps up to 1e30)",
+                    /*numeric=*/true},
+                   MergeCheck::permutation, huge),
+      own_property({"associative",
+                    "merging the merges of any grouping of the partials (empty groups included) "
+                    "gives the exact merge of all within the nested bound, and each group its "
+                    "own within its bound",
+                    /*numeric=*/true},
+                   MergeCheck::associative, huge),
+      own_property({"lse_matches_logsumexp",
+                    "the merged lse equals the log-sum-exp of all scores (offsets and gaps up to "
+                    "1e30) within the bound for rounded inputs",
+                    /*numeric=*/true},
+                   MergeCheck::lse, huge),
+      own_property(
+          {"ring_chain_matches_nway",
+           "the two-way merge_into chain in ring order (rank r merges r, r-1, ..., r+1; the "
+           "accumulator starting as the local partial, out 0 on its empty rows, or empty) "
+           "equals the exact merge within the chain's bound, and the n-way merge within the sum "
+           "of both bounds",
+           /*numeric=*/true},
+          MergeCheck::ring_chain, huge),
+      own_property(
+          {"special_value_conventions",
+           "partials with lse -inf (whose out holds NaN or inf), NaN and +inf, NaN in a "
+           "non-empty out, and zero partials: the result follows the documented conventions "
+           "(empty: out 0, lse -inf; NaN lse: NaN; +inf lse: out NaN, lse +inf) and finite rows "
+           "are within bound",
+           /*numeric=*/true},
+          MergeCheck::special_values, huge),
+  };
 
   using Library = SoftmaxMergeAdapter<LibrarySoftmaxMerge>;
   static constexpr auto mutants = softmax_merge_mutants;
@@ -248,8 +228,7 @@ struct SoftmaxMergeFamily
     }
   }
   template <class A>
-  static void check_case(const Property<SoftmaxMergeFamily>& p, const Interface& impl,
-                         const Case& c) {
+  static void check_case(const Row& p, const Interface& impl, const Case& c) {
     run_typed<A>(p.own, impl, c);
   }
 };

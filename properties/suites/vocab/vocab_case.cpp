@@ -195,13 +195,8 @@ rc::Gen<VocabCase> gen_case(const RunConfig& config, const VocabCaseOptions& opt
 
 namespace {
 
-template <class T>
-int table_max_exp() {
-  // dW sums ≤ 16 values < 2^e: < 2^(e+4) stays below float16's 2^16.
-  if constexpr (std::is_same_v<T, float16>) return 8;
-  else if constexpr (std::is_same_v<T, double>) return 200;
-  else return 40;
-}
+// dW sums ≤ 16 values < 2^e: < 2^(e+4) stays below float16's 2^16.
+constexpr gen::MaxExp table_max_exp{.float16 = 8, .bfloat16 = 40, .float32 = 40, .float64 = 200};
 
 template <class T>
 rc::Gen<T> genLogit(LogitProfile p) {
@@ -248,10 +243,10 @@ rc::Gen<VocabData<T>> gen_data(const VocabCase& c) {
     const std::size_t real = c.real_vocab();
     if (c.op == VocabOp::embedding) {
       // Padding rows: garbage of any magnitude (a lookup or gradient that reaches one shows).
-      d.w = stack_rows(
-          *gen::genTensor<T>({real, c.hidden}, c.profile, table_max_exp<T>()),
-          *gen::genTensor<T>({c.vocab - real, c.hidden}, gen::Profile::wide, table_max_exp<T>()));
-      d.dy = *gen::genTensor<T>({c.tokens, c.hidden}, c.profile, table_max_exp<T>());
+      d.w = stack_rows(*gen::genTensor<T>({real, c.hidden}, c.profile, table_max_exp.of<T>()),
+                       *gen::genTensor<T>({c.vocab - real, c.hidden}, gen::Profile::wide,
+                                          table_max_exp.of<T>()));
+      d.dy = *gen::genTensor<T>({c.tokens, c.hidden}, c.profile, table_max_exp.of<T>());
     } else {
       d.logits = Tensor<T>(Shape{c.tokens, c.vocab});
       for (std::size_t t = 0; t < c.tokens; ++t) {

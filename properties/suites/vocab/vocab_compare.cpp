@@ -91,11 +91,17 @@ std::vector<std::int64_t> read_ids(const cases::CaseManifest& m, const std::stri
   return ids;
 }
 
-void read_embedding_config(cases::Fields& f, VocabCase& c) {
-  VocabEmbeddingConfig& k = c.embedding;
+// The fields both ops' configs have: the padded vocabulary, the real one and their split.
+template <class Config>
+void read_vocabulary(cases::Fields& f, const VocabCase& c, Config& k) {
   k.vocab = vocab_of(f, c.vocab);
   k.real_vocab = real_vocab_of(f, c.vocab);
   k.vocab_split = split_or(f, "vocab_split", k.vocab_split);
+}
+
+void read_embedding_config(cases::Fields& f, VocabCase& c) {
+  VocabEmbeddingConfig& k = c.embedding;
+  read_vocabulary(f, c, k);
   k.padding_idx = index_or(f, "padding_idx", k.padding_idx);
   if (k.padding_idx &&
       (*k.padding_idx < 0 || static_cast<std::size_t>(*k.padding_idx) >= c.real_vocab())) {
@@ -110,9 +116,7 @@ void read_embedding_config(cases::Fields& f, VocabCase& c) {
 
 void read_cross_entropy_config(cases::Fields& f, VocabCase& c) {
   VocabCrossEntropyConfig& k = c.ce;
-  k.vocab = vocab_of(f, c.vocab);
-  k.real_vocab = real_vocab_of(f, c.vocab);
-  k.vocab_split = split_or(f, "vocab_split", k.vocab_split);
+  read_vocabulary(f, c, k);
   k.ignore_index = index_or(f, "ignore_index", k.ignore_index);
   k.label_smoothing = f.number_or("label_smoothing", k.label_smoothing);
   if (!(k.label_smoothing >= 0 && k.label_smoothing <= 1)) {

@@ -6,6 +6,7 @@
 #include "generators/layout_gen.hpp"
 #include "generators/structure.hpp"
 #include "suites/vocab/vocab_case.hpp"
+#include "testing/coverage.hpp"
 
 #include <gtest/gtest.h>
 
@@ -37,9 +38,7 @@ TEST(VocabCoverage, PaddingOnEveryKindOfRankWithin30CasesAtEverySeed) {
     SCOPED_TRACE(to_string(op));
     VocabCaseOptions options;
     options.op = op;
-    const auto missing =
-        gen::missing_configurations(gen_case(config, options), wanted, padding_labels);
-    EXPECT_TRUE(missing.empty()) << gen::missing_text(missing);
+    EXPECT_TRUE(test::covers(gen_case(config, options), wanted, padding_labels));
   }
 }
 
@@ -69,27 +68,21 @@ VocabCaseOptions cross_entropy() {
 
 TEST(VocabCoverage, EveryCrossEntropyOptionWithin30CasesAtEverySeed) {
   const RunConfig config;
-  const auto missing = gen::missing_configurations(
+  EXPECT_TRUE(test::covers(
       gen_case(config, cross_entropy()),
       {"reduction none", "reduction sum", "reduction mean", "label smoothing", "no ignore_index",
        "ignore_index -100", "ignore_index a real id", "token weights", "class weights",
        "split chunk", "split balanced", "split explicit", "a rank without columns"},
-      ce_labels);
-  EXPECT_TRUE(missing.empty()) << gen::missing_text(missing);
+      ce_labels));
 }
 
 TEST(VocabCoverage, EveryWorldSizeWithin60CasesAtEverySeed) {
-  const RunConfig config;
-  const auto missing =
-      gen::missing_world_sizes(gen_case(config, cross_entropy()), config.max_world, ce_labels);
-  EXPECT_TRUE(missing.empty()) << gen::missing_text(missing);
+  EXPECT_TRUE(test::covers_every_world_size(gen_case(RunConfig{}, cross_entropy()), ce_labels));
 }
 
 TEST(VocabCoverage, ALabelTheDrawCannotMakeIsReportedMissing) {
-  const RunConfig config;  // max_world 8: "P=9" is missing at every seed
-  EXPECT_EQ(gen::seeds_missing_impossible_world(gen_case(config, cross_entropy()), config.max_world,
-                                                ce_labels),
-            10U);
+  // max_world 8: "P=9" is missing at every seed.
+  EXPECT_TRUE(test::misses_an_impossible_world(gen_case(RunConfig{}, cross_entropy()), ce_labels));
 }
 
 }  // namespace

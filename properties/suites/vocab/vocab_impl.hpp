@@ -62,8 +62,6 @@ struct VocabRankOutputs {
 SHARDCHECK_IMPLEMENTATION(VocabImplementation, VocabAdapter, SHARDCHECK_VOCAB_METHODS)
 #undef SHARDCHECK_VOCAB_METHODS
 
-using VocabRegistry = ImplementationRegistry<VocabImplementation>;
-
 // The library's own ops, as an implementation: "shardcheck".
 struct LibraryVocab {
   template <class T>

@@ -40,7 +40,8 @@ namespace {
 enum class VocabOwnCheck { traffic_without_logits };
 
 template <class T>
-void traffic_without_logits(CaseVerdict& v, const VocabCase& c, const VocabRun<T>& run) {
+void own_check(VocabOwnCheck /*own*/, CaseVerdict& v, const VocabCase& c, const VocabData<T>& /*d*/,
+               const VocabRun<T>& run) {
   if (auto f = check_traffic_per_rank(declared_calls(op_spec(c), c.dtype), run.ledgers);
       !f.empty()) {
     v.failures.push_back(f);
@@ -60,66 +61,48 @@ void traffic_without_logits(CaseVerdict& v, const VocabCase& c, const VocabRun<T
 
 struct VocabFamily : RankFamily<VocabFamily, VocabImplementation, VocabCase, VocabCaseOptions,
                                 VocabData, VocabOwnCheck> {
-  static constexpr const char* name = "vocab";
-  static constexpr const char* description =
+  static constexpr FamilyInfo info = {
+      "vocab",
       "Megatron-LM's vocabulary-parallel embedding and cross-entropy (PyTorch semantics), "
-      "forward and backward";
-  static constexpr const char* library_description =
+      "forward and backward",
       "the library's own ops (lib/ops/vocab/vocab_embedding.hpp, "
-      "lib/ops/vocab/vocab_cross_entropy.hpp)";
+      "lib/ops/vocab/vocab_cross_entropy.hpp)"};
 
-  static const std::vector<Property<VocabFamily>>& properties() {
-    static const std::vector<Property<VocabFamily>> table = {
-        {{"embedding_matches_reference",
+  static constexpr Row properties[] = {
+      reference_property(
+          "embedding_matches_reference",
           "vocab_parallel_embedding's output equals the dense lookup exactly and its weight "
           "gradient equals the dense reference within the rounding-error bound, with ids on "
-          "shard boundaries, repeated ids and padding_idx, for any world size, uneven vocabulary "
-          "split (empty shards included) and element type",
-          /*numeric=*/true},
-         Check::reference,
-         [](Options& o, const RunConfig&) { o.op = VocabOp::embedding; }},
-        {{"cross_entropy_matches_reference",
-          "vocab_parallel_cross_entropy's loss and logit gradient equal the dense high-precision "
-          "reference within their bounds, with ignore_index, label smoothing over the global "
-          "vocabulary, PyTorch's per-class weights and per-token weights (zeros and all-zero "
-          "included), every reduction, every token ignored, for any world size, uneven split "
-          "and element type",
-          /*numeric=*/true},
-         Check::reference,
-         [](Options& o, const RunConfig&) { o.op = VocabOp::cross_entropy; }},
-        {{"extreme_logits",
-          "with logits of magnitude ~1e4 (exp of the max overflows float and double), the loss "
-          "and gradient stay finite and within the bound",
-          /*numeric=*/true},
-         Check::reference,
-         [](Options& o, const RunConfig&) {
-           o.op = VocabOp::cross_entropy;
-           o.logits = LogitProfile::extreme;
-         }},
-        {{"declared_traffic",
-          "every rank's ledger shows exactly the collectives the op declares; no cross-entropy "
-          "collective moves more than 3 elements per token (the logits are never gathered)"},
-         Check::own,
-         nullptr,
-         false,
-         Own::traffic_without_logits},
-        {{"replicated_bit_identical",
+          "shard boundaries, repeated ids and padding_idx, for any world size, uneven "
+          "vocabulary split (empty shards included) and element type",
+          pin_op<VocabOp::embedding>),
+      reference_property(
+          "cross_entropy_matches_reference",
+          "vocab_parallel_cross_entropy's loss and logit gradient equal the dense "
+          "high-precision reference within their bounds, with ignore_index, label smoothing "
+          "over the global vocabulary, PyTorch's per-class weights and per-token weights (zeros "
+          "and all-zero included), every reduction, every token ignored, for any world size, "
+          "uneven split and element type",
+          pin_op<VocabOp::cross_entropy>),
+      reference_property("extreme_logits",
+                         "with logits of magnitude ~1e4 (exp of the max overflows float and "
+                         "double), the loss and gradient stay finite and within the bound",
+                         [](Options& o, const RunConfig&) {
+                           o.op = VocabOp::cross_entropy;
+                           o.logits = LogitProfile::extreme;
+                         }),
+      own_property({"declared_traffic",
+                    "every rank's ledger shows exactly the collectives the op declares; no "
+                    "cross-entropy collective moves more than 3 elements per token (the logits "
+                    "are never gathered)"},
+                   Own::traffic_without_logits),
+      replication_property(
           "results every rank holds (the all_reduced embedding output, the loss) are "
-          "bit-identical on every rank"},
-         Check::replicated_bit_identical,
-         pin_several_ranks<Options>},
-    };
-    return table;
-  }
+          "bit-identical on every rank"),
+  };
 
   using Library = VocabAdapter<LibraryVocab>;
   static constexpr auto mutants = vocab_mutants;
-
-  template <class T>
-  static void own_check(Own, CaseVerdict& v, const Case& c, const Data<T>&,
-                        const VocabRun<T>& run) {
-    traffic_without_logits(v, c, run);
-  }
 };
 
 }  // namespace

@@ -6,14 +6,23 @@
 #include "cases/npy.hpp"
 #include "compare/compare.hpp"
 #include "tensor/tensor.hpp"
+#include "testing/ops_test_util.hpp"
+
+#include <gtest/gtest.h>
 
 #include <exception>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace shardcheck::check::compare_test {
+
+// What every compare test names, with `using namespace compare_test`: the case folders' paths and
+// the message check.
+namespace fs = std::filesystem;
+using test::expect_parts;
 
 // temp/<name>, emptied and created.
 inline std::filesystem::path fresh_dir(const std::string& name) {
@@ -69,6 +78,32 @@ inline std::string case_error_of(const std::filesystem::path& d) {
     return std::string("not a CaseError: ") + e.what();
   }
   return "no error";
+}
+
+// `json` with its first `from` replaced by `to`: a good manifest made bad in one place (a
+// failure of the test when `from` is not in it).
+inline std::string with(std::string json, const std::string& from, const std::string& to) {
+  const auto at = json.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return at == std::string::npos ? json : json.replace(at, from.size(), to);
+}
+
+// One bad input of a family's bad-input test, and the parts of the message it must give.
+struct BadCase {
+  std::string what;
+  std::string json;                // the manifest
+  std::vector<std::string> parts;  // pinned parts of the message
+};
+
+// Writes c.json as d's case.json and expects the CaseError judging d gives to hold c.parts and
+// `folder` (the message names the file with its folder, shardcheck_<test>_...).
+inline void expect_case_error(const std::filesystem::path& d, const BadCase& c,
+                              const std::string& folder) {
+  SCOPED_TRACE(c.what);
+  write_text(d / "case.json", c.json);
+  const std::string msg = case_error_of(d);
+  test::expect_parts(msg, c.parts);
+  test::expect_parts(msg, {folder});
 }
 
 }  // namespace shardcheck::check::compare_test
