@@ -1,8 +1,30 @@
 // The benchmark families of shardcheck_bench, registered by main() in this order so the output
-// (and the summary built from it) always lists them the same way.
+// (and the summary built from it) always lists them the same way; and how a family registers one
+// shape of a benchmark that times itself.
 #pragma once
 
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
 namespace shardcheck::bench {
+
+// Registers `entry` as benchmark `name` with the one argument set `args` (named `arg_names`),
+// timed by the entry itself (state.SetIterationTime) over `iterations` iterations, reported in
+// milliseconds. A plain function pointer, so the registration is the library's own (no
+// allocation in the header for the analyzer to follow; the registry owns the benchmark).
+inline void register_timed(const std::string& name, void (*entry)(benchmark::State&),
+                           const std::vector<std::string>& arg_names,
+                           const std::vector<std::int64_t>& args, int iterations) {
+  benchmark::RegisterBenchmark(name.c_str(), entry)
+      ->ArgNames(arg_names)
+      ->Args(args)
+      ->UseManualTime()
+      ->Iterations(iterations)
+      ->Unit(benchmark::kMillisecond);
+}
 
 // all_reduce/ring, all_reduce/sequential, all_gather (P = 2, 4, 8; 1 KiB to 64 MiB) and memcpy.
 void register_collective_benchmarks();

@@ -131,18 +131,11 @@ void fast_contraction_entry(benchmark::State& state) {
                             static_cast<std::size_t>(state.range(2)), state.range(3) != 0);
 }
 
-// A plain function pointer, so the registration is the library's own (no allocation in the
-// header for the analyzer to follow; the registry owns the benchmark).
 template <class T>
 void register_shape(const char* dtype, std::int64_t m, std::int64_t k, std::int64_t n, bool with_hp,
                     int iterations) {
-  const std::string name = std::string("fast_contraction/") + dtype;
-  benchmark::RegisterBenchmark(name.c_str(), &fast_contraction_entry<T>)
-      ->ArgNames({"m", "k", "n", "hp"})
-      ->Args({m, k, n, with_hp ? 1 : 0})
-      ->UseManualTime()
-      ->Iterations(iterations)
-      ->Unit(benchmark::kMillisecond);
+  register_timed(std::string("fast_contraction/") + dtype, &fast_contraction_entry<T>,
+                 {"m", "k", "n", "hp"}, {m, k, n, with_hp ? 1 : 0}, iterations);
 }
 
 template <class T>

@@ -74,13 +74,8 @@ void reference_linear_entry(benchmark::State& state) {
 template <class T>
 void register_shape(const char* dtype, std::int64_t tokens, std::int64_t in, std::int64_t out,
                     bool with_plain) {
-  const std::string name = std::string("reference_linear/") + dtype;
-  benchmark::RegisterBenchmark(name.c_str(), &reference_linear_entry<T>)
-      ->ArgNames({"tokens", "in", "out", "plain"})
-      ->Args({tokens, in, out, with_plain ? 1 : 0})
-      ->UseManualTime()
-      ->Iterations(1)
-      ->Unit(benchmark::kMillisecond);
+  register_timed(std::string("reference_linear/") + dtype, &reference_linear_entry<T>,
+                 {"tokens", "in", "out", "plain"}, {tokens, in, out, with_plain ? 1 : 0}, 1);
 }
 
 }  // namespace

@@ -69,14 +69,9 @@ void reference_mlp_entry(benchmark::State& state) {
 template <class T>
 void register_mlp(const char* dtype, std::int64_t n, std::int64_t hid, std::int64_t f) {
   for (const int plain : {0, 1}) {
-    const std::string name =
-        std::string("reference_mlp/") + dtype + (plain != 0 ? "/plain" : "/fast");
-    benchmark::RegisterBenchmark(name.c_str(), &reference_mlp_entry<T>)
-        ->ArgNames({"tokens", "hidden", "ffn", "plain"})
-        ->Args({n, hid, f, plain})
-        ->UseManualTime()
-        ->Iterations(1)
-        ->Unit(benchmark::kMillisecond);
+    register_timed(std::string("reference_mlp/") + dtype + (plain != 0 ? "/plain" : "/fast"),
+                   &reference_mlp_entry<T>, {"tokens", "hidden", "ffn", "plain"},
+                   {n, hid, f, plain}, 1);
   }
 }
 

@@ -126,19 +126,15 @@ Bytes bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
 
 // "" when the seed meets its target, else what it does instead.
 std::string miss(const Target& t, const Bytes& b) {
-  try {
+  return shardcheck::fuzz::refusal_miss<CaseError>(t.error, [&]() -> std::string {
     const auto m =
         shardcheck::cases::parse_case_manifest(std::string(b.begin(), b.end()), t.name, "corpus");
     if (!t.error.empty()) return "reads (op " + m.op + ") instead of being refused";
     if (m.op != t.op || m.outputs.size() != t.outputs) {
       return "reads op " + m.op + " with " + std::to_string(m.outputs.size()) + " outputs";
     }
-  } catch (const CaseError& e) {
-    if (t.error.empty() || std::string(e.what()).find(t.error) == std::string::npos) {
-      return std::string("is refused: ") + e.what();
-    }
-  }
-  return "";
+    return "";
+  });
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "collectives_exec.hpp"
 
+#include "collectives_issue.hpp"
+
 #include "runtime/communicator.hpp"
 
 #include <algorithm>
@@ -144,54 +146,31 @@ RankBuffers prepare(const Program& prog, int w, const Action& act) {
   return rb;
 }
 
-template <Element T>
-std::span<T> typed(std::vector<std::byte>& v) {
-  return {reinterpret_cast<T*>(v.data()), v.size() / sizeof(T)};
-}
-
+// The action on c: in place where the call is (its result in A), else issue() on A and B.
 template <Element T>
 void call(Communicator& c, const Action& act, RankBuffers& rb) {
   const Call& s = act.spec;
   const int r = c.rank();
   const auto ur = static_cast<std::size_t>(r);
   const std::span<T> A = typed<T>(rb.a), B = typed<T>(rb.b);
-  switch (s.kind) {
-    case Kind::barrier: c.barrier(); break;
-    case Kind::broadcast: c.broadcast(A, s.root); break;
-    case Kind::reduce:
-      if (s.in_place && r == s.root) c.reduce<T>(A, A, s.op, s.root);
-      else c.reduce<T>(A, B, s.op, s.root);
-      break;
-    case Kind::all_reduce:
-      if (s.in_place) c.all_reduce(A, s.op, s.algo);
-      else c.all_reduce<T>(A, B, s.op, s.algo);
-      break;
-    case Kind::all_gather:
-      if (s.in_place) c.all_gather<T>(A.subspan(offsets(s.counts)[ur], s.counts[ur]), A, s.counts);
-      else c.all_gather<T>(A, B, s.counts);
-      break;
-    case Kind::reduce_scatter:
-      if (s.in_place) {
+  if (s.in_place) {
+    switch (s.kind) {
+      case Kind::reduce:
+        if (r != s.root) break;  // off the root the call has no receive buffer
+        c.reduce<T>(A, A, s.op, s.root);
+        return;
+      case Kind::all_reduce: c.all_reduce(A, s.op, s.algo); return;
+      case Kind::all_gather:
+        c.all_gather<T>(A.subspan(offsets(s.counts)[ur], s.counts[ur]), A, s.counts);
+        return;
+      case Kind::reduce_scatter:
         c.reduce_scatter<T>(A, A.subspan(offsets(s.counts)[ur], s.counts[ur]), s.counts, s.op,
                             s.algo);
-      } else {
-        c.reduce_scatter<T>(A, B, s.counts, s.op, s.algo);
-      }
-      break;
-    case Kind::all_to_all: {
-      std::vector<std::size_t> col;
-      for (const auto& row : s.matrix) col.push_back(row[ur]);
-      c.all_to_all<T>(A, s.matrix[ur], B, col);
-      break;
+        return;
+      default: break;  // the other kinds have no in-place form
     }
-    case Kind::gather: c.gather<T>(A, B, s.counts, s.root); break;
-    case Kind::scatter: c.scatter<T>(A, B, s.counts, s.root); break;
-    case Kind::ring_shift: c.ring_shift<T>(A, B, s.shift); break;
-    case Kind::send_recv:
-      if (r == s.src) c.send<T>(A, act.fault == Fault::bad_peer ? c.size() : s.dst, s.tag);
-      else c.recv<T>(B, s.src, s.tag);
-      break;
   }
+  issue<T>(c, s, A, B, act.fault == Fault::bad_peer ? c.size() : s.dst);
 }
 
 }  // namespace
@@ -212,22 +191,8 @@ Execution execute(const Program& prog, std::chrono::milliseconds timeout) {
   }
   auto rank_main = [&](Communicator& world) {
     const int w = world.world_rank();
-    // comms[i]: this rank's communicator of group i, created in program order on every member.
     std::vector<std::unique_ptr<Communicator>> owned;
-    std::vector<Communicator*> comms(prog.groups.size(), nullptr);
-    comms[0] = &world;
-    for (std::size_t i = 1; i < prog.groups.size(); ++i) {
-      const Group& g = prog.groups[i];
-      Communicator* parent = comms[static_cast<std::size_t>(g.parent)];
-      if (parent == nullptr || rank_in(g, w) < 0) continue;
-      std::vector<int> list = g.ranks_in_parent;
-      if (prog.deviation == Deviation::usage_group && static_cast<int>(i) == prog.bad_group &&
-          w == prog.deviant) {
-        list.push_back(list.front());  // a rank named twice: group() must refuse it
-      }
-      owned.push_back(parent->group(list));
-      comms[i] = owned.back().get();
-    }
+    const std::vector<Communicator*> comms = open_groups(prog, world, owned);
     const auto& acts = prog.actions[static_cast<std::size_t>(w)];
     auto& bufs = ex.bufs[static_cast<std::size_t>(w)];
     for (std::size_t j = 0; j < acts.size(); ++j) {

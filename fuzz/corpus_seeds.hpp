@@ -1,12 +1,15 @@
-// What the corpus programs share: the generator they draw seeds with, writing a seed file and
-// reading a checked-in one for --check, and their command line.
+// What the corpus programs share: the generator they draw seeds with, the byte helpers they build
+// seeds with, writing a seed file and reading a checked-in one for --check, and their command
+// line.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <initializer_list>
 #include <iterator>
 #include <optional>
 #include <string>
@@ -26,6 +29,20 @@ struct SplitMix64 {
     return z ^ (z >> 31);
   }
 };
+
+// v as 8 bytes, the least significant first.
+inline std::vector<std::uint8_t> le8(std::uint64_t v) {
+  std::vector<std::uint8_t> b(8);
+  for (std::size_t k = 0; k < b.size(); ++k) b[k] = static_cast<std::uint8_t>(v >> (8 * k));
+  return b;
+}
+
+// The parts one after the other.
+inline std::vector<std::uint8_t> cat(std::initializer_list<std::vector<std::uint8_t>> parts) {
+  std::vector<std::uint8_t> out;
+  for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+  return out;
+}
 
 // The bytes of the seed file f, or nothing (and "missing seed <f>" on stderr) when it is absent.
 inline std::optional<std::vector<std::uint8_t>> read_seed(const std::filesystem::path& f) {
@@ -77,6 +94,22 @@ inline int corpus_main(int argc, char** argv, int (*write)(const std::filesystem
                "       %s --check <corpus dir>    check that the seeds meet their targets\n",
                argv[0], argv[0]);
   return 2;
+}
+
+// miss() of a target of a reader that refuses bad input by throwing E: read() reads the seed and
+// says how what it read misses the target ("" when it meets it); a refusal meets the target when
+// the target expects one, `error` being the text its message must contain ("" for a target that
+// must be read). "" when the seed meets the target, else how it misses.
+template <class E, class Read>
+std::string refusal_miss(const std::string& error, const Read& read) {
+  try {
+    return read();
+  } catch (const E& e) {
+    if (error.empty() || std::string(e.what()).find(error) == std::string::npos) {
+      return std::string("is refused: ") + e.what();
+    }
+  }
+  return "";
 }
 
 // A corpus of named targets (T has a `name`): bytes(t) is its seed, miss(t, bytes) says how

@@ -23,18 +23,6 @@ struct Target {
   SplitInput want;
 };
 
-Bytes le8(std::uint64_t v) {
-  Bytes b;
-  for (int k = 0; k < 8; ++k) b.push_back(static_cast<std::uint8_t>(v >> (8 * k)));
-  return b;
-}
-
-Bytes cat(std::initializer_list<Bytes> parts) {
-  Bytes out;
-  for (const Bytes& p : parts) out.insert(out.end(), p.begin(), p.end());
-  return out;
-}
-
 std::vector<Target> targets() {
   constexpr std::uint64_t max = std::numeric_limits<std::size_t>::max();
   const auto ex = [](std::vector<std::size_t> s) {
@@ -55,7 +43,9 @@ std::vector<Target> targets() {
       {"explicit-wrong-sum", {2, 2, 0, 4, 0x82, 0, 1, 0, 1}, {ex({1, 1}), 4, 2}},
       {"regression-chunk-ceil-wraps-at-size-max", {0, 3, 3, 0}, {SplitPolicy::chunk(), max, 3}},
       {"balanced-near-size-max", {1, 5, 3, 1}, {SplitPolicy::balanced(), max - 1, 5}},
-      {"chunk-huge-n", cat({{0, 64, 2}, le8(max - 100)}), {SplitPolicy::chunk(), max - 100, 64}},
+      {"chunk-huge-n",
+       shardcheck::fuzz::cat({{0, 64, 2}, shardcheck::fuzz::le8(max - 100)}),
+       {SplitPolicy::chunk(), max - 100, 64}},
       // Sizes whose sum wraps around size_t to n: SIZE_MAX + 2 = 1.
       {"regression-explicit-sum-wraps-to-n", {2, 2, 0, 1, 0x82, 3, 0, 0, 2}, {ex({max, 2}), 1, 2}},
   };

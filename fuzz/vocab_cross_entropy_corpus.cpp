@@ -15,6 +15,7 @@
 
 namespace {
 
+using shardcheck::fuzz::cat;
 using shardcheck::fuzz::VocabInput;
 using Bytes = std::vector<std::uint8_t>;
 
@@ -43,14 +44,7 @@ Bytes large(int x) {                                                // x · 64
 Bytes raw64(double x) {  // tag 0: the raw bits of a float64 value
   std::uint64_t u = 0;
   std::memcpy(&u, &x, sizeof u);
-  Bytes b{0};
-  for (int k = 0; k < 8; ++k) b.push_back(static_cast<std::uint8_t>(u >> (8 * k)));
-  return b;
-}
-Bytes cat(std::initializer_list<Bytes> parts) {
-  Bytes out;
-  for (const Bytes& p : parts) out.insert(out.end(), p.begin(), p.end());
-  return out;
+  return cat({Bytes{0}, shardcheck::fuzz::le8(u)});
 }
 Bytes values(std::initializer_list<double> xs) {
   Bytes out;

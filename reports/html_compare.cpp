@@ -44,42 +44,28 @@ std::string numerics(const CompareReport& r, html::PlotData& plots) {
          html::ratio_section(plots, "numerics", "the cases", list);
 }
 
-// Failing tensors worst first, then each op's worst passing tensor; at most 12.
+// A case's tensor, for the profiles (grouped by op).
+html::ProfileCase profile_case(const check::CompareResult& c, const check::TensorCheck& t) {
+  return {std::string(t.pass() ? "" : "FAIL ") + c.dir + ": " + t.name,
+          c.verdict.case_text + " | " + t.summary(),
+          &t.profile,
+          ratio_of(t),
+          !t.pass(),
+          {c.verdict.op}};
+}
+
+// Failing tensors, then each op's worst passing tensor.
 std::string profiles(const CompareReport& r, html::PlotData& plots) {
-  using Entry = std::pair<const check::CompareResult*, const check::TensorCheck*>;
-  std::vector<Entry> failing;
-  std::map<std::string, Entry> worst;
+  std::vector<html::ProfileCase> cases;
   for (const auto& c : r.cases) {
-    for (const auto& t : c.verdict.tensors) {
-      if (!t.pass()) {
-        failing.emplace_back(&c, &t);
-      } else if (t.max_ratio > 0) {
-        auto& w = worst[c.verdict.op];
-        if (w.second == nullptr || t.max_ratio > w.second->max_ratio) w = {&c, &t};
-      }
-    }
+    for (const auto& t : c.verdict.tensors) cases.push_back(profile_case(c, t));
   }
-  // Sharded tensors first (where a boundary bug shows), then by ratio.
-  std::stable_sort(failing.begin(), failing.end(), [](const Entry& a, const Entry& b) {
-    const bool sa = a.second->profile.axis >= 0, sb = b.second->profile.axis >= 0;
-    return sa != sb ? sa : ratio_of(*a.second) > ratio_of(*b.second);
-  });
-  std::vector<Entry> shown = failing;
-  for (const auto& [op, e] : worst) shown.push_back(e);
-  if (shown.size() > 12) shown.resize(12);
-  if (shown.empty()) return "<p>No case had a non-zero error.</p>\n";
-  std::string s =
+  return html::profiles_section(
+      plots, cases,
       "<p>err/bound of every element along the sharded axis, rank boundaries as vertical "
       "lines: failing tensors first (sharded ones first), then each op's worst passing "
-      "tensor.</p>\n";
-  int n = 0;
-  for (const auto& [c, t] : shown) {
-    s += html::profile_section(plots, "profile-" + std::to_string(n++),
-                               std::string(t->pass() ? "" : "FAIL ") + c->dir + ": " + t->name,
-                               c->verdict.case_text + " | " + t->summary(), t->profile,
-                               ratio_of(*t));
-  }
-  return s;
+      "tensor.</p>\n",
+      "<p>No case had a non-zero error.</p>\n");
 }
 
 std::string cases_table(const CompareReport& r) {

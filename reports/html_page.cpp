@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 
 namespace shardcheck::report::html {
 
@@ -163,6 +164,9 @@ std::string ratio_section(PlotData& plots, const std::string& id, const std::str
                    "numbers");
 }
 
+namespace {
+
+// One tensor's figure and table of profiles_section (html_page.hpp), as figure `id`.
 std::string profile_section(PlotData& plots, const std::string& id, const std::string& title,
                             const std::string& text, const check::ErrorProfile& p,
                             double max_ratio) {
@@ -223,6 +227,38 @@ std::string profile_section(PlotData& plots, const std::string& id, const std::s
   }
   return s + table("Largest error per rank along " + along,
                    {"rank", "elements", "max error", "max err/bound"}, body, "numbers");
+}
+
+}  // namespace
+
+std::string profiles_section(PlotData& plots, const std::vector<ProfileCase>& cases,
+                             const std::string& intro, const std::string& none) {
+  constexpr std::size_t max_shown = 12;  // so that the page stays small
+  std::vector<ProfileCase> shown;
+  std::map<std::vector<std::string>, const ProfileCase*> worst;  // per group, passing
+  for (const ProfileCase& c : cases) {
+    if (c.failed) {
+      shown.push_back(c);
+    } else if (c.ratio > 0) {
+      const ProfileCase*& w = worst[c.group];
+      if (w == nullptr || c.ratio > w->ratio) w = &c;
+    }
+  }
+  // Sharded tensors first (where a boundary bug shows), then by ratio.
+  std::stable_sort(shown.begin(), shown.end(), [](const ProfileCase& a, const ProfileCase& b) {
+    const bool sa = a.profile->axis >= 0, sb = b.profile->axis >= 0;
+    return sa != sb ? sa : a.ratio > b.ratio;
+  });
+  for (const auto& [group, c] : worst) shown.push_back(*c);
+  if (shown.size() > max_shown) shown.resize(max_shown);
+  if (shown.empty()) return none;
+  std::string s = intro;
+  for (std::size_t n = 0; n < shown.size(); ++n) {
+    const ProfileCase& c = shown[n];
+    s += profile_section(plots, "profile-" + std::to_string(n), c.title, c.text, *c.profile,
+                         c.ratio);
+  }
+  return s;
 }
 
 std::string document(const std::string& title, const std::string& intro,

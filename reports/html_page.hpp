@@ -69,12 +69,26 @@ struct RatioRow {
 std::string ratio_section(PlotData& plots, const std::string& id, const std::string& title,
                           const std::vector<RatioRow>& rows);
 
-// The figure of one tensor's per-element errors along its sharded axis (a line for a 1-D
-// profile, a heatmap for 2-D), with the rank boundaries, and a static table of each rank's
-// largest ratio and error. `title` names the case.
-std::string profile_section(PlotData& plots, const std::string& id, const std::string& title,
-                            const std::string& text, const check::ErrorProfile& p,
-                            double max_ratio);
+// One checked tensor, a candidate for the worst-cases section: `title` names it, `text` says
+// what the case was, `profile` holds its per-element errors, `ratio` is its largest bound ratio,
+// `failed` whether it failed. `group`: of the passing tensors, the section shows the worst of
+// each group (e.g. each op's).
+struct ProfileCase {
+  std::string title, text;
+  const check::ErrorProfile* profile = nullptr;
+  double ratio = 0;
+  bool failed = false;
+  std::vector<std::string> group;
+};
+
+// The worst cases along the sharded axis: every failing tensor of `cases` (sharded ones first,
+// then by ratio, largest first), then each group's passing tensor of the largest non-zero ratio
+// (the first of equals; groups in order), at most 12 in all. Each is a figure of its per-element
+// errors along the sharded axis (a line for a 1-D profile, a heatmap for 2-D) with the rank
+// boundaries, and a static table of each rank's largest ratio and error. `intro` (HTML) opens the
+// section; `none` (HTML) is the whole section when no tensor is shown.
+std::string profiles_section(PlotData& plots, const std::vector<ProfileCase>& cases,
+                             const std::string& intro, const std::string& none);
 
 // The whole document: <!DOCTYPE html>, lang="en", the title as <title> and <h1>, `intro`
 // (HTML) under it, a contents list of `sections` (id, heading), the body, the plot data,

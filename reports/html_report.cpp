@@ -60,43 +60,28 @@ std::string numerics(const check::Collector& c, html::PlotData& plots) {
   return s;
 }
 
-// Profiles: every failing statistic (worst first), then the worst passing one per (impl, op)
-// with a non-zero ratio; at most kMaxProfiles in all, so the page stays small.
-constexpr std::size_t kMaxProfiles = 12;
+// A statistic's worst case, for the profiles (grouped by implementation and op).
+html::ProfileCase profile_case(const check::StatKey& k, const check::Stat& s) {
+  return {std::string(s.failed_cases ? "FAIL " : "") + k.impl + " / " + k.property + ": " + k.op +
+              " " + std::string(name(k.dtype)) + " P=" + std::to_string(k.world) + ", tensor " +
+              k.tensor,
+          s.worst_case,
+          &s.worst_profile,
+          s.max_ratio,
+          s.failed_cases > 0,
+          {k.impl, k.op}};
+}
 
+// Profiles: every failing statistic, then the worst passing one per (impl, op).
 std::string profiles(const check::Collector& c, html::PlotData& plots) {
-  using Entry = std::pair<const check::StatKey*, const check::Stat*>;
-  std::vector<Entry> failing;
-  std::map<std::pair<std::string, std::string>, Entry> worst;
-  for (const auto& [k, s] : c.stats()) {
-    if (s.failed_cases > 0) failing.emplace_back(&k, &s);
-    if (s.failed_cases > 0 || !(s.max_ratio > 0)) continue;
-    auto& w = worst[{k.impl, k.op}];
-    if (w.second == nullptr || s.max_ratio > w.second->max_ratio) w = {&k, &s};
-  }
-  // Sharded tensors first (where a boundary bug shows), then by ratio.
-  auto by_ratio = [](const Entry& a, const Entry& b) {
-    const bool sa = a.second->worst_profile.axis >= 0, sb = b.second->worst_profile.axis >= 0;
-    return sa != sb ? sa : a.second->max_ratio > b.second->max_ratio;
-  };
-  std::stable_sort(failing.begin(), failing.end(), by_ratio);
-  std::vector<Entry> shown(failing.begin(), failing.end());
-  for (const auto& [key, e] : worst) shown.push_back(e);
-  if (shown.size() > kMaxProfiles) shown.resize(kMaxProfiles);
-  if (shown.empty()) return "<p>No case recorded a non-zero error.</p>\n";
-  std::string s =
+  std::vector<html::ProfileCase> cases;
+  for (const auto& [k, s] : c.stats()) cases.push_back(profile_case(k, s));
+  return html::profiles_section(
+      plots, cases,
       "<p>The case with the largest bound ratio of each failing tensor (sharded tensors first), "
       "then of each op's worst passing tensor: err/bound of every element along the sharded "
-      "axis, rank boundaries as vertical lines (a boundary bug shows as errors at a line).</p>\n";
-  int n = 0;
-  for (const auto& [k, st] : shown) {
-    const std::string title = std::string(st->failed_cases ? "FAIL " : "") + k->impl + " / " +
-                              k->property + ": " + k->op + " " + std::string(name(k->dtype)) +
-                              " P=" + std::to_string(k->world) + ", tensor " + k->tensor;
-    s += html::profile_section(plots, "profile-" + std::to_string(n++), title, st->worst_case,
-                               st->worst_profile, st->max_ratio);
-  }
-  return s;
+      "axis, rank boundaries as vertical lines (a boundary bug shows as errors at a line).</p>\n",
+      "<p>No case recorded a non-zero error.</p>\n");
 }
 
 std::string failures(const Report& r) {

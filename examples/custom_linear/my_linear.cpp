@@ -5,7 +5,8 @@
 //   my_shardcheck check linear --impl my-linear --dtype bfloat16 --max-world 4 --report out/
 //
 // This one computes its local products with its own loops (accumulating in float, or double
-// for double) and communicates through shardcheck's Communicator.
+// for double) and communicates through shardcheck's Communicator; the row-parallel layer takes
+// its columns of a full input with shardcheck's split_input_by_features.
 #include "ops/tp_transitions.hpp"
 #include "suites/linear/linear_impl.hpp"
 
@@ -93,15 +94,9 @@ struct MyLinear {
   LinearRankOutputs<T> row_parallel(Communicator& tp, const RowParallelConfig& cfg,
                                     const LinearRankInputs<T>& in) const {
     const int p = tp.size();
-    const auto r = static_cast<std::size_t>(tp.rank());
-    Tensor<T> x = in.x;
-    if (!cfg.input_is_parallel) {  // x is the full input: take this rank's columns
-      const auto in_pieces = split(cfg.in_split, in.x.dim(1), p);
-      x = Tensor<T>({in.x.dim(0), in_pieces[r].size});
-      for (std::size_t t = 0; t < x.dim(0); ++t) {
-        for (std::size_t j = 0; j < x.dim(1); ++j) x(t, j) = in.x(t, in_pieces[r].offset + j);
-      }
-    }
+    // This rank's columns of x: given, or taken from the full input.
+    const Tensor<T> x =
+        cfg.input_is_parallel ? in.x : split_input_by_features(in.x, cfg.in_split, p, tp.rank());
     const auto tokens = split_sizes(cfg.token_split, x.dim(0), p);
     LinearRankOutputs<T> out;
     Tensor<T> partial = matmul_abt(x, in.w_shard);

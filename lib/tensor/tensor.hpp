@@ -1,5 +1,6 @@
 // Tensor<T>: a dense, row-major, owning n-dimensional array: the only container the ops and
-// the check engine pass around. Deliberately small: shape, data, element access, equality.
+// the check engine pass around. Deliberately small: shape, data, element access, equality,
+// transpose and element type conversion.
 // Shapes are printed as [4, 16] everywhere (logs, errors, reports).
 #pragma once
 
@@ -88,6 +89,15 @@ Tensor<T> transpose(const Tensor<T>& a) {
     for (std::size_t j = 0; j < a.dim(1); ++j) t(j, i) = a(i, j);
   }
   return t;
+}
+
+// a with every element converted to T by static_cast (an accumulator's values rounded once to
+// the storage type), same shape.
+template <class T, class A>
+Tensor<T> rounded(const Tensor<A>& a) {
+  Tensor<T> out(a.shape());
+  for (std::size_t i = 0; i < a.size(); ++i) out[i] = static_cast<T>(a[i]);
+  return out;
 }
 
 }  // namespace shardcheck

@@ -44,8 +44,7 @@ inline const char* path_name(ContractionPath p) {
 // side mostly do not.
 inline bool fast_path_pays(std::size_t m, std::size_t n, std::size_t k, bool a_doubles,
                            bool b_doubles) {
-  const double dm = static_cast<double>(m), dn = static_cast<double>(n),
-               dk = static_cast<double>(k);
+  const auto dm = static_cast<double>(m), dn = static_cast<double>(n), dk = static_cast<double>(k);
   const double fast = 200 + dm * dk * (a_doubles ? 1.6 : 16) + dk * dn * (b_doubles ? 1.6 : 16) +
                       dm * dn * (a_doubles && b_doubles ? 3 : 20);
   return fast < dm * dn * dk;

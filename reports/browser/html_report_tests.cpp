@@ -11,12 +11,27 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <stdexcept>
 #include <string>
 
 namespace shardcheck {
 namespace {
+
+// check_tensor of a tensor "y" of `shape` placed by `placement` over `ranks` ranks: element i is
+// exact + err(i) against `exact`, every bound `bound`.
+check::TensorCheck check_errors(const Shape& shape, double exact,
+                                const std::function<double(std::size_t)>& err, double bound,
+                                const Placement& placement, int ranks) {
+  Tensor<double> e(shape), actual(shape), b(shape);
+  for (std::size_t i = 0; i < e.size(); ++i) {
+    e[i] = exact;
+    actual[i] = exact + err(i);
+    b[i] = bound;
+  }
+  return check::check_tensor("y", actual, e, b, placement, ranks);
+}
 
 TEST(RatioBins, EdgesBelongToTheLowerBinAndFailuresAreAboveOne) {
   EXPECT_EQ(check::ratio_bin(0.0), 0U);
@@ -37,14 +52,13 @@ TEST(RatioBins, EdgesBelongToTheLowerBinAndFailuresAreAboveOne) {
 // A [6, 3] tensor sharded on dim 0 over 3 ranks: 2 rows each; the error of element (r, c) is
 // 10r + c, its bound 100, so every cell of the (unpooled) profile is known.
 TEST(ErrorProfile, HoldsEveryElementAlongTheShardedAxisWithTheRankBoundaries) {
-  Tensor<double> exact(Shape{6, 3}), actual(Shape{6, 3}), bound(Shape{6, 3});
-  for (std::size_t i = 0; i < exact.size(); ++i) {
-    exact[i] = 1.0;
-    const std::size_t row = i / 3;  // row-major [6, 3]: element (row, i % 3)
-    actual[i] = 1.0 + static_cast<double>(10 * row + i % 3);
-    bound[i] = 100.0;
-  }
-  const auto c = check::check_tensor("y", actual, exact, bound, Placement::shard(0), 3);
+  const auto c = check_errors(
+      Shape{6, 3}, 1.0,
+      [](std::size_t i) {
+        const std::size_t row = i / 3;  // row-major [6, 3]: element (row, i % 3)
+        return static_cast<double>(10 * row + i % 3);
+      },
+      100.0, Placement::shard(0), 3);
   const auto& p = c.profile;
   EXPECT_EQ(p.axis, 0);
   EXPECT_EQ(p.rows, 6U);
@@ -57,13 +71,10 @@ TEST(ErrorProfile, HoldsEveryElementAlongTheShardedAxisWithTheRankBoundaries) {
 // Sharded on the last dim of [2, 5000]: the profile's rows run along dim 1, pooled by the
 // largest in each block, and at most 4096 cells.
 TEST(ErrorProfile, PoolsLargeTensorsByTheBlockMaximum) {
-  Tensor<double> exact(Shape{2, 5000}), actual(Shape{2, 5000}), bound(Shape{2, 5000});
-  for (std::size_t i = 0; i < exact.size(); ++i) {
-    exact[i] = 0;
-    actual[i] = i == 4999 ? 0.5 : 0.0;  // element (0, 4999)
-    bound[i] = 1;
-  }
-  const auto c = check::check_tensor("y", actual, exact, bound, Placement::shard(1), 4);
+  const auto c = check_errors(
+      Shape{2, 5000}, 0.0,
+      [](std::size_t i) { return i == 4999 ? 0.5 : 0.0; },  // element (0, 4999)
+      1.0, Placement::shard(1), 4);
   const auto& p = c.profile;
   EXPECT_EQ(p.axis, 1);
   EXPECT_EQ(p.length, 5000U);
@@ -90,13 +101,10 @@ TEST(Html, APageOfAFailingRunHasItsReplayCommandAndNoNetworkAddress) {
   v.op = "column_parallel_linear";
   v.world = 2;
   v.case_text = "P=2";
-  Tensor<double> exact(Shape{4}), actual(Shape{4}), bound(Shape{4});
-  for (std::size_t i = 0; i < 4; ++i) {
-    exact[i] = 1;
-    actual[i] = i == 2 ? 3 : 1;  // the first element of rank 1's piece
-    bound[i] = 1;
-  }
-  v.tensors.push_back(check::check_tensor("y", actual, exact, bound, Placement::shard(0), 2));
+  v.tensors.push_back(check_errors(
+      Shape{4}, 1.0,
+      [](std::size_t i) { return i == 2 ? 2.0 : 0.0; },  // the first element of rank 1's piece
+      1.0, Placement::shard(0), 2));
   collector.record(v);
   report::Report r;
   r.seed = 7;

@@ -292,13 +292,6 @@ AttentionBlockGrads<T> block_backward(const AttentionConfig& cfg, const Tensor<T
   return g;
 }
 
-template <class T, class A>
-Tensor<T> round_all(const Tensor<A>& a) {
-  Tensor<T> out(a.shape());
-  for (std::size_t i = 0; i < a.size(); ++i) out[i] = static_cast<T>(a[i]);
-  return out;
-}
-
 }  // namespace
 
 std::string to_string(MaskKind k) {
@@ -384,7 +377,7 @@ AttentionOutput<T> attention_forward(const AttentionConfig& cfg, const Tensor<T>
   const std::string where = "attention_forward: ";
   const auto [qp, kp] = dense_positions(where, "attention_block_forward", cfg, q, k, v);
   auto part = block_forward(cfg, q, k, v, qp, kp);
-  return {round_all<T>(part.out), std::move(part.lse)};
+  return {rounded<T>(part.out), std::move(part.lse)};
 }
 
 template <class T>
@@ -398,7 +391,7 @@ AttentionGrads<T> attention_backward(const AttentionConfig& cfg, const Tensor<T>
   check_extra(where, "fwd.lse", fwd.lse, Shape{q.dim(0), q.dim(2), q.dim(1)},
               "[batch, h, Lq] (attention_forward's lse)");
   const auto g = block_backward(cfg, q, k, v, fwd.out, fwd.lse, dout, qp, kp);
-  return {round_all<T>(g.dq), round_all<T>(g.dk), round_all<T>(g.dv)};
+  return {rounded<T>(g.dq), rounded<T>(g.dk), rounded<T>(g.dv)};
 }
 
 // T is a type here: acc_t<T> cannot take the parentheses the check asks for.

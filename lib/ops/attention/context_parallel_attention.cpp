@@ -116,13 +116,6 @@ Tensor<E> unpack(const std::vector<E>& buf, std::size_t first, const Shape& shap
   return Tensor<E>(shape, std::vector<E>(begin, begin + static_cast<std::ptrdiff_t>(numel(shape))));
 }
 
-template <class T, class A>
-Tensor<T> round_tensor(const Tensor<A>& a) {
-  Tensor<T> out(a.shape());
-  for (std::size_t i = 0; i < a.size(); ++i) out[i] = static_cast<T>(a[i]);
-  return out;
-}
-
 template <class A>
 void add_into(std::vector<A>& acc, std::span<const A> x) {
   for (std::size_t i = 0; i < acc.size(); ++i) acc[i] += x[i];
@@ -311,7 +304,7 @@ AttentionOutput<T> context_parallel_attention(Communicator& cp, const AttentionC
     const auto k_all = gather_sequence(cp, ws, k, lens);
     const auto v_all = gather_sequence(cp, ws, v, lens);
     auto part = attention_block_forward(cfg, q, *k_all, *v_all, queries, concat(s));
-    return {round_tensor<T>(part.out), std::move(part.lse)};
+    return {rounded<T>(part.out), std::move(part.lse)};
   }
 
   Tensor<A> out(Shape{batch, queries.size(), h, d});
@@ -334,7 +327,7 @@ AttentionOutput<T> context_parallel_attention(Communicator& cp, const AttentionC
       kv = std::move(next);
     }
   }
-  return {round_tensor<T>(out), std::move(lse)};
+  return {rounded<T>(out), std::move(lse)};
 }
 
 template <class T>
@@ -376,7 +369,7 @@ AttentionGrads<T> context_parallel_attention_backward(Communicator& cp, const At
     Tensor<A> dk(k.shape()), dv(v.shape());
     cp.reduce_scatter(std::span<const A>(*dk_ranks), dk.span(), counts, ReduceOp::sum);
     cp.reduce_scatter(std::span<const A>(*dv_ranks), dv.span(), counts, ReduceOp::sum);
-    return {round_tensor<T>(g.dq), round_tensor<T>(dk), round_tensor<T>(dv)};
+    return {rounded<T>(g.dq), rounded<T>(dk), rounded<T>(dv)};
   }
 
   Tensor<A> dq(q.shape());
@@ -413,8 +406,8 @@ AttentionGrads<T> context_parallel_attention_backward(Communicator& cp, const At
     dkv = std::move(next_dkv);
   }
   // dkv now holds this rank's own chunk's dk | dv.
-  return {round_tensor<T>(dq), round_tensor<T>(unpack(*dkv, 0, k.shape())),
-          round_tensor<T>(unpack(*dkv, k.size(), v.shape()))};
+  return {rounded<T>(dq), rounded<T>(unpack(*dkv, 0, k.shape())),
+          rounded<T>(unpack(*dkv, k.size(), v.shape()))};
 }
 
 #define SHARDCHECK_CP_ATTENTION(T)                                                           \

@@ -90,6 +90,27 @@ void require_bias(const std::string& where, const char* b_name, const Tensor<T>&
   }
 }
 
+// The ranks' token counts by `token_split` of the configured global token count `tokens` (the
+// config's cfg.tokens), this rank's token shard `name` checked against its own: what an op whose
+// input arrives as a token shard (sequence parallelism) takes the counts of its gathers from.
+// @throws UsageError when the split fails or the shard holds another count.
+template <class T>
+std::vector<std::size_t> require_token_shard(const std::string& where, const Communicator& comm,
+                                             const SplitPolicy& token_split, std::size_t tokens,
+                                             const char* name, const Tensor<T>& shard) {
+  auto counts = sizes_of(
+      pieces(where, "cfg.tokens = " + str(tokens) + " tokens", token_split, tokens, comm.size()));
+  const auto r = static_cast<std::size_t>(comm.rank());
+  if (shard.dim(0) != counts[r]) {
+    throw UsageError(where + name + " is " + format_shape(shard.shape()) + " but token_split " +
+                     token_split.to_string() + " gives this rank " + str(counts[r]) +
+                     " of cfg.tokens = " + str(tokens) +
+                     " tokens; give rank k split_by_tokens(x, token_split, P, k) and set "
+                     "cfg.tokens to the global token count");
+  }
+  return counts;
+}
+
 // x [tokens, in] against w [out, in].
 template <class T>
 void require_same_in(const std::string& where, const char* w_name, const Tensor<T>& w,

@@ -41,15 +41,7 @@ ColumnParallelOutput<T> column_parallel_linear(Communicator& tp, const ColumnPar
   const auto r = static_cast<std::size_t>(tp.rank());
   std::vector<std::size_t> token_counts, out_counts;
   if (cfg.sequence_parallel_input) {
-    token_counts = sizes_of(pieces(where, "cfg.tokens = " + str(cfg.tokens) + " tokens",
-                                   cfg.token_split, cfg.tokens, p));
-    if (x.dim(0) != token_counts[r]) {
-      throw UsageError(where + "x is " + format_shape(x.shape()) + " but token_split " +
-                       cfg.token_split.to_string() + " gives this rank " + str(token_counts[r]) +
-                       " of cfg.tokens = " + str(cfg.tokens) +
-                       " tokens; give rank k split_by_tokens(x, token_split, P, k) and set "
-                       "cfg.tokens to the global token count");
-    }
+    token_counts = require_token_shard(where, tp, cfg.token_split, cfg.tokens, "x", x);
   }
   if (cfg.gather_output) {
     out_counts =

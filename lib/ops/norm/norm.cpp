@@ -15,9 +15,8 @@ namespace shardcheck {
 namespace {
 
 using linear_detail::on_rank;
-using linear_detail::pieces;
 using linear_detail::require_2d;
-using linear_detail::sizes_of;
+using linear_detail::require_token_shard;
 using linear_detail::str;
 
 template <class T>
@@ -167,22 +166,6 @@ NormGrads<T> backward_core(const NormConfig& cfg, const Tensor<T>& x, const Tens
   return g;
 }
 
-// The rank's shard against the configured token split.
-template <class T>
-void require_token_shard(const std::string& where, const SequenceParallelNormConfig& cfg,
-                         const Communicator& sp, const char* name, const Tensor<T>& shard) {
-  const auto counts = sizes_of(pieces(where, "cfg.tokens = " + str(cfg.tokens) + " tokens",
-                                      cfg.token_split, cfg.tokens, sp.size()));
-  const auto r = static_cast<std::size_t>(sp.rank());
-  if (shard.dim(0) != counts[r]) {
-    throw UsageError(where + name + " is " + format_shape(shard.shape()) + " but token_split " +
-                     cfg.token_split.to_string() + " gives this rank " + str(counts[r]) +
-                     " of cfg.tokens = " + str(cfg.tokens) +
-                     " tokens; give rank k split_by_tokens(x, token_split, P, k) and set "
-                     "cfg.tokens to the global token count");
-  }
-}
-
 }  // namespace
 
 // ================================================================ dense
@@ -211,7 +194,7 @@ Tensor<T> sequence_parallel_norm(Communicator& sp, const SequenceParallelNormCon
                                  const Tensor<T>& beta) {
   const std::string where = on_rank("sequence_parallel_norm", sp);
   require_norm_shapes<T>(where, cfg.norm, x_shard, gamma, &beta, nullptr);
-  require_token_shard(where, cfg, sp, "x_shard", x_shard);
+  require_token_shard(where, sp, cfg.token_split, cfg.tokens, "x_shard", x_shard);
   return forward_core(cfg.norm, x_shard, gamma, beta);
 }
 
@@ -222,7 +205,7 @@ NormGrads<T> sequence_parallel_norm_backward(Communicator& sp,
                                              const Tensor<T>& dy_shard) {
   const std::string where = on_rank("sequence_parallel_norm_backward", sp);
   require_norm_shapes<T>(where, cfg.norm, x_shard, gamma, nullptr, &dy_shard);
-  require_token_shard(where, cfg, sp, "x_shard", x_shard);
+  require_token_shard(where, sp, cfg.token_split, cfg.tokens, "x_shard", x_shard);
   NormGrads<T> g = backward_core(cfg.norm, x_shard, gamma, dy_shard);
   // One all_reduce(sum) of the partial parameter gradients: [dgamma] or [dgamma | dbeta].
   const std::size_t n = gamma.size();

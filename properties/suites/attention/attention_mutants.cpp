@@ -92,13 +92,6 @@ std::vector<E> concat2(const Tensor<E>& a, const Tensor<E>& b) {
   return out;
 }
 
-template <class T, class S>
-Tensor<T> round_all(const Tensor<S>& a) {
-  Tensor<T> out(a.shape());
-  for (std::size_t i = 0; i < a.size(); ++i) out[i] = static_cast<T>(a[i]);
-  return out;
-}
-
 Shape with_len(Shape s, std::size_t len) {
   s[1] = len;
   return s;
@@ -159,7 +152,7 @@ struct FaultyAttention {
     const auto mine = query_positions(cc, p, r, pos);
     const Tensor<T> k_all = gather(in.k), v_all = gather(in.v);
     const auto part = attention_block_forward(cfg, in.q, k_all, v_all, mine, all);
-    AttentionOutput<T> fwd{round_all<T>(part.out), part.lse};
+    AttentionOutput<T> fwd{rounded<T>(part.out), part.lse};
     (void)gather(in.k);  // the backward's re-gathers, as the library's traffic
     (void)gather(in.v);
     auto g =
@@ -175,8 +168,7 @@ struct FaultyAttention {
         dv[b * own * row + i] = static_cast<T>(g.dv[(b * all.size() + off) * row + i]);
       }
     }
-    return {std::move(fwd.out), std::move(fwd.lse), round_all<T>(g.dq), std::move(dk),
-            std::move(dv)};
+    return {std::move(fwd.out), std::move(fwd.lse), rounded<T>(g.dq), std::move(dk), std::move(dv)};
   }
 
   template <class T>
@@ -258,7 +250,7 @@ struct FaultyAttention {
         }
       }
     }
-    AttentionOutput<T> fwd{round_all<T>(out), std::move(lse)};
+    AttentionOutput<T> fwd{rounded<T>(out), std::move(lse)};
 
     // Backward.
     Tensor<A<T>> dq(in.q.shape());
@@ -276,7 +268,7 @@ struct FaultyAttention {
       AttentionBlockGrads<T> g;
       if (fault == Fault::step_lse_backward) {
         const auto part = attention_block_forward(cfg, in.q, kc, vc, mine, ps);
-        g = attention_block_backward(cfg, in.q, kc, vc, round_all<T>(part.out), part.lse, in.dout,
+        g = attention_block_backward(cfg, in.q, kc, vc, rounded<T>(part.out), part.lse, in.dout,
                                      mine, ps);
       } else {
         g = attention_block_backward(cfg, in.q, kc, vc, fwd.out, fwd.lse, in.dout, mine, ps);
@@ -314,8 +306,7 @@ struct FaultyAttention {
       dk = std::move(dk_local);
       dv = std::move(dv_local);
     }
-    return {std::move(fwd.out), std::move(fwd.lse), round_all<T>(dq), round_all<T>(dk),
-            round_all<T>(dv)};
+    return {std::move(fwd.out), std::move(fwd.lse), rounded<T>(dq), rounded<T>(dk), rounded<T>(dv)};
   }
 
   // ---------------------------------------------------------------- the layer

@@ -173,13 +173,6 @@ Tensor<T> seq_slice(const Tensor<T>& t, std::size_t offset, std::size_t len) {
   return out;
 }
 
-template <class T, class A>
-Tensor<T> rounded(const Tensor<A>& a) {
-  Tensor<T> out(a.shape());
-  for (std::size_t i = 0; i < a.size(); ++i) out[i] = static_cast<T>(a[i]);
-  return out;
-}
-
 // The global positions offset, offset + 1, ..., offset + len - 1.
 std::vector<std::size_t> range_positions(std::size_t offset, std::size_t len);
 
