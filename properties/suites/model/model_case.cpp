@@ -24,13 +24,21 @@ rc::Gen<SplitPolicy> genCountFreeSplit() {
   return gen::structureOf({SplitPolicy::chunk(), SplitPolicy::balanced()});
 }
 
-// (h/g, g) such that the heads can be assigned to tp ranks (head_parallel_attention.hpp): g ≥ tp,
-// or g divides tp and tp/g divides h/g.
-std::pair<std::size_t, std::size_t> heads_for(std::size_t group, std::size_t g, int tp) {
+// (h/g, g), drawn so that the heads can be assigned to the tp ranks
+// (head_parallel_attention.hpp): g ≥ tp (each rank its kv heads, uneven under kv_head_split), or,
+// one case in three when tp > 1, a kv head shared by the tp ranks of its group: g a divisor of tp
+// below it and h/g a multiple of tp/g.
+std::pair<std::size_t, std::size_t> gen_heads(int tp) {
   const auto p = static_cast<std::size_t>(tp);
-  if (g >= p) return {group, g};
-  if (p % g == 0 && group % (p / g) == 0) return {group, g};
-  return {group, p};  // g = tp: each rank one kv head
+  if (p > 1 && *gen::chance(33)) {
+    std::vector<std::size_t> below;
+    for (std::size_t g = 1; g < p; ++g) {
+      if (p % g == 0) below.push_back(g);
+    }
+    const std::size_t g = *gen::structureOf(below);
+    return {(p / g) * *gen::structure<std::size_t>(1, 2), g};
+  }
+  return {*gen::structure<std::size_t>(1, 3), p + *gen::structure<std::size_t>(0, 2)};
 }
 
 }  // namespace
@@ -55,23 +63,38 @@ rc::Gen<ModelCase> gen_case(const RunConfig& config, const ModelCaseOptions& opt
   return rc::gen::exec([config, options] {
     ModelCase c;
     c.dtype = *gen::genFloatDType(config.dtypes);
-    // The mesh: tp, cp, dp, pp each at least 1, their product at most max_world.
-    int room = std::max(1, config.max_world);
-    const int min_pp = std::min(options.min_pp.value_or(1), room);
-    auto axis = [&](int lo) {
-      const int v = *gen::structure<int>(std::min(lo, room), room);
+    // The mesh: the world size uniform in [1, max_world] (every size from the first cases on,
+    // shrinking toward 1), then three of the axes each a divisor of what is left (shrinking
+    // toward 1) and the fourth the rest.
+    const int max_world = std::max(1, config.max_world);
+    const int lo =
+        std::min(max_world, std::max(options.min_world.value_or(1), options.min_pp.value_or(1)));
+    c.world = *gen::structure<int>(lo, max_world);
+    int room = c.world;
+    auto axis = [&](int at_least) {
+      // Each divisor of what is left, the ones above 1 twice as likely as 1 (every axis and the
+      // seams on it come early; still shrinking toward the smallest).
+      std::vector<std::pair<std::size_t, int>> divisors;
+      for (int k = 1; k <= room; ++k) {
+        if (room % k == 0 && k >= std::min(at_least, room)) {
+          divisors.emplace_back(k == 1 ? 1 : 2, k);
+        }
+      }
+      const int v = *gen::weightedStructure(divisors);
       room /= v;
       return v;
     };
-    c.par.pp = axis(min_pp);
-    c.par.tp = axis(1);
-    c.par.cp = axis(1);
-    c.par.dp = axis(1);
-    c.world = c.par.pp * c.par.dp * c.par.cp * c.par.tp;
-    if (options.min_world && c.world < std::min(*options.min_world, config.max_world)) {
-      c.par.dp *= 2;  // the pin asks for several ranks: double the cheapest axis
-      c.world *= 2;
+    // The axes in a drawn order (the last one takes what is left), pp first when pinned.
+    std::vector<int*> axes = {&c.par.pp, &c.par.tp, &c.par.cp, &c.par.dp};
+    if (!options.min_pp) {
+      const int rotate = *gen::structure<int>(0, 3);
+      std::rotate(axes.begin(), axes.begin() + rotate, axes.end());
+      if (*gen::chance(50)) std::swap(axes[1], axes[2]);
     }
+    for (std::size_t i = 0; i + 1 < axes.size(); ++i) {
+      *axes[i] = axis(axes[i] == &c.par.pp ? options.min_pp.value_or(1) : 1);
+    }
+    *axes.back() = room;
     // The model.
     auto& m = c.cfg;
     m.layers = *gen::structure<std::size_t>(0, max_layers);
@@ -79,8 +102,7 @@ rc::Gen<ModelCase> gen_case(const RunConfig& config, const ModelCaseOptions& opt
     m.head_dim = *gen::structure<std::size_t>(1, max_head_dim);
     m.ffn = *gen::genDim(max_ffn);
     m.vocab = *gen::genDim(max_vocab);
-    const auto [group, g] =
-        heads_for(*gen::structure<std::size_t>(1, 3), *gen::structure<std::size_t>(1, 4), c.par.tp);
+    const auto [group, g] = gen_heads(c.par.tp);
     m.kv_heads = g;
     m.heads = group * g;
     m.norm.kind =
