@@ -4,6 +4,7 @@
 #include "generators/layout_gen.hpp"
 #include "generators/structure.hpp"
 #include "runtime/format_list.hpp"
+#include "suites/attention/attention_run.hpp"
 
 #include <algorithm>
 
@@ -49,6 +50,9 @@ std::vector<std::string> configuration_labels(const AttentionCase& c) {
   if (c.layer.context_parallel) {
     out.push_back(to_string(c.context().algorithm) + " " + to_string(c.context().layout));
   }
+  if (c.op == AttentionOp::layer && c.layer.sequence_parallel) {
+    out.emplace_back("sequence parallel");
+  }
   if (c.op == AttentionOp::context_parallel) out.push_back(to_string(c.shape));
   if (a.mask.kind == MaskKind::causal && c.q_len() != c.k_len()) {
     out.push_back("causal " + to_string(a.mask.alignment) + " with Lq != Lk");
@@ -80,6 +84,9 @@ std::string AttentionCase::describe() const {
     s += " tp=" + std::to_string(tp) + " hidden=" + std::to_string(layer.hidden) +
          (layer.has_bias ? " bias" : " no-bias") +
          " kv_head_split=" + layer.kv_head_split.to_string();
+    if (layer.sequence_parallel) {
+      s += " sequence_parallel token_split=" + layer.token_split.to_string();
+    }
   }
   s += " cp=" + std::to_string(cp);
   if (layer.context_parallel) {
@@ -217,6 +224,24 @@ rc::Gen<AttentionCase> gen_case(const RunConfig& config, const AttentionCaseOpti
     }
     c.profile = *rc::gen::weightedElement<gen::Profile>(
         {{4, gen::Profile::unit}, {1, gen::Profile::wide}, {1, gen::Profile::cancellation}});
+    // Sequence parallelism over tp (the layer with tp > 1, one case in two): x, y, dy and dx as
+    // each tp rank's token rows of its cp piece flattened [batch·L_j, hidden]. Drawn last, so
+    // every pick above stays where it was. One token split serves every cp piece: explicit sizes
+    // (zeros included) where the pieces hold the same number of tokens, else chunk or balanced,
+    // whose pieces are uneven or empty too when the tokens do not fill the tp ranks.
+    if (layer && c.tp > 1 && *gen::chance(50)) {
+      c.layer.sequence_parallel = true;
+      c.layer.batch = c.batch;
+      std::vector<std::size_t> tokens(static_cast<std::size_t>(c.cp));
+      for (int j = 0; j < c.cp; ++j) {
+        tokens[static_cast<std::size_t>(j)] = c.batch * positions_of(c, j).size();
+      }
+      const bool same = std::all_of(tokens.begin(), tokens.end(),
+                                    [&](std::size_t n) { return n == tokens.front(); });
+      c.layer.token_split =
+          same ? *gen::genSplit(tokens.front(), c.tp)
+               : *gen::structureOf({SplitPolicy::chunk(), SplitPolicy::balanced()});
+    }
     bool empty_row = false;
     for (std::size_t b = 0; b < c.batch; ++b) {
       for (std::size_t t = 0; t < lq; ++t) empty_row = empty_row || row_is_empty(a.mask, b, t);
@@ -224,6 +249,7 @@ rc::Gen<AttentionCase> gen_case(const RunConfig& config, const AttentionCaseOpti
     RC_CLASSIFY(empty_row, "fully masked rows");
     RC_CLASSIFY(a.kv_heads < a.q_heads, a.kv_heads == 1 ? "MQA" : "GQA");
     RC_CLASSIFY(layer && static_cast<std::size_t>(c.tp) > a.kv_heads, "tp > g");
+    RC_CLASSIFY(c.layer.sequence_parallel, "sequence parallel");
     RC_TAG(to_string(c.op));
     RC_CLASSIFY(!layer, to_string(c.shape));
     if (c.layer.context_parallel) RC_TAG(to_string(c.context().algorithm));

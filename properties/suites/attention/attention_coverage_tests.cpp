@@ -28,6 +28,7 @@ TEST(AttentionCoverage, EveryHeadConfigurationWithin30CasesAtEverySeed) {
   // (7,1) (8,1) (8,2) (8,4).
   EXPECT_EQ(replicated, 12);
   wanted.emplace_back("a tp rank without heads");
+  wanted.emplace_back("sequence parallel");  // x, y, dy, dx as token rows over tp
   for (const char* c : {"cp=1", "cp=2"}) wanted.emplace_back(c);
   EXPECT_TRUE(test::covers(gen_case(config, layer), wanted, configuration_labels));
 }

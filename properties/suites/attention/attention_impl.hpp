@@ -43,6 +43,8 @@ struct CoreRankOutputs {
   Tensor<T> dq, dk, dv;  // the shapes of q, k, v
 };
 
+// Under cfg.sequence_parallel, x, dy, y and dx are the tp rank's token rows [rows_r, hidden]
+// instead: cfg.token_split of the rank's positions flattened [batch·L_r, hidden] (batch-major).
 template <class T>
 struct LayerRankInputs {
   Tensor<T> x, dy;                 // [batch, L_r, hidden]: the rank's positions (cp)

@@ -3,7 +3,9 @@
 // projections), so the planted bug is the only difference.
 #include "suites/attention/attention_mutants.hpp"
 
+#include "ops/attention/attention_spec.hpp"
 #include "ops/softmax_merge/softmax_merge.hpp"
+#include "ops/tp_transitions.hpp"
 #include "suites/attention/attention_impl.hpp"
 
 #include <algorithm>
@@ -32,6 +34,9 @@ enum class Fault {
   causal_top_left,      // the causal mask always top-left aligned, whatever the config declares
   ring_skip_self_attn,  // the ring skips a key chunk when it starts after the last query
                         // position (self-attention's test), though bottom-right sees it
+  // Wrong only under sequence parallelism (the layer's x, y, dy, dx as token rows over tp):
+  sp_output_all_reduced,  // y all_reduced, every tp rank keeps all the rows
+  sp_dbo_own_rows,        // dbo summed over the rank's own dy rows, never over tp
 };
 
 // The query positions rank r holds: the keys' under self-attention (so the zigzag fault moves
@@ -313,6 +318,12 @@ struct FaultyAttention {
   template <class T>
   LayerRankOutputs<T> layer(Communicator& tp, Communicator& cp, const HeadParallelConfig& cfg,
                             const LayerRankInputs<T>& in) const {
+    if (cfg.sequence_parallel && fault == Fault::sp_output_all_reduced) {
+      return output_all_reduced(tp, cp, cfg, in);
+    }
+    if (cfg.sequence_parallel && fault == Fault::sp_dbo_own_rows && cfg.has_bias) {
+      return dbo_own_rows(tp, cp, cfg, in);
+    }
     HeadAssignment a = head_assignment(cfg, tp.size(), tp.rank());
     if (fault == Fault::kv_head_r_mod_g && a.kv_replicas > 1) {
       a.kv_offset = static_cast<std::size_t>(tp.rank()) % cfg.attention.kv_heads;
@@ -335,6 +346,49 @@ struct FaultyAttention {
       return {std::move(fwd.y), std::move(g)};
     }
     auto g = attention_layer_backward(tp, cp, cfg, in.x, w, fwd, in.dy);
+    return {std::move(fwd.y), std::move(g)};
+  }
+
+  // sp_output_all_reduced: the layer gathers its token rows of x, but its output projection is
+  // the plain row-parallel one (sequence_parallel_output left off): y all_reduced, every tp rank
+  // returning all batch·L_r rows. The backward is the library's.
+  template <class T>
+  static LayerRankOutputs<T> output_all_reduced(Communicator& tp, Communicator& cp,
+                                                const HeadParallelConfig& cfg,
+                                                const LayerRankInputs<T>& in) {
+    const std::size_t len = cfg.context_parallel
+                                ? cp_positions(*cfg.context_parallel, cp.size(), cp.rank()).size()
+                                : cfg.attention.mask.q_len;
+    const auto counts = split_sizes(cfg.token_split, cfg.batch * len, tp.size());
+    const Tensor<T> x_all = all_gather_tokens(tp, in.x, std::span<const std::size_t>(counts));
+    HeadParallelConfig plain = cfg;
+    plain.sequence_parallel = false;
+    const auto w =
+        shard_attention_weights(in.dense, cfg, head_assignment(cfg, tp.size(), tp.rank()));
+    auto fwd = attention_layer(tp, cp, plain,
+                               Tensor<T>(Shape{cfg.batch, len, cfg.hidden}, x_all.values()), w);
+    Tensor<T> y(Shape{cfg.batch * len, cfg.hidden}, std::move(fwd.y.values()));
+    auto g = attention_layer_backward(tp, cp, cfg, in.x, w, fwd, in.dy);
+    return {std::move(y), std::move(g)};
+  }
+
+  // sp_dbo_own_rows: with y's rows on its tp rank, the output bias gradient is summed over the
+  // rank's own dy rows, and the sum over tp that Megatron's finalize_model_grads makes for such
+  // sequence-parallel parameters is left out: dbo is a partial sum, different on every tp rank.
+  template <class T>
+  static LayerRankOutputs<T> dbo_own_rows(Communicator& tp, Communicator& cp,
+                                          const HeadParallelConfig& cfg,
+                                          const LayerRankInputs<T>& in) {
+    const auto w =
+        shard_attention_weights(in.dense, cfg, head_assignment(cfg, tp.size(), tp.rank()));
+    auto fwd = attention_layer(tp, cp, cfg, in.x, w);
+    auto g = attention_layer_backward_partial(tp, cp, cfg, in.x, w, fwd, in.dy);
+    all_reduce_replicated_kv_grads(tp, cfg, g);
+    const std::size_t hidden = cfg.hidden;
+    std::vector<A<T>> sum(hidden);
+    for (std::size_t i = 0; i < in.dy.size(); ++i) sum[i % hidden] += static_cast<A<T>>(in.dy[i]);
+    for (std::size_t k = 0; k < hidden; ++k) g.dbo[k] = static_cast<T>(sum[k]);
+    all_reduce_layer_grads_over_cp(cp, cfg, g);
     return {std::move(fwd.y), std::move(g)};
   }
 };
@@ -397,6 +451,17 @@ constexpr Mutant<AttentionImplementation> catalog[] = {
      "self-attention test; with Lq < Lk and a bottom-right mask those keys are visible, so "
      "decode and chunked prefill lose part of their cache (wrong only when Lq != Lk)",
      &make<Fault::ring_skip_self_attn>, false},
+    {"sp-output-all-reduced",
+     "sequence parallelism: the output projection all_reduces y as without it "
+     "(sequence_parallel_output left off), so every tp rank returns all batch·L_r rows of y "
+     "instead of its own token rows (wrong only under sequence parallelism)",
+     &make<Fault::sp_output_all_reduced>, false},
+    {"sp-dbo-own-rows",
+     "sequence parallelism: dbo is summed over the rank's own dy rows and never over tp (the sum "
+     "Megatron's finalize_model_grads makes for sequence-parallel parameters is left out), so "
+     "each tp rank holds a different partial dbo (wrong only under sequence parallelism, with "
+     "biases)",
+     &make<Fault::sp_dbo_own_rows>, false},
 };
 
 }  // namespace

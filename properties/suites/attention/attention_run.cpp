@@ -1,6 +1,7 @@
 #include "suites/attention/attention_run.hpp"
 
 #include "engine/instantiate.hpp"
+#include "engine/slicing.hpp"
 #include "layout/device_mesh.hpp"
 #include "runtime/launcher.hpp"
 
@@ -21,6 +22,24 @@ std::vector<std::size_t> query_positions_of(const AttentionCase& c, int cp_rank)
   std::iota(all.begin(), all.end(), std::size_t{0});
   return all;
 }
+
+std::vector<std::size_t> sp_row_counts(const AttentionCase& c, int cp_rank) {
+  return split_sizes(c.layer.token_split, c.batch * positions_of(c, cp_rank).size(), c.tp);
+}
+
+template <class T>
+Tensor<T> layer_piece(const AttentionCase& c, const Tensor<T>& g, int world_rank) {
+  Tensor<T> mine = take_positions(g, positions_of(c, cp_coord(c, world_rank)));
+  if (!c.layer.sequence_parallel) return mine;
+  const Shape flat{mine.dim(0) * mine.dim(1), mine.dim(2)};
+  return shard(Tensor<T>(flat, std::move(mine.values())), 0, c.layer.token_split, c.tp,
+               tp_coord(c, world_rank));
+}
+
+#define SHARDCHECK_LAYER_PIECE(T) \
+  template Tensor<T> layer_piece(const AttentionCase&, const Tensor<T>&, int);
+SHARDCHECK_FOR_EACH_FLOAT_TYPE(SHARDCHECK_LAYER_PIECE)
+#undef SHARDCHECK_LAYER_PIECE
 
 namespace {
 
@@ -61,14 +80,14 @@ AttentionRun<T> run_ranks(const AttentionImplementation& impl, const AttentionCa
   std::vector<CoreRankInputs<T>> core_in(core ? n : 0);
   std::vector<LayerRankInputs<T>> layer_in(core ? 0 : n);
   for (int r = 0; r < p; ++r) {
-    const auto pos = positions_of(c, cp_coord(c, r));
     const auto i = static_cast<std::size_t>(r);
     if (core) {
+      const auto pos = positions_of(c, cp_coord(c, r));
       const auto qpos = query_positions_of(c, cp_coord(c, r));
       core_in[i] = {take_positions(d.q, qpos), take_positions(d.k, pos), take_positions(d.v, pos),
                     take_positions(d.dout, qpos)};
     } else {
-      layer_in[i] = {take_positions(d.x, pos), take_positions(d.dy, pos), d.w};
+      layer_in[i] = {layer_piece(c, d.x, r), layer_piece(c, d.dy, r), d.w};
     }
   }
   if (core) {

@@ -32,6 +32,17 @@ inline int cp_coord(const AttentionCase& c, int world_rank) { return world_rank 
 std::vector<std::size_t> positions_of(const AttentionCase& c, int cp_rank);
 std::vector<std::size_t> query_positions_of(const AttentionCase& c, int cp_rank);
 
+// Sequence parallelism (the layer's cfg.sequence_parallel): the token rows of each tp rank of cp
+// coordinate j, the layer's token_split of the batch·L_j tokens of its cp piece.
+std::vector<std::size_t> sp_row_counts(const AttentionCase& c, int cp_rank);
+
+// World rank r's piece of a global [batch, L, hidden] tensor of the layer (x, dy; y, dx): its cp
+// coordinate's positions [batch, L_j, hidden] (positions_of), or under sequence parallelism its
+// tp coordinate's token rows of them flattened, [rows_r, hidden] (sp_row_counts: batch-major,
+// sequence 0's positions, then sequence 1's, ...).
+template <class T>
+Tensor<T> layer_piece(const AttentionCase& c, const Tensor<T>& g, int world_rank);
+
 template <class T>
 AttentionRun<T> run_ranks(const AttentionImplementation& impl, const AttentionCase& c,
                           const AttentionData<T>& d);

@@ -25,6 +25,29 @@ std::vector<std::size_t> sizes_along(const AttentionCase& c, bool queries = fals
   return s;
 }
 
+// A layer's [batch, L, hidden] expected tensor (the sequence in cp order) as the token rows the
+// world ranks hold under sequence parallelism, rank after rank: cp piece j's [batch, L_j, hidden]
+// flattened (batch-major), the pieces in cp order. The ranks' rows are then a Shard of its first
+// dimension by world rank (cp_rank·tp + tp_rank), so a verdict names the world rank.
+ExpectedTensor in_token_rows(const ExpectedTensor& x, const AttentionCase& c) {
+  const std::size_t batch = x.value.dim(0), len = x.value.dim(1), width = x.value.dim(2);
+  const Shape shape{batch * len, width};
+  ExpectedTensor out{Tensor<reference::hp>(shape), Tensor<reference::hp>(shape)};
+  std::size_t row = 0, first = 0;  // first: cp piece j's offset along the cp-ordered sequence
+  for (const std::size_t n : sizes_along(c)) {
+    for (std::size_t b = 0; b < batch; ++b) {
+      for (std::size_t t = first; t < first + n; ++t, ++row) {
+        for (std::size_t k = 0; k < width; ++k) {
+          out.value[row * width + k] = x.value[(b * len + t) * width + k];
+          out.bound[row * width + k] = x.bound[(b * len + t) * width + k];
+        }
+      }
+    }
+    first += n;
+  }
+  return out;
+}
+
 template <class T>
 void core_checks(CaseVerdict& v, const AttentionCase& c, const AttentionRun<T>& run,
                  const AttentionExpected& e) {
@@ -52,8 +75,23 @@ void layer_checks(CaseVerdict& v, const AttentionCase& c, const AttentionRun<T>&
     return run.layer[static_cast<std::size_t>(cp_rank) * static_cast<std::size_t>(c.tp) +
                      static_cast<std::size_t>(tp_rank)];
   };
-  // y and dx: the sequence over cp (tp coordinate 0's copy).
-  {
+  if (L.sequence_parallel) {
+    // y and dx: every world rank's token rows, S(0) of the expected tensors in token-row order.
+    std::vector<std::size_t> counts;
+    for (int j = 0; j < c.cp; ++j) {
+      const auto n = sp_row_counts(c, j);
+      counts.insert(counts.end(), n.begin(), n.end());
+    }
+    std::vector<Tensor<T>> y, dx;
+    for (const auto& o : run.layer) {
+      y.push_back(o.y);
+      dx.push_back(o.grads.dx);
+    }
+    const auto p = Placement::shard(0, SplitPolicy::explicit_sizes(counts));
+    v.tensors.push_back(check_pieces<T>("y", y, p, in_token_rows(e.y, c), c.world()));
+    v.tensors.push_back(check_pieces<T>("dx", dx, p, in_token_rows(e.dx, c), c.world()));
+  } else {
+    // y and dx: the sequence over cp (tp coordinate 0's copy).
     std::vector<Tensor<T>> y, dx;
     for (int j = 0; j < c.cp; ++j) {
       y.push_back(at(j, 0).y);
@@ -126,8 +164,10 @@ void own_check(AttentionOwnCheck /*own*/, CaseVerdict& v, const AttentionCase& c
     const int j = r / c.tp, t = r % c.tp;
     const int same_cp = j * c.tp;  // tp coordinate 0 of this cp coordinate
     const auto& ref_tp = run.layer[static_cast<std::size_t>(same_cp)];
-    add(first_difference("y", r, o.y, same_cp, ref_tp.y));
-    add(first_difference("dx", r, o.grads.dx, same_cp, ref_tp.grads.dx));
+    if (!c.layer.sequence_parallel) {  // else each tp rank holds its own token rows of y, dx
+      add(first_difference("y", r, o.y, same_cp, ref_tp.y));
+      add(first_difference("dx", r, o.grads.dx, same_cp, ref_tp.grads.dx));
+    }
     const auto& ref_cp = run.layer[static_cast<std::size_t>(t)];  // cp coordinate 0
     for (auto [name, m] : {std::pair{"dwq", &G::dwq},
                            {"dbq", &G::dbq},
@@ -198,7 +238,8 @@ struct AttentionFamily : RankFamily<AttentionFamily, AttentionImplementation, At
       reference_property(
           "layer_matches_reference",
           "the attention layer with heads over tp (g ≥ tp: whole kv groups per rank; g < tp: "
-          "kv heads replicated on tp/g ranks) and, optionally, the sequence over cp, forward "
+          "kv heads replicated on tp/g ranks) and, optionally, the sequence over cp and "
+          "sequence parallelism over tp (x, y, dy, dx as each tp rank's token rows), forward "
           "and backward (y, dx and the gradient of every projection's weight and bias), equals "
           "the dense high-precision reference within its bound",
           pin_op<AttentionOp::layer>),
@@ -216,11 +257,14 @@ struct AttentionFamily : RankFamily<AttentionFamily, AttentionImplementation, At
           "every rank's ledger shows exactly the collectives its op declares: cp − 1 K/V "
           "ring_shifts forward (the ring) or one all_gather of K and one of V (all-gather), the "
           "backward's K/V and dK/dV (in float32 or wider) likewise; the layer's one all_reduce "
-          "forward and one backward over tp, the kv group's and the cp group's gradient sums",
+          "forward and one backward over tp (with sequence parallelism the all_gathers of x, dy "
+          "and x again and the reduce_scatters of y and dx), the kv group's and the cp group's "
+          "gradient sums",
           pin_min_world<2>),
       own_property({"replicated_bit_identical",
                     "results the collectives replicate are bit-identical on the ranks that hold "
-                    "them: y and dx on the tp ranks of a cp coordinate, every weight gradient "
+                    "them: y and dx on the tp ranks of a cp coordinate (without sequence "
+                    "parallelism, which gives each its own rows), every weight gradient "
                     "on the cp ranks of a tp coordinate, the kv projection's gradients on the "
                     "ranks that share the kv head, and dbo everywhere (world ≥ 2)"},
                    Own::replication,
