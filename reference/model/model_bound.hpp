@@ -163,7 +163,8 @@ struct Units {
 // exact 0 (∞·0) and differences (∞ − ∞) in the rules give NaN, which is no bound either: +inf.
 template <class R>
 R no_nan(const R& e) {
-  return e == e ? e : std::numeric_limits<R>::infinity();
+  using std::isnan;
+  return isnan(e) ? std::numeric_limits<R>::infinity() : e;
 }
 
 // The contraction a·b, a [m, k] and b [k, n] read through layouts, with error bounds e_a, e_b

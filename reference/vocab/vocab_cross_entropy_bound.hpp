@@ -366,12 +366,12 @@ class CrossEntropyErrors {
     using std::abs;
     const bool exact = e_x == 0 && (x == 0 || x == 1);
     auto scaled = [&](const R& y) {
-      const R e = exact ? R(0) : R(abs(y) * e_x + u_ * (abs(x * y) + abs(y) * e_x) + eta_);
+      R e = exact ? R(0) : R(abs(y) * e_x + u_ * (abs(x * y) + abs(y) * e_x) + eta_);
       watch(x * y, e);
       return e;
     };
     const R e_m = scaled(m), e_z = scaled(z);
-    const R e = add_error(gap, e_m, e_z);
+    R e = add_error(gap, e_m, e_z);
     watch(gap, e);
     return e;
   }

@@ -265,6 +265,7 @@ spec::OpSpec model_train_step_spec(const ModelConfig& cfg, const ModelParallelCo
     });
   }
   std::vector<HeadAssignment> heads;
+  heads.reserve(static_cast<std::size_t>(par.tp));
   const HeadParallelConfig hp = model_attention_config(cfg, par, 0, 1);
   for (int t = 0; t < par.tp; ++t) heads.push_back(head_assignment(hp, par.tp, t));
   const auto rep = Placement::replicate();

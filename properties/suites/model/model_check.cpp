@@ -7,7 +7,8 @@
 #include "suites/model/model_case.hpp"
 
 #include <algorithm>
-#include <cstring>
+#include <array>
+#include <bit>
 #include <iterator>
 #include <map>
 #include <tuple>
@@ -27,9 +28,11 @@ std::string global_name(const ModelCase& c, const ModelCoordinates& m, const std
   return "layers." + std::to_string(l) + n.substr(dot);
 }
 
+// The object representations compared as bytes (NaN payloads and the sign of zero count).
 template <class V>
 bool same_bits(const V& a, const V& b) {
-  return std::memcmp(&a, &b, sizeof(V)) == 0;
+  using Bytes = std::array<unsigned char, sizeof(V)>;
+  return std::bit_cast<Bytes>(a) == std::bit_cast<Bytes>(b);
 }
 
 // A dense tensor put together from the ranks' pieces: its value, which rank first gave each
@@ -110,10 +113,10 @@ void check_params(CaseVerdict& v, const ModelCase& c, const ModelRun<T>& run,
       if (idx.ndim() == 0) return;
       const std::string g = global_name(c, m, n);
       if (piece.shape() != idx.shape()) {
-        v.failures.push_back("rank " + std::to_string(r) + " returned " + what + " " + n + " as " +
-                             format_shape(piece.shape()) + " but holds " +
-                             format_shape(idx.shape()) + " of " + g +
-                             " (shard_model_params' layout)");
+        std::string m = "rank " + std::to_string(r) + " returned ";
+        m.append(what).append(" ").append(n).append(" as ").append(format_shape(piece.shape()));
+        m.append(" but holds ").append(format_shape(idx.shape())).append(" of ").append(g);
+        v.failures.push_back(m + " (shard_model_params' layout)");
         return;
       }
       auto& dst = into.at(g);

@@ -155,7 +155,7 @@ RC_GTEST_PROP(model_reference, gradients_match_central_differences, ()) {
   auto loss_at = [&](Tensor<hp>& t, std::size_t i, const hp& v) {
     const hp keep = t[i];
     t[i] = v;
-    const hp l = reference::model_train_step<hp>(d.cfg, opt, d.params, d.batch).loss;
+    hp l = reference::model_train_step<hp>(d.cfg, opt, d.params, d.batch).loss;
     t[i] = keep;
     return l;
   };

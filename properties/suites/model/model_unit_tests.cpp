@@ -76,6 +76,7 @@ std::vector<ModelStepResult<T>> step_on_mesh(const ModelConfig& c, const ModelPa
                                              const ModelParams<T>& dense, const ModelBatch& b) {
   const int world = par.pp * par.dp * par.cp * par.tp;
   std::vector<ModelParams<T>> shards;
+  shards.reserve(static_cast<std::size_t>(world));
   for (int r = 0; r < world; ++r) shards.push_back(shard_model_params(c, par, dense, r));
   return test::on_ranks<ModelStepResult<T>>(world, [&](Communicator& comm) {
     return model_train_step(comm, c, par, opt, shards[static_cast<std::size_t>(comm.rank())], b);
