@@ -4,7 +4,9 @@
 // mesh pass with one piece per rank in float32 and bfloat16; the dense op's global outputs pass
 // once cut by the cp positions (the query and the key positions of a chunked prefill case); a
 // planted bug (lse written in base 2) fails on lse only; a piece of the wrong shape is a layout
-// failure naming the rank; every bad input is a CaseError whose message is pinned.
+// failure naming the rank; the layer under sequence parallelism (token rows over tp, uneven and
+// empty) passes per rank and global, and rows in another order fail on y and dx; every bad input
+// is a CaseError whose message is pinned.
 #include "cases/case_manifest.hpp"
 #include "cases/npy.hpp"
 #include "compare/compare.hpp"
@@ -312,6 +314,31 @@ AttentionCase layer_case(DType dtype, std::size_t kv_heads, bool with_cp = true)
   return c;
 }
 
+// A layer's y or dx [batch, L, hidden] in the sequence's order, from the world ranks' pieces
+// (layer_piece's inverse): each rank's rows are tokens [first, first + rows) of its cp piece
+// flattened batch-major (without sequence parallelism tp coordinate 0's whole piece).
+template <class T>
+Tensor<T> global_tokens(const AttentionCase& c, const std::vector<Tensor<T>>& pieces) {
+  const std::size_t n = c.layer.hidden, len = c.len();
+  const bool sp = c.layer.sequence_parallel;
+  Tensor<T> g({c.batch, len, n});
+  for (int r = 0; r < c.world(); ++r) {
+    if (!sp && tp_coord(c, r) != 0) continue;  // the tp ranks' copies are one
+    const auto pos = positions_of(c, cp_coord(c, r));
+    std::size_t first = 0;
+    if (sp) {
+      const auto counts = sp_row_counts(c, cp_coord(c, r));
+      for (int k = 0; k < tp_coord(c, r); ++k) first += counts[static_cast<std::size_t>(k)];
+    }
+    const auto& piece = pieces[static_cast<std::size_t>(r)];
+    for (std::size_t i = 0; i < piece.size() / n; ++i) {
+      const std::size_t token = first + i, b = token / pos.size(), t = pos[token % pos.size()];
+      for (std::size_t e = 0; e < n; ++e) g[(b * len + t) * n + e] = piece[i * n + e];
+    }
+  }
+  return g;
+}
+
 template <class T>
 CaseDir library_layer_case(const std::string& name, const AttentionCase& c, bool global_y) {
   const auto& a = c.attention();
@@ -332,18 +359,8 @@ CaseDir library_layer_case(const std::string& name, const AttentionCase& c, bool
   std::vector<G> grads;
   for (const auto& o : run.layer) grads.push_back(o.grads);
   if (global_y) {
-    // y and dx back in the sequence's order from tp coordinate 0's pieces.
-    Tensor<T> y({c.batch, c.len(), n}), dx({c.batch, c.len(), n});
-    for (int j = 0; j < c.cp; ++j) {
-      const auto pos = positions_of(c, j);
-      const auto& o = run.layer[static_cast<std::size_t>(j) * static_cast<std::size_t>(c.tp)];
-      for (std::size_t t = 0; t < pos.size(); ++t) {
-        for (std::size_t e = 0; e < n; ++e) {
-          y[pos[t] * n + e] = o.y[t * n + e];
-          dx[pos[t] * n + e] = o.grads.dx[t * n + e];
-        }
-      }
-    }
+    const auto y = global_tokens(c, pieces_of(run.layer, &LayerRankOutputs<T>::y));
+    const auto dx = global_tokens(c, pieces_of(grads, &G::dx));
     dir.output("y", y);
     dir.output("dx", dx);
   } else {
@@ -354,6 +371,16 @@ CaseDir library_layer_case(const std::string& name, const AttentionCase& c, bool
     dir.output_ranks(std::string("d") + p.name, pieces_of(grads, p.grad));
   }
   return dir;
+}
+
+// The case with its file `file` replaced by zeros of `shape`: judged, it fails, and the
+// explanation has `parts` (a layout failure naming the rank).
+void expect_layout_failure(const CaseDir& dir, const std::string& file, const Shape& shape,
+                           const std::vector<std::string>& parts) {
+  cases::write_npy((dir.dir() / file).string(), cases::from_tensor(Tensor<float>(shape)));
+  const auto r = dir.compare();
+  ASSERT_FALSE(r.verdict.pass());
+  expect_parts(r.verdict.explain(), parts);
 }
 
 TEST(AttentionCompare, the_library_layer_passes_on_a_cp_tp_mesh) {
@@ -377,15 +404,87 @@ TEST(AttentionCompare, the_library_layer_passes_on_a_cp_tp_mesh) {
   EXPECT_EQ(no_cp.verdict.world, 2);
 }
 
+// The layer under sequence parallelism: batch 3, L = 6 zigzag over cp = 2 by the chunks
+// [1, 1, 2, 2] (each cp rank 3 positions, 9 tokens), x, y, dy, dx as each tp rank's rows of them
+// under `token_split`.
+AttentionCase sp_layer_case(DType dtype, const SplitPolicy& token_split) {
+  AttentionCase c = layer_case(dtype, 2);
+  c.batch = 3;
+  c.layer.context_parallel->split = SplitPolicy::explicit_sizes({1, 1, 2, 2});
+  c.layer.sequence_parallel = true;
+  c.layer.token_split = token_split;
+  c.layer.batch = c.batch;
+  return c;
+}
+
+TEST(AttentionCompare, the_library_layer_passes_with_sequence_parallelism) {
+  for (const auto& split : {SplitPolicy::chunk(), SplitPolicy::explicit_sizes({9, 0}),
+                            SplitPolicy::explicit_sizes({2, 7})}) {
+    SCOPED_TRACE(split.to_string());
+    for (bool global_y : {false, true}) {
+      const auto r =
+          library_layer_case<float>("layer_sp", sp_layer_case(DType::float32, split), global_y)
+              .compare();
+      EXPECT_TRUE(r.verdict.pass()) << r.verdict.explain();
+      EXPECT_EQ(r.verdict.tensors.size(), 10U);
+      EXPECT_EQ(r.verdict.world, 4);
+      for (const auto& t : r.verdict.tensors) {
+        if (t.name == "y" || t.name == "dx") {
+          EXPECT_EQ(t.placement.substr(0, 4), "S(0)") << t.name;  // the world ranks' rows
+        }
+      }
+    }
+  }
+  const auto bf16 =
+      library_layer_case<bfloat16>("layer_sp_bf16",
+                                   sp_layer_case(DType::bfloat16, SplitPolicy::chunk()), false)
+          .compare();
+  EXPECT_TRUE(bf16.verdict.pass()) << bf16.verdict.explain();
+}
+
+// Token rows written in Megatron's sequence-first order ([L_j, batch] flattened, where the case
+// declares batch-major rows) have every rank's shape right and fail on y and dx only; every tp
+// rank writing all of its cp piece's rows (y all_reduced) is a layout failure naming the rank.
+TEST(AttentionCompare, sequence_parallel_rows_in_another_order_or_all_rows_fail) {
+  const auto c = sp_layer_case(DType::float32, SplitPolicy::explicit_sizes({2, 7}));
+  auto dir = library_layer_case<float>("layer_sp_order", c, false);
+  for (const char* name : {"y", "dx"}) {
+    std::vector<Tensor<float>> pieces;
+    for (int r = 0; r < c.world(); ++r) {
+      const std::string file = std::string(name) + ".rank" + std::to_string(r) + ".npy";
+      pieces.push_back(cases::to_tensor<float>(cases::read_npy((dir.dir() / file).string()),
+                                               DType::float32, file));
+    }
+    const auto g = global_tokens(c, pieces);
+    for (int r = 0; r < c.world(); ++r) {
+      const auto pos = positions_of(c, cp_coord(c, r));
+      const auto counts = sp_row_counts(c, cp_coord(c, r));
+      const std::size_t first = tp_coord(c, r) == 0 ? 0 : counts[0];
+      Tensor<float> rows({counts[static_cast<std::size_t>(tp_coord(c, r))], 3});
+      for (std::size_t i = 0; i < rows.dim(0); ++i) {
+        const std::size_t token = first + i, t = pos[token / c.batch], b = token % c.batch;
+        for (std::size_t e = 0; e < 3; ++e) rows[i * 3 + e] = g[(b * c.len() + t) * 3 + e];
+      }
+      const std::string file = std::string(name) + ".rank" + std::to_string(r) + ".npy";
+      cases::write_npy((dir.dir() / file).string(), cases::from_tensor(rows));
+    }
+  }
+  const auto wrong = dir.compare();
+  ASSERT_FALSE(wrong.verdict.pass());
+  for (const auto& t : wrong.verdict.tensors) {
+    EXPECT_EQ(t.pass(), t.name != "y" && t.name != "dx") << t.summary();
+  }
+  expect_parts(wrong.verdict.explain(), {"y: worst element", "dx: worst element"});
+
+  expect_layout_failure(library_layer_case<float>("layer_sp_all_rows", c, false), "y.rank1.npy",
+                        {9, 3}, {"layout: rank 1's piece of y", "[9, 3]", "holds [7, 3]"});
+}
+
 TEST(AttentionCompare, a_layer_gradient_on_the_wrong_rows_is_a_layout_failure) {
   const auto c = layer_case(DType::float32, 2);
-  auto dir = library_layer_case<float>("layer_rows", c, false);
   // Rank 3 (cp 1, tp 1) returns every query head's rows of dwq.
-  cases::write_npy((dir.dir() / "dwq.rank3.npy").string(),
-                   cases::from_tensor(Tensor<float>(Shape{8, 3})));
-  const auto r = dir.compare();
-  ASSERT_FALSE(r.verdict.pass());
-  expect_parts(r.verdict.explain(), {"layout: rank 3's piece of dwq", "[8, 3]", "[4, 3]"});
+  expect_layout_failure(library_layer_case<float>("layer_rows", c, false), "dwq.rank3.npy", {8, 3},
+                        {"layout: rank 3's piece of dwq", "[8, 3]", "[4, 3]"});
 }
 
 // Placements written per dimension, as a trainer's dump annotates them: y's sequence is cut
@@ -512,6 +611,24 @@ TEST(AttentionCompareBadInput, the_layer_names_its_mesh_and_its_bias) {
   dir.manifest() = good;
   dir.manifest()["inputs"].erase("dy");
   expect_parts(dir.error(), {"inputs.dy: missing; the case gives dwq"});
+}
+
+TEST(AttentionCompareBadInput, a_sequence_parallel_layer_names_its_batch_and_token_split) {
+  auto dir = library_layer_case<float>(
+      "bad_sp_layer", sp_layer_case(DType::float32, SplitPolicy::explicit_sizes({2, 7})), false);
+  const json good = dir.manifest();
+  dir.manifest()["config"]["batch"] = 2;
+  expect_parts(dir.error(), {"config.batch: is 2 but sizes.batch is 3; give the same value, 0, "
+                             "or leave the field out"});
+  dir.manifest() = good;
+  dir.manifest()["config"]["batch"] = 0;
+  EXPECT_EQ(dir.error(), "no error");
+  dir.manifest() = good;
+  dir.manifest()["config"]["token_split"] = {{"kind", "explicit"}, {"sizes", {2, 6}}};
+  expect_parts(dir.error(), {"case.json: config:", "explicit sizes [2,6]"});
+  dir.manifest() = good;
+  dir.manifest()["config"]["sequence_parallel"] = "yes";
+  expect_parts(dir.error(), {"config.sequence_parallel: is a string; give true or false"});
 }
 
 }  // namespace

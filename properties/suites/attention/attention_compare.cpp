@@ -8,12 +8,13 @@
 //     outputs out, lse (acc_t<T>: a float32 file in a bfloat16 case), dq, dk, dv
 //   attention_layer  sizes batch, seq_len, hidden; mesh {"cp": C, "tp": P} (C = 1 without
 //     context_parallel); config {"attention", "hidden", "has_bias", "kv_head_split",
-//     "reduce_algorithm", "context_parallel": {...} | null}; inputs x, wq, wk, wv, wo and with
-//     biases bq, bk, bv, bo, dy (needed for the gradients); outputs y, dx, dwq, dwk, dwv, dwo
-//     and with biases dbq, dbk, dbv, dbo
+//     "reduce_algorithm", "context_parallel": {...} | null, "sequence_parallel", "token_split",
+//     "batch"}; inputs x, wq, wk, wv, wo and with biases bq, bk, bv, bo, dy (needed for the
+//     gradients); outputs y, dx, dwq, dwk, dwv, dwo and with biases dbq, dbk, dbv, dbo
 //
 // A global sequence-sharded output is in the sequence's order and is cut into each cp rank's
-// positions (positions_of: contiguous or zigzag), a global weight gradient into the rows (wo:
+// positions (positions_of: contiguous or zigzag), under sequence parallelism then into each tp
+// rank's token rows of them flattened (layer_piece), a global weight gradient into the rows (wo:
 // columns) of each tp rank's heads (head_assignment). The mask is the config's:
 // attention.mask {"kind": "none" | "causal" | "explicit_mask", "alignment": "bottom_right" |
 // "top_left" (causal; absent: bottom_right), "q_len", "k_len" (absent: q_seq_len and seq_len),
@@ -213,7 +214,10 @@ void read_layer(CaseReader& r, const AttentionCase& c, AttentionData<T>& d, Atte
   }
   const bool has_dy = r.input("dy", d.dy, false);
   if (!has_dy) d.dy = Tensor<T>(d.x.shape());  // no gradient is judged without it
-  r.output("y", run.layer, &LayerRankOutputs<T>::y, by_positions(c));
+  const auto by_layer_piece = [&c](const Tensor<T>& g, int rank) {
+    return layer_piece(c, g, rank);
+  };
+  r.output("y", run.layer, &LayerRankOutputs<T>::y, by_layer_piece);
   std::vector<G> pieces;
   for (const auto& p : layer_parameters<T>()) {
     if (!bias && p.name[0] == 'b') continue;
@@ -223,7 +227,7 @@ void read_layer(CaseReader& r, const AttentionCase& c, AttentionData<T>& d, Atte
              [&c, g](const Tensor<T>& t, int rank) { return heads_piece(c, g, t, rank); });
   }
   if (!has_dy && r.has_output("dx")) r.require_input_for("dy", "dx");
-  r.output("dx", pieces, &G::dx, by_positions(c));
+  r.output("dx", pieces, &G::dx, by_layer_piece);
   for (std::size_t i = 0; i < run.layer.size(); ++i) run.layer[i].grads = std::move(pieces[i]);
 }
 
@@ -264,15 +268,15 @@ AttentionCase case_of(const cases::CaseManifest& m, AttentionCase* /*tag*/) {
     if (f.has("context_parallel") && !f.raw("context_parallel").is_null()) {
       k.context_parallel = context_of(f.object("context_parallel"), len, len);
     }
-    // The layer under sequence parallelism (token rows over tp) is not comparable from disk yet:
-    // its pieces are rows of each cp piece flattened, which the per-rank reader does not cut.
-    if (f.boolean_or("sequence_parallel", false)) {
-      f.fail("sequence_parallel",
-             "attention_layer with sequence_parallel is not comparable yet; write the case "
-             "without it (x, y, dy, dx whole on every tp rank)");
+    // Sequence parallelism over tp: y and dx as each tp rank's token rows of its cp piece
+    // (layer_piece); batch repeats sizes.batch (0 or absent: sizes.batch).
+    k.sequence_parallel = f.boolean_or("sequence_parallel", false);
+    k.token_split = split_or(f, "token_split", k.token_split);
+    if (const std::size_t b = f.size_or("batch", 0); b != 0 && b != c.batch) {
+      f.fail("batch", "is " + text(b) + " but sizes.batch is " + text(c.batch) +
+                          "; give the same value, 0, or leave the field out");
     }
-    (void)split_or(f, "token_split", k.token_split);
-    (void)f.size_or("batch", 0);
+    if (k.sequence_parallel) k.batch = c.batch;
     c.tp = mesh_size(m, "tp", m.world());
     c.cp = k.context_parallel ? mesh_size(m, "cp", 1) : 1;
   }
