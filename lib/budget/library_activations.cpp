@@ -243,15 +243,33 @@ OpActivations head_layer_activations(const HeadParallelConfig& cfg, std::size_t 
   OpActivations a;
   a.kept = kept_of(attention_layer_spec(cfg, batch, cp, tp),
                    cfg.context_parallel ? cp_rank * tp + tp_rank : tp_rank, e);
-  std::vector<Moment> back;
+  // Sequence parallelism: [n, hidden] buffers of T, n = batch·L_r the tokens of the rank's cp
+  // piece, one at a time (each freed before the next is taken): forward the all_gathered x (while
+  // the QKV projection reads it), then the core's, then the output projection's full partial y;
+  // backward the all_gathered dy, the core's, x gathered again (while the QKV backward reads
+  // it), the full dx, then the gradient packs.
+  const std::size_t len = cfg.context_parallel ? cp_lengths(*cfg.context_parallel,
+                                                            cp)[static_cast<std::size_t>(cp_rank)]
+                                               : cfg.attention.mask.q_len;
+  const std::uint64_t rows_bytes = batch * len * hidden * e.value;
+  const std::string rows = " [" + num(batch * len) + ", " + num(hidden) + "]";
+  auto sp_moment = [&](const std::string& name) {
+    return cfg.sequence_parallel ? Moment{{name + rows, rows_bytes}} : Moment{};
+  };
+  std::vector<Moment> fwd = {sp_moment("all_gathered x")};
+  std::vector<Moment> back = {sp_moment("all_gathered dy")};
   if (as.q_count > 0 && cfg.context_parallel) {
     AttentionConfig local = cfg.attention;
     local.q_heads = as.q_count;
     local.kv_heads = as.kv_count;
     const auto core = cp_attention_activations(local, *cfg.context_parallel, batch, cp, cp_rank, e);
-    a.forward_peak = core.forward_peak;
+    fwd.push_back(core.forward_peak);
     back.push_back(core.backward_peak);
   }
+  fwd.push_back(sp_moment("full partial y (reduce_scatter input)"));
+  a.forward_peak = peak_of(fwd);
+  back.push_back(sp_moment("x all_gathered again"));
+  back.push_back(sp_moment("full dx (reduce_scatter input)"));
   if (as.kv_replicas > 1) {
     back.push_back({{"kv group pack [dWk | dbk | dWv | dbv]",
                      (2 * hkv * hidden + (cfg.has_bias ? 2 * hkv : 0)) * e.value}});

@@ -47,11 +47,15 @@
 //                    all-gather (N = b·seq·g·d): fwd peak 3·N·e (K in sequence order, V
 //                    received and reordered); bwd peak max(3·N·e, 2·N·e + 4·N·a) (K, V; the
 //                    full dK, dV and their per-rank reordering for the reduce_scatters)
-//   head layer       kept x b·L_r·hidden·e, q, k, v, out, lse of the local heads (h_r, g_r);
-//                    fwd peak the CP core's (0 without CP or heads); bwd peak the max of the
-//                    CP core's, the kv group's pack (2·g_r·d·hidden [+ 2·g_r·d])·e and the cp
-//                    pack (every parameter gradient of the rank but dbo, which is all_reduced
-//                    over cp in place on its own)·e
+//   head layer       kept x b·L_r·hidden·e (SP: its token rows_r·hidden·e), q, k, v, out, lse
+//                    of the local heads (h_r, g_r);
+//                    fwd peak the max of the CP core's (0 without CP or heads) and, with SP,
+//                    b·L_r·hidden·e (the all_gathered x, then the full partial y: one at a time);
+//                    bwd peak the max of the CP core's, the kv group's pack (2·g_r·d·hidden
+//                    [+ 2·g_r·d])·e, the cp pack (every parameter gradient of the rank but dbo,
+//                    which is all_reduced over cp in place on its own)·e and, with SP,
+//                    b·L_r·hidden·e (the all_gathered dy, x gathered again, the full dx: each
+//                    freed before the next)
 #pragma once
 
 #include "budget/traffic.hpp"

@@ -8,6 +8,7 @@
 #include "ops/attention/context_parallel_attention.hpp"
 #include "ops/attention/head_parallel_attention.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <vector>
 
@@ -100,6 +101,44 @@ struct HeadCase {
   HeadParallelConfig cfg;
 };
 
+// The layer on tp ranks without CP (the caller may add it): batch sequences of seq_len, causal,
+// q_heads query heads and kv_heads key/value heads of head_dim, hidden wide, with biases; x and
+// dy as token rows split by chunk when `sp`.
+inline HeadCase head_case(int tp, std::size_t batch, std::size_t seq_len, std::size_t q_heads,
+                          std::size_t kv_heads, std::size_t head_dim, std::size_t hidden, bool sp) {
+  HeadCase k;
+  k.tp = tp;
+  k.batch = batch;
+  auto& a = k.cfg.attention;
+  a.q_heads = q_heads;
+  a.kv_heads = kv_heads;
+  a.head_dim = head_dim;
+  a.mask.kind = MaskKind::causal;
+  a.mask.q_len = a.mask.k_len = seq_len;
+  k.cfg.hidden = hidden;
+  k.cfg.sequence_parallel = sp;
+  k.cfg.batch = sp ? batch : 0;
+  return k;
+}
+
+// The positions cp rank j holds (the whole sequence without CP).
+inline std::size_t layer_len(const HeadCase& k, int cp_rank) {
+  const auto& c = k.cfg;
+  return c.context_parallel
+             ? cp_lengths(*c.context_parallel, k.cp)[static_cast<std::size_t>(cp_rank)]
+             : c.attention.mask.q_len;
+}
+
+// x (and dy) of world rank w: [batch, L_r, hidden], or under sequence parallelism its tp rank's
+// token rows [rows_r, hidden].
+template <class T>
+Tensor<T> layer_input(const HeadCase& k, int w) {
+  const std::size_t tokens = k.batch * layer_len(k, w / k.tp);
+  if (!k.cfg.sequence_parallel) return zeros<T>({k.batch, tokens / k.batch, k.cfg.hidden});
+  const auto rows = split_sizes(k.cfg.token_split, tokens, k.tp);
+  return zeros<T>({rows[static_cast<std::size_t>(w % k.tp)], k.cfg.hidden});
+}
+
 inline HeadCase gen_head_case() {
   HeadCase k;
   const auto g = *rc::gen::inRange<std::size_t>(1, 5);
@@ -131,10 +170,23 @@ inline HeadCase gen_head_case() {
     cc.algorithm = *rc::gen::element(CpAlgorithm::ring, CpAlgorithm::all_gather);
     k.cfg.context_parallel = cc;
   }
+  // Sequence parallelism one case in two: x and dy as each tp rank's token rows of its cp piece;
+  // one token split for every cp piece, explicit (zeros included) where they hold the same
+  // tokens, else chunk or balanced.
+  if (*rc::gen::arbitrary<bool>()) {
+    k.cfg.sequence_parallel = true;
+    k.cfg.batch = k.batch;
+    std::vector<std::size_t> tokens(static_cast<std::size_t>(k.cp));
+    for (int j = 0; j < k.cp; ++j) tokens[static_cast<std::size_t>(j)] = k.batch * layer_len(k, j);
+    k.cfg.token_split =
+        std::all_of(tokens.begin(), tokens.end(), [&](std::size_t n) { return n == tokens[0]; })
+            ? *gen_split(tokens[0], k.tp)
+            : *rc::gen::element(SplitPolicy::chunk(), SplitPolicy::balanced());
+  }
   return k;
 }
 
-// World rank w = cp_rank·tp + tp_rank on a (cp, tp) mesh.
+// World rank w = cp_rank·tp + tp_rank on a (cp, tp) mesh. dy is x (zeros of its shape).
 template <class T>
 std::vector<Measured> run_head(const HeadCase& k) {
   const int world = k.tp * k.cp;
@@ -158,11 +210,8 @@ std::vector<Measured> run_head(const HeadCase& k) {
     for (int j = 0; j < k.cp; ++j) cp_ranks.push_back(j * k.tp + tp_rank);
     auto tp = w.group(tp_ranks);
     auto cp = w.group(cp_ranks);
-    const std::size_t len = c.context_parallel ? cp_lengths(*c.context_parallel,
-                                                            k.cp)[static_cast<std::size_t>(cp_rank)]
-                                               : c.attention.mask.q_len;
     const auto ws = shard_attention_weights(dense, c, head_assignment(c, k.tp, tp_rank));
-    const auto x = zeros<T>({k.batch, len, c.hidden});
+    const auto x = layer_input<T>(k, w.rank());
     const auto f = probe.forward([&] { return attention_layer(*tp, *cp, c, x, ws); });
     probe.keep(x);
     probe.keep(f.q);

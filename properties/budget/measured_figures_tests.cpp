@@ -1,7 +1,7 @@
 // The budget's reference figures (docs/budget.md quotes them): fixed uneven configurations of the
-// column-parallel layer and of context-parallel attention (ring and all-gather) measured per
-// rank, the tracker's kept bytes and peaks and the ledger's bytes sent, each equal to the model's,
-// and printed.
+// column-parallel layer, of context-parallel attention (ring and all-gather) and of the attention
+// layer with and without sequence parallelism measured per rank, the tracker's kept bytes and peaks
+// and the ledger's bytes sent, each equal to the model's, and printed.
 #include "measured_attention.hpp"
 #include "measured_linear.hpp"
 #include "measured_support.hpp"
@@ -49,6 +49,15 @@ TEST(measured, reference_figures) {
   cp.cc.algorithm = CpAlgorithm::all_gather;
   print_figures("CP all-gather bfloat16, the same shapes", run_cp<bfloat16>(cp),
                 predict_cp(cp, eb<bfloat16>()));
+  // tp 4, no CP: one head per rank, 10 tokens (3, 3, 3, 1 by chunk).
+  HeadCase sp = head_case(4, 1, 10, 4, 4, 8, 32, true);
+  print_figures(
+      "attention layer bfloat16 with SP, tp 4, seq 10 (3, 3, 3, 1), h = g = 4, d 8, "
+      "hidden 32",
+      run_head<bfloat16>(sp), predict_head(sp, eb<bfloat16>()));
+  sp.cfg.sequence_parallel = false;
+  print_figures("attention layer bfloat16 without SP, the same shapes", run_head<bfloat16>(sp),
+                predict_head(sp, eb<bfloat16>()));
 }
 
 }  // namespace

@@ -248,5 +248,45 @@ TEST(measured_mutants, head_parallel_layer) {
         }}});
 }
 
+// The layer with sequence parallelism: (cp, tp) = (2, 3), batch 2, the sequence of 5 cut [3, 2]
+// over cp (6 and 4 tokens), token_split chunk (rows 2, 2, 2 and 2, 2, 0: a tp rank without rows),
+// h = g = 3, d = 1, hidden 8, no biases: on cp rank 0 the [6, 8] token buffers (192 B) are both
+// peaks, above the ring's chunks and the cp pack.
+TEST(measured_mutants, head_parallel_layer_sequence_parallel) {
+  HeadCase k = head_case(3, 2, 5, 3, 3, 1, 8, true);
+  k.cp = 2;
+  k.cfg.has_bias = false;
+  ContextParallelConfig cc;
+  cc.seq_len = 5;
+  cc.split = SplitPolicy::explicit_sizes({3, 2});
+  k.cfg.context_parallel = cc;
+  const ElementBytes e = eb<float>();
+  // The bytes of world rank w's [b·L_r, hidden] token buffer.
+  auto rows = [&](int w) { return std::uint64_t{k.batch * layer_len(k, w / k.tp) * 8 * 4}; };
+  HeadParallelConfig plain = k.cfg;
+  plain.sequence_parallel = false;
+  expect_mutants_fail(
+      run_head<float>(k), predict_head(k, e),
+      {{"the peaks of the layer without SP (no token buffer)",
+        [&](Prediction& p, int w) {
+          const auto a = head_layer_activations(plain, 2, 3, w % 3, 2, w / 3, e);
+          p.act.forward_peak = a.forward_peak;
+          p.act.backward_peak = a.backward_peak;
+        }},
+       {"forward peak: the gathered x still live under the full partial y",
+        [&](Prediction& p, int w) {
+          p.act.forward_peak = {{"x", rows(w)}, {"y", rows(w)}};
+        }},
+       {"backward peak: x gathered again and the full dx at once (column-parallel's)",
+        [&](Prediction& p, int w) {
+          p.act.backward_peak = {{"x", rows(w)}, {"dx", rows(w)}};
+        }},
+       {"kept x: the cp piece's every row",
+        [&](Prediction& p, int w) { term(p.act.kept, 0).bytes = rows(w); }},
+       {"y all_reduced over tp, not reduce_scattered", [&](Prediction& p, int w) {
+          p.traffic.forward.back() = all_reduce_call(rows(w) / 4, 4, 3, w % 3);
+        }}});
+}
+
 }  // namespace
 }  // namespace shardcheck::budget::measured

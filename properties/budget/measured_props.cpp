@@ -112,7 +112,7 @@ RC_GTEST_PROP(measured, cp_attention_ledger_and_tracker_equal_the_model, ()) {
 
 RC_GTEST_PROP(measured, head_parallel_layer_ledger_and_tracker_equal_the_model, ()) {
   const auto k = gen_head_case();
-  RC_TAG(k.cfg.context_parallel ? "cp" : "no cp");
+  RC_TAG(k.cfg.context_parallel ? "cp" : "no cp", k.cfg.sequence_parallel ? "sp" : "no sp");
   SHARDCHECK_MEASURED(run_head, predict_head, k);
 }
 

@@ -122,8 +122,8 @@ LibraryRow fullest(std::string op, int ranks, const std::function<RankModel(int)
 
 // The library's ops for one layer and the vocabulary ends, on the configuration's mesh: the
 // head-parallel attention layer (heads over tp, the sequence over cp by the ring, causal), the
-// tensor-parallel MLP (parallel_mlp, gelu: fc1 [4h, h], fc2 [h, 4h]; sequence parallel with --sp),
-// the two sequence-parallel LayerNorms (--sp), the vocabulary-parallel embedding and
+// tensor-parallel MLP (parallel_mlp, gelu: fc1 [4h, h], fc2 [h, 4h]), both sequence parallel
+// with --sp, the two sequence-parallel LayerNorms (--sp), the vocabulary-parallel embedding and
 // cross-entropy. Default (chunk) splits; tokens = b·(this cp rank's s/cp).
 std::vector<LibraryRow> library_rows(const TransformerShape& m, double g, double vocab_size, int tp,
                                      int cp, bool sp, ElementBytes e) {
@@ -146,10 +146,14 @@ std::vector<LibraryRow> library_rows(const TransformerShape& m, double g, double
     cc.seq_len = s;
     att.context_parallel = cc;
   }
-  rows.push_back(fullest("attention layer (heads over tp, ring CP over cp)", tp * cp, [&](int w) {
-    return RankModel{head_layer_activations(att, b, tp, w % tp, cp, w / tp, e),
-                     head_layer_traffic(att, b, tp, w % tp, cp, w / tp, e)};
-  }));
+  att.sequence_parallel = sp;
+  att.batch = b;
+  rows.push_back(
+      fullest("attention layer (heads over tp, ring CP over cp" + std::string(sp ? ", SP)" : ")"),
+              tp * cp, [&](int w) {
+                return RankModel{head_layer_activations(att, b, tp, w % tp, cp, w / tp, e),
+                                 head_layer_traffic(att, b, tp, w % tp, cp, w / tp, e)};
+              }));
 
   MlpConfig mlp;  // gelu: fc1 [4h, h], fc2 [h, 4h]
   mlp.ffn_features = 4 * h;

@@ -480,6 +480,9 @@ TEST(Cli, BudgetPrintsTheLibraryModel) {
         "{\"op\": \"MLP (parallel_mlp: fc1 column-parallel [4h, h], fc2 row-parallel [h, 4h], "
         "SP)\", \"kept\": 31457280, "
         "\"forward_peak\": 25165824, \"backward_peak\": 50331648, \"sent\": ",
+        // The attention layer with SP keeps x's 256 token rows (6291456 B), q, k, v, out of its
+        // 24 heads over the 1024 positions (6291456 B each) and lse (98304 B).
+        "{\"op\": \"attention layer (heads over tp, ring CP over cp, SP)\", \"kept\": 31555584, ",
         "\"op\": \"SP LayerNorm (one of two)\""}) {
     EXPECT_NE(j.out.find(s), std::string::npos) << s << "\n" << j.out;
   }

@@ -188,13 +188,29 @@ RowParallelConfig output_projection(const HeadParallelConfig& cfg) {
   return c;
 }
 
-// x as [tokens, hidden]: the layer's input, all_gathered along tokens under sequence parallelism.
+// x as [tokens, hidden], for the QKV projection and its weight gradients. Under sequence
+// parallelism x all_gathered along tokens: a collective buffer of the workspace, counted while
+// this object lives, so the layer scopes it to the projection that reads it (the budget's model,
+// lib/budget/library_activations.hpp); else x itself, reshaped.
 template <class T>
-Tensor<T> full_tokens(Communicator& tp, const HeadParallelConfig& cfg, const LocalShapes& s,
-                      const Tensor<T>& x) {
-  if (cfg.sequence_parallel) return all_gather_tokens(tp, x, s.token_counts);
-  return reshape(x, Shape{s.tokens, cfg.hidden});
-}
+class FullTokens {
+ public:
+  FullTokens(Communicator& tp, const HeadParallelConfig& cfg, const LocalShapes& s,
+             const Tensor<T>& x)
+      : sp_(cfg.sequence_parallel) {
+    if (sp_) {
+      gathered_ = Workspace::of_this_rank().hold(all_gather_tokens(tp, x, s.token_counts));
+    } else {
+      local_ = reshape(x, Shape{s.tokens, cfg.hidden});
+    }
+  }
+  const Tensor<T>& operator*() const { return sp_ ? *gathered_ : local_; }
+
+ private:
+  bool sp_;
+  Held<Tensor<T>> gathered_;  // sequence parallelism
+  Tensor<T> local_;           // otherwise
+};
 
 }  // namespace
 
@@ -280,10 +296,13 @@ AttentionLayerOutput<T> attention_layer(Communicator& tp, Communicator& cp,
   const std::size_t d = cfg.attention.head_dim, hq = a.q_count * d, hkv = a.kv_count * d;
 
   // The fused QKV projection: one linear over [Wq_r; Wk_r; Wv_r] (column-parallel by heads).
-  const Tensor<T> x2 = full_tokens(tp, cfg, s, x);
   const Tensor<T> wqkv = stack_rows({&w.wq, &w.wk, &w.wv});
   const Tensor<T> bqkv = cfg.has_bias ? stack_rows({&w.bq, &w.bk, &w.bv}) : Tensor<T>();
-  const Tensor<T> qkv = linear(x2, wqkv, bqkv);
+  Tensor<T> qkv;
+  {
+    const FullTokens<T> x2(tp, cfg, s, x);  // SP: the all_gathered x, freed once read
+    qkv = linear(*x2, wqkv, bqkv);
+  }
 
   AttentionLayerOutput<T> out;
   out.q = reshape(cols(qkv, 0, hq), Shape{s.batch, s.len, a.q_count, d});
@@ -345,15 +364,20 @@ AttentionLayerGrads<T> attention_layer_backward_partial(
   // The fused QKV projection's backward: dx_r = [dq | dk | dv]·[Wq_r; Wk_r; Wv_r], then one
   // all_reduce over tp (Megatron's f), or under sequence parallelism a reduce_scatter along
   // tokens (g's backward).
-  const Tensor<T> x2 = full_tokens(tp, cfg, s, x);
   const Tensor<T> wqkv = stack_rows({&w.wq, &w.wk, &w.wv});
   const Tensor<T> dq2 = reshape(ga.dq, Shape{s.tokens, hq});
   const Tensor<T> dk2 = reshape(ga.dk, Shape{s.tokens, hkv});
   const Tensor<T> dv2 = reshape(ga.dv, Shape{s.tokens, hkv});
-  LinearGrads<T> gq = linear_backward(x2, wqkv, cfg.has_bias,
-                                      stack_cols({&dq2, &dk2, &dv2}, {hq, hkv, hkv}, s.tokens));
+  LinearGrads<T> gq;
+  {
+    const FullTokens<T> x2(tp, cfg, s, x);  // SP: x gathered again, freed before dx moves
+    gq = linear_backward(*x2, wqkv, cfg.has_bias,
+                         stack_cols({&dq2, &dk2, &dv2}, {hq, hkv, hkv}, s.tokens));
+  }
   if (cfg.sequence_parallel) {
-    gq.dx = reduce_scatter_tokens(tp, gq.dx, s.token_counts, cfg.reduce_algorithm);
+    // The full partial dx, reduce_scatter's input, held in the workspace while it is reduced.
+    const auto full_dx = Workspace::of_this_rank().hold(std::move(gq.dx));
+    gq.dx = reduce_scatter_tokens(tp, *full_dx, s.token_counts, cfg.reduce_algorithm);
   } else {
     tp.all_reduce(gq.dx.span(), ReduceOp::sum, cfg.reduce_algorithm);
   }

@@ -48,6 +48,11 @@
 //             one all_reduce over cp of every parameter gradient but dbo, packed in one
 //             buffer ((h_r + 2·g_r)·d·(hidden [+ 1]) + hidden·h_r·d elements), then with
 //             biases one all_reduce over cp of dbo (hidden elements).
+// Collective buffers (ops/workspace.hpp), one at a time: the CP core's; the kv group's and the
+// cp group's gradient packs; with sequence_parallel, each a [n, hidden] buffer of T, the
+// all_gathered x while the QKV projection reads it (forward, and again in the backward), the
+// output projection's full partial y and all_gathered dy (row_parallel_linear), and the full
+// partial dx while it is reduce_scattered.
 #pragma once
 
 #include "layout/split_policy.hpp"
