@@ -11,15 +11,19 @@
 //     all_gather  forward: all_gather k, v (T); backward: all_gather k, v again, and
 //                 reduce_scatter dk, dv in acc_t<T>
 //   attention_layer on the (cp, tp) mesh, world rank = cp_rank·tp + tp_rank
-//     x, y, dy, dx [batch, L, hidden]          S(1) by L_j over cp, R over tp
+//     x, y, dy, dx [batch, L, hidden]          S(1) by L_j over cp, R over tp (sequence_parallel:
+//                                              local shapes [rows, hidden], tp rank k's
+//                                              token_split rows of its cp piece flattened)
 //     wq [h·d, hidden], bq [h·d]; wo [hidden, h·d]   R over cp, the rank's query heads over tp
 //     wk, wv [g·d, hidden], bk, bv [g·d]       R over cp, the rank's kv heads over tp (shared by
 //                                              the kv group when g < tp: head_assignment)
 //     bo [hidden]                              R
 //     forward   the CP core (a rank with query heads, with context_parallel), all_reduce y
-//               over tp
-//     backward  the CP core, all_reduce dx over tp, the kv group's all_reduce of dwk, dbk, dwv,
-//               dbv (g < tp), the cp group's all_reduce of every parameter gradient (cp > 1)
+//               over tp (sequence_parallel: all_gather x first, reduce_scatter y instead)
+//     backward  the CP core, all_reduce dx over tp (sequence_parallel: all_gather dy first,
+//               all_gather x after the core, reduce_scatter dx instead), the kv group's
+//               all_reduce of dwk, dbk, dwv, dbv (g < tp), the cp group's all_reduce of every
+//               parameter gradient (cp > 1)
 #pragma once
 
 #include "ops/attention/context_parallel_attention.hpp"
