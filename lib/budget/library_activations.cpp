@@ -236,7 +236,8 @@ OpActivations cp_attention_activations(const AttentionConfig& cfg, const Context
 }
 
 OpActivations head_layer_activations(const HeadParallelConfig& cfg, std::size_t batch, int tp,
-                                     int tp_rank, int cp, int cp_rank, ElementBytes e) {
+                                     int tp_rank, int cp, int cp_rank, ElementBytes e,
+                                     bool grads_reduced_over_cp) {
   const HeadAssignment as = head_assignment(cfg, tp, tp_rank);
   const std::size_t d = cfg.attention.head_dim, hidden = cfg.hidden;
   const std::size_t hq = as.q_count * d, hkv = as.kv_count * d;
@@ -274,7 +275,7 @@ OpActivations head_layer_activations(const HeadParallelConfig& cfg, std::size_t 
     back.push_back({{"kv group pack [dWk | dbk | dWv | dbv]",
                      (2 * hkv * hidden + (cfg.has_bias ? 2 * hkv : 0)) * e.value}});
   }
-  if (cfg.context_parallel && cp > 1) {
+  if (grads_reduced_over_cp && cfg.context_parallel && cp > 1) {
     back.push_back(
         {{"cp pack of every parameter gradient but dbo",
           (hq * hidden + 2 * hkv * hidden + hidden * hq + (cfg.has_bias ? hq + 2 * hkv : 0)) *

@@ -101,7 +101,11 @@ OpActivations vocab_cross_entropy_activations(const VocabCrossEntropyConfig& cfg
                                               std::size_t tokens, int p, int r, ElementBytes e);
 OpActivations cp_attention_activations(const AttentionConfig& cfg, const ContextParallelConfig& cc,
                                        std::size_t batch, int p, int r, ElementBytes e);
+// grads_reduced_over_cp = false: the layer's backward as attention_layer_backward_partial and
+// all_reduce_replicated_kv_grads run it, without the cp group's pack (a caller that sums the
+// gradients over dp × cp itself, as the model's finalize does).
 OpActivations head_layer_activations(const HeadParallelConfig& cfg, std::size_t batch, int tp,
-                                     int tp_rank, int cp, int cp_rank, ElementBytes e);
+                                     int tp_rank, int cp, int cp_rank, ElementBytes e,
+                                     bool grads_reduced_over_cp = true);
 
 }  // namespace shardcheck::budget

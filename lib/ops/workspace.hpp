@@ -125,6 +125,13 @@ class Workspace {
   Held<std::vector<T>> buffer(std::size_t n) const {
     return Held<std::vector<T>>(std::vector<T>(n), count_);
   }
+  // The bytes of a tensor a caller keeps from its forward for its backward, counted as live
+  // while the returned object lives (a multi-op step that holds its saved activations counts
+  // them this way, beside its ops' collective buffers: ops/model/model_step.hpp).
+  template <class Buffer>
+  CountedBytes keep(const Buffer& b) const {
+    return CountedBytes::of(count_, b);
+  }
   // A buffer the op made (a gather's result, a partial to reduce_scatter), held from now on.
   template <class Buffer>
   Held<Buffer> hold(Buffer b) const {

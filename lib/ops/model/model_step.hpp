@@ -14,6 +14,7 @@
 #include "ops/norm/norm.hpp"
 #include "ops/vocab/vocab_cross_entropy.hpp"
 #include "ops/vocab/vocab_embedding.hpp"
+#include "ops/workspace.hpp"
 #include "runtime/errors.hpp"
 
 #include <cmath>
@@ -174,6 +175,7 @@ class ModelRankStep {
     const auto m = micro_.size();
     saved_layers_.assign(m, {});
     saved_head_.assign(m, {});
+    kept_.resize(m);
     out.input_grads.resize(coords_.first_stage() ? m : 0);
     for (std::size_t k = 0; k < m; ++k) forward(k);
     for (std::size_t k = m; k-- > 0;) {
@@ -350,6 +352,7 @@ class ModelRankStep {
       s.b = norm(k, s.h, w.norm2_gamma, w.norm2_beta);
       s.mlp = parallel_mlp(groups_.tp(), mlp_config(k), s.b, w.w_up, w.b_up, w.w_down, w.b_down);
       x = model_detail::add(s.h, s.mlp.y);
+      keep_layer(k, s);
       saved_layers_[k].push_back(std::move(s));
     }
     if (!coords_.last_stage(par_)) {
@@ -364,6 +367,29 @@ class ModelRankStep {
     auto ce = vocab_parallel_cross_entropy(groups_.tp(), loss_config(), h.logits, mb.targets);
     h.ce = std::move(ce.saved);
     loss_sum_ += static_cast<A>(ce.loss[0]);
+    keep_head(k, h);
+  }
+
+  // What the step keeps of micro-batch k for its backward, counted in the rank's live bytes
+  // until that backward ends (ops/workspace.hpp; budget/model_activations.hpp models it): per
+  // layer its input x, the norms' outputs a and b, h, the attention's q, k, v, out and lse (y is
+  // dropped, the backward does not read it), the MLP's pre-activation h (its y dropped); on the
+  // last stage the final norm's input and output, the logits and the loss's max and sum_exp.
+  void keep_layer(std::size_t k, LayerSaved<T>& s) {
+    s.attention.y = Tensor<T>();
+    s.mlp.y = Tensor<T>();
+    const Workspace ws = Workspace::of_this_rank();
+    for (const Tensor<T>* t : {&s.x, &s.a, &s.h, &s.b, &s.attention.q, &s.attention.k,
+                               &s.attention.v, &s.attention.attn.out, &s.mlp.h}) {
+      kept_[k].push_back(ws.keep(*t));
+    }
+    kept_[k].push_back(ws.keep(s.attention.attn.lse));
+  }
+  void keep_head(std::size_t k, const HeadSaved<T>& h) {
+    const Workspace ws = Workspace::of_this_rank();
+    for (const Tensor<T>* t : {&h.x, &h.f, &h.logits}) kept_[k].push_back(ws.keep(*t));
+    kept_[k].push_back(ws.keep(h.ce.max));
+    kept_[k].push_back(ws.keep(h.ce.sum_exp));
   }
 
   // ---- backward: returns the first stage's ∂(Σ loss)/∂x_0 (empty elsewhere)
@@ -427,6 +453,7 @@ class ModelRankStep {
       dx = model_detail::add(dh, g1.dx);
     }
     saved_layers_[k].clear();
+    kept_[k].clear();
     if (!coords_.first_stage()) {
       groups_.pp().send(std::span<const T>(dx.span()), coords_.pp - 1, static_cast<int>(k));
       return {};
@@ -557,6 +584,7 @@ class ModelRankStep {
   std::vector<MicroBatch> micro_;
   std::vector<std::vector<LayerSaved<T>>> saved_layers_;
   std::vector<HeadSaved<T>> saved_head_;
+  std::vector<std::vector<CountedBytes>> kept_;  // micro-batch k's kept bytes (keep_layer)
   ModelParams<A> grads_;
   Tensor<A> tied_output_grad_;  // the output projection's gradient when it is E on this stage
   A loss_sum_{0};
