@@ -206,6 +206,25 @@ std::string to_html(const Report& r) {
     sections.push_back(
         {"profiles", "Worst cases along the sharded axis", profiles(*r.collector, plots)});
   }
+  if (r.collector != nullptr && !r.collector->axis_stats().empty()) {
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& w : r.collector->worst_per_axis()) {
+      std::string worst;
+      for (const auto& [tensor, a] : w.worst) {
+        worst += (worst.empty() ? "" : ", ") + escape(tensor) + " (" + num(a.max_ratio) +
+                 (a.failed_cases > 0 ? ", " + std::to_string(a.failed_cases) + " failed" : "") +
+                 ")";
+      }
+      rows.push_back({escape(w.suite + "/" + w.property), escape(w.impl), escape(w.axis),
+                      std::to_string(w.cases), worst});
+    }
+    sections.push_back(
+        {"mesh-axes", "Worst tensors per mesh axis",
+         "<p>For each named mesh axis, the cases where it is above size 1 and the three tensors "
+         "with the largest bound ratio among them.</p>\n" +
+             html::table("Worst tensors per mesh axis",
+                         {"property", "implementation", "axis", "cases", "worst tensors"}, rows)});
+  }
   std::vector<std::vector<std::string>> props;
   for (const auto& p : r.properties) {
     props.push_back({escape(p.suite + "/" + p.property), escape(p.impl), std::to_string(p.cases),

@@ -86,6 +86,23 @@ std::string to_json(const Report& r) {
         << ", \"worst_case\": " << str(s.worst_case) << "}";
     }
   }
+  o << "\n  ],\n  \"mesh_axes\": [";
+  if (r.collector != nullptr) {
+    std::size_t i = 0;
+    for (const auto& w : r.collector->worst_per_axis()) {
+      o << (i++ ? "," : "") << "\n    {\"suite\": " << str(w.suite)
+        << ", \"property\": " << str(w.property) << ", \"implementation\": " << str(w.impl)
+        << ", \"axis\": " << str(w.axis) << ", \"cases\": " << w.cases << ", \"worst\": [";
+      for (std::size_t k = 0; k < w.worst.size(); ++k) {
+        const auto& [tensor, a] = w.worst[k];
+        o << (k ? ", " : "") << "{\"tensor\": " << str(tensor) << ", \"cases\": " << a.cases
+          << ", \"failed_cases\": " << a.failed_cases
+          << ", \"max_bound_ratio\": " << num(a.max_ratio)
+          << ", \"worst_case\": " << str(a.worst_case) << "}";
+      }
+      o << "]}";
+    }
+  }
   o << "\n  ]\n}\n";
   return o.str();
 }

@@ -103,6 +103,24 @@ std::string to_markdown(const Report& r) {
     }
   }
 
+  if (r.collector != nullptr && !r.collector->axis_stats().empty()) {
+    o << "\n## Worst tensors per mesh axis\n\nFor each named mesh axis, the cases where it is "
+         "above size 1 and the three tensors with the largest bound ratio among them: where "
+         "the error grows as that axis partitions the step.\n\n"
+         "| suite | property | implementation | axis | cases | worst tensors (bound ratio) |\n"
+         "|---|---|---|---|---|---|\n";
+    for (const auto& w : r.collector->worst_per_axis()) {
+      std::string worst;
+      for (const auto& [tensor, a] : w.worst) {
+        worst += (worst.empty() ? "" : ", ") + tensor + " (" + num(a.max_ratio) +
+                 (a.failed_cases > 0 ? ", " + std::to_string(a.failed_cases) + " failed" : "") +
+                 ")";
+      }
+      o << "| " << w.suite << " | " << w.property << " | " << w.impl << " | " << w.axis << " | "
+        << w.cases << " | " << cell(worst) << " |\n";
+    }
+  }
+
   o << "\n## Properties\n\n| suite | property | implementation | cases | max bound ratio | "
        "verdict |\n|---|---|---|---|---|---|\n";
   for (const auto& p : r.properties) {

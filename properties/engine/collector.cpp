@@ -50,7 +50,35 @@ void Collector::record(const CaseVerdict& v) {
       s.worst_case = v.case_text + " | " + t.summary();
       s.worst_profile = t.profile;
     }
+    for (const auto& axis : v.mesh_axes) {
+      AxisStat& a = axis_stats_[{suite_, property_, impl_, axis, t.name}];
+      ++a.cases;
+      if (!t.pass()) ++a.failed_cases;
+      if (ratio >= a.max_ratio || a.worst_case.empty()) {
+        a.max_ratio = std::max(a.max_ratio, ratio);
+        a.worst_case = v.case_text + " | " + t.summary();
+      }
+    }
   }
+}
+
+std::vector<AxisWorst> Collector::worst_per_axis(std::size_t most) const {
+  std::vector<AxisWorst> out;
+  for (const auto& [k, a] : axis_stats_) {
+    if (out.empty() || out.back().suite != k.suite || out.back().property != k.property ||
+        out.back().impl != k.impl || out.back().axis != k.axis) {
+      out.push_back({k.suite, k.property, k.impl, k.axis, 0, {}});
+    }
+    out.back().cases = std::max(out.back().cases, a.cases);
+    out.back().worst.emplace_back(k.tensor, a);
+  }
+  for (auto& w : out) {
+    std::stable_sort(w.worst.begin(), w.worst.end(), [](const auto& x, const auto& y) {
+      return x.second.max_ratio > y.second.max_ratio;
+    });
+    if (w.worst.size() > most) w.worst.resize(most);
+  }
+  return out;
 }
 
 double Collector::max_ratio(const std::string& suite, const std::string& property,

@@ -2,7 +2,9 @@
 // (suite, property, implementation, op, dtype, P, tensor) the number of cases, the largest
 // error, bound ratio and ULP distance, how often a fixed assert_close tolerance disagreed with
 // the bound's verdict, the distribution of the cases' bound ratios, and the worst case in words
-// with its per-element error profile (engine/tensor_check.hpp, at most 4096 cells).
+// with its per-element error profile (engine/tensor_check.hpp, at most 4096 cells); and per
+// named mesh axis (pp, dp, cp, tp of the model) each tensor's worst case among the cases with that
+// axis above size 1, so a report says along which axis the error grows.
 #pragma once
 
 #include "engine/verdict.hpp"
@@ -11,6 +13,7 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace shardcheck::check {
@@ -48,6 +51,28 @@ struct Stat {
   ErrorProfile worst_profile;  // that case's per-element errors along the sharded axis
 };
 
+// Per mesh axis (CaseVerdict::mesh_axes): a tensor's cases with that axis above size 1.
+struct AxisKey {
+  std::string suite, property, impl, axis, tensor;
+  auto tie() const { return std::tie(suite, property, impl, axis, tensor); }
+  friend bool operator<(const AxisKey& a, const AxisKey& b) { return a.tie() < b.tie(); }
+};
+
+struct AxisStat {
+  int cases = 0;
+  int failed_cases = 0;
+  double max_ratio = 0;    // +inf when a case had a NaN/Inf mismatch or a wrong shape
+  std::string worst_case;  // the case with the largest ratio, explained
+};
+
+// One row of the report's "worst tensors per mesh axis": the `most` tensors with the largest
+// ratio among the cases with `axis` above 1, largest first, with the number of such cases.
+struct AxisWorst {
+  std::string suite, property, impl, axis;
+  int cases = 0;  // cases with the axis above 1 (the most any one tensor saw)
+  std::vector<std::pair<std::string, AxisStat>> worst;
+};
+
 class Collector {
  public:
   // The collector cases record to, or null. Set for the duration of a run by ActiveCollector.
@@ -57,6 +82,9 @@ class Collector {
   void record(const CaseVerdict& v);
 
   const std::map<StatKey, Stat>& stats() const { return stats_; }
+  const std::map<AxisKey, AxisStat>& axis_stats() const { return axis_stats_; }
+  // Per (suite, property, impl, axis), in that order: the `most` worst tensors.
+  std::vector<AxisWorst> worst_per_axis(std::size_t most = 3) const;
   // Largest bound ratio recorded for (suite, property, impl); 0 when nothing was recorded.
   double max_ratio(const std::string& suite, const std::string& property,
                    const std::string& impl) const;
@@ -64,6 +92,7 @@ class Collector {
  private:
   std::string suite_, property_, impl_;
   std::map<StatKey, Stat> stats_;
+  std::map<AxisKey, AxisStat> axis_stats_;
 };
 
 // Makes `c` the active collector while in scope.

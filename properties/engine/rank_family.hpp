@@ -163,6 +163,11 @@ struct RankFamily : FloatTypes, FamilyTypes<Interface, Case, Options, Own> {
     const spec::OpSpec s = op_spec(c);
     CaseVerdict v;
     if (!begin_verdict(v, s.op, c.dtype, s.world(), c.describe(), run.error)) return;
+    if (s.mesh.size() >= 2) {
+      for (const auto& [axis, size] : s.mesh) {
+        if (size > 1) v.mesh_axes.push_back(axis);
+      }
+    }
     switch (p.check) {
       case Check::traffic:
         if (auto f = check_traffic_per_rank(declared_calls(s, c.dtype), run.ledgers); !f.empty()) {

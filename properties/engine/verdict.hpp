@@ -18,6 +18,9 @@ struct CaseVerdict {
   std::string case_text;  // shapes, P, splits, options, in words
   std::vector<TensorCheck> tensors;
   std::vector<std::string> failures;  // non-tensor checks that failed, each a sentence
+  // The named mesh axes above size 1 when the op's mesh has several ("pp", "cp" of the model's
+  // pp × dp × cp × tp); empty for one group. The collector keeps each tensor's worst per axis.
+  std::vector<std::string> mesh_axes;
 
   bool pass() const;
   // The case in words, then every failing check with its worst element.

@@ -14,6 +14,7 @@
 #include "ops/vocab/vocab_cross_entropy.hpp"
 #include "ops/vocab/vocab_embedding.hpp"
 #include "runtime/errors.hpp"
+#include "tools/shardcheck/budget_model_step.hpp"
 #include "tools/shardcheck/command_line.hpp"
 
 #include <algorithm>
@@ -39,7 +40,8 @@ struct BudgetArgs {
   double vocab = 51200;
   double bytes = 2;
   DeviceMesh mesh = DeviceMesh({{"tp", 8}});
-  ActivationOptions o;  // o.tp is the mesh's
+  ActivationOptions o;    // o.tp is the mesh's
+  int micro_batches = 1;  // the whole step's, per dp rank
   bool json = false;
 };
 
@@ -80,6 +82,28 @@ std::string num(double v) { return check::format_number(v); }
 
 // JSON: every digit (a figure other tools compute with).
 std::string exact(double v) { return check::format_number(v, 17); }
+
+// s with '"' and '\\' escaped, for a JSON string.
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (const char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    out += ch;
+  }
+  return out;
+}
+
+// bytes in the largest binary unit that keeps the number at least 1: "8 B", "1.5 KiB", "22.6 GiB".
+std::string size_text(std::uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  auto v = static_cast<double>(bytes);
+  std::size_t u = 0;
+  while (v >= 1024 && u + 1 < std::size(units)) {
+    v /= 1024;
+    ++u;
+  }
+  return num(v) + " " + units[u];
+}
 
 std::string gib(double bytes) { return num(bytes / (1024.0 * 1024 * 1024)) + " GiB"; }
 
@@ -253,6 +277,12 @@ int print_budget(const BudgetArgs& args, std::ostream& out) {
   const ElementBytes eb{static_cast<std::uint64_t>(bytes),
                         static_cast<std::uint64_t>(std::max(bytes, 4.0))};
   if (whole) library = library_rows(m, g, vocab, o.tp, cp, o.sequence_parallel, eb);
+  StepFigures step;
+  if (whole) {
+    step = model_step_figures({m.s, m.b, m.h, m.a, g, layers, vocab, pp, dim_size(mesh, "dp"), cp,
+                               o.tp, args.micro_batches, o.sequence_parallel},
+                              eb);
+  }
 
   if (json) {
     out << "{\n  \"mesh\": \"" << mesh.to_string() << "\",\n"
@@ -284,15 +314,31 @@ int print_budget(const BudgetArgs& args, std::ostream& out) {
         out << ", \"kept\": " << r.kept << ", \"forward_peak\": " << r.forward_peak
             << ", \"backward_peak\": " << r.backward_peak << ", \"sent\": " << r.sent << "}";
       } else {
-        std::string why;
-        for (const char ch : r.skipped) {
-          if (ch == '"' || ch == '\\') why += '\\';
-          why += ch;
-        }
-        out << R"(, "skipped": ")" << why << "\"}";
+        out << R"(, "skipped": ")" << json_escape(r.skipped) << "\"}";
       }
     }
-    out << "]}\n}\n";
+    out << "]}";
+    if (whole) {
+      out << ",\n  \"model_step\": {\"micro_batches\": " << args.micro_batches;
+      if (step.skipped.empty()) {
+        out << R"(, "model": ")" << json_escape(step.model) << R"(", "ranks": )" << step.ranks
+            << R"(, "activation_peak": {"bytes": )" << step.peak << ", \"rank\": " << step.peak_rank
+            << R"(, "coordinates": ")" << step.peak_coordinates << R"(", "at": ")"
+            << json_escape(step.peak_at) << R"("}, "kept_after_forward": )"
+            << step.kept_after_forward << ", \"sent_most\": " << step.sent_most
+            << ", \"sent_per_axis\": {";
+        bool first = true;
+        for (const auto& [axis, t] : step.sent_per_axis) {
+          out << (first ? "" : ", ") << '"' << axis << R"(": {"bytes": )" << t.sent
+              << ", \"calls\": " << t.calls << "}";
+          first = false;
+        }
+        out << "}}";
+      } else {
+        out << R"(, "skipped": ")" << json_escape(step.skipped) << "\"}";
+      }
+    }
+    out << "\n}\n";
     return 0;
   }
   out << "budget on mesh " << mesh.to_string() << ": s=" << num(m.s) << " b=" << num(m.b)
@@ -335,6 +381,25 @@ int print_budget(const BudgetArgs& args, std::ostream& out) {
       out << "n/a (" << r.skipped << ")\n";
     }
   }
+  out << "\nwhole training step (model_train_step; " << eb.value << "-byte values, " << eb.acc
+      << "-byte accumulators; no recomputation):\n";
+  if (!step.skipped.empty()) {
+    out << "  n/a (" << step.skipped << ")\n";
+    return 0;
+  }
+  out << "  " << step.model << "; " << step.ranks << " ranks\n"
+      << "  activation peak: " << size_text(step.peak) << " on rank "
+      << step.peak_rank << " (" << step.peak_coordinates << "), " << step.peak_at
+      << "; kept after the forward there: " << size_text(step.kept_after_forward)
+      << "\n  bytes one rank sends, the fullest per mesh axis: ";
+  bool first = true;
+  for (const auto& [axis, t] : step.sent_per_axis) {
+    out << (first ? "" : "; ") << axis << " " << size_text(t.sent) << " in "
+        << t.calls << " calls";
+    first = false;
+  }
+  out << "\n  the most one rank sends in the step: " << size_text(step.sent_most)
+      << "\n";
   return 0;
 }
 
@@ -349,8 +414,11 @@ Command budget_command() {
       "Prints, for one transformer configuration on a device mesh, the activation bytes per "
       "layer and rank (Korthikanti et al. 2022, Table 2, every row, the selected one starred), "
       "the parameter bytes per rank, the traffic per layer of tensor, sequence and context "
-      "parallelism and of the vocabulary-parallel cross-entropy, and the library's own model "
-      "of its ops. The defaults are GPT-3 175B on tp = 8. Every number is positive and may have "
+      "parallelism and of the vocabulary-parallel cross-entropy, the library's own model "
+      "of its ops, and of one whole training step of its model on the mesh's pp, dp, cp and tp "
+      "(the peak activation bytes of the fullest rank and the bytes one rank sends per mesh "
+      "axis, which the model suite measures exactly). The defaults are GPT-3 175B on tp = 8. Every "
+      "number is positive and may have "
       "a fraction, except the --mesh sizes (whole numbers).";
   c.options = {
       positive(a, "--seq", "S", "sequence length", &a->m.s),
@@ -373,12 +441,20 @@ Command budget_command() {
       {"--recompute", "MODE", "activation recomputation: none, selective or full",
        std::string(name(a->o.recompute)),
        [a](const std::string& v) { a->o.recompute = parse_recompute(v); }},
+      {"--micro-batches", "M",
+       "micro-batches per dp rank in the whole step's rows (GPipe; the step's batch is "
+       "B·dp·M sequences)",
+       "1",
+       [a](const std::string& v) {
+         a->micro_batches = parse_whole<int>("--micro-batches", v, 1, 1 << 20);
+       }},
       {"--json", "", "print the figures as one JSON object, every digit", "off",
        [a](const std::string&) { a->json = true; }},
   };
   c.exit_status = "0 the budget was printed; 2 a usage error (on stderr).";
   c.examples = {"shardcheck budget",
                 "shardcheck budget --mesh pp=2,dp=2,cp=2,tp=4 --sp --recompute selective",
+                "shardcheck budget --mesh pp=4,dp=2,tp=8 --micro-batches 8",
                 "shardcheck budget --seq 4096 --hidden 4096 --heads 32 --kv-heads 8 --layers 32 "
                 "--vocab 32000 --json"};
   c.run = [a](std::ostream& out, const std::string&) { return print_budget(*a, out); };

@@ -4,6 +4,7 @@
 // property, the closing "N passed, N failed"), a failure's explanation and replay command (and
 // that replaying reproduces it), the report files, and `list --json` (parsed with nlohmann-json).
 #include "tools/shardcheck/cli.hpp"
+#include "budget/model_activations.hpp"
 #include "engine/suite.hpp"
 #include "tools/shardcheck/cli_test_support.hpp"
 
@@ -509,7 +510,66 @@ TEST(Cli, BudgetPrintsTheLibraryModel) {
       << half.out;
 }
 
+// The whole step's rows (budget/model_activations.hpp, budget/model_traffic.hpp): a model small
+// enough to count by hand on pp = 2, dp = 2, tp = 2 with 2 micro-batches of 1 sequence of 4
+// tokens per dp rank, hidden 4, float32.
+TEST(Cli, BudgetPrintsTheWholeStep) {
+  const auto r = run_cli({"budget"});  // GPT-3 175B on tp = 8: one stage, 96 layers
+  EXPECT_EQ(r.status, 0) << r.err;
+  const std::string heading =
+      "whole training step (model_train_step; 2-byte values, 4-byte accumulators; no "
+      "recomputation):";
+  for (const std::string& s : {heading, std::string("1 sequences of 2048 tokens"),
+                               std::string("8 ranks"), std::string("activation peak: "),
+                               std::string("bytes one rank sends, the fullest per mesh axis: "),
+                               std::string("model_parallel "), std::string("tp ")}) {
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  }
+  std::vector<std::string> small;
+  std::istringstream words(
+      "budget --seq 4 --batch 1 --hidden 4 --heads 2 --layers 2 --vocab 8 --bytes 4 --mesh "
+      "pp=2,dp=2,tp=2 --micro-batches 2 --json");
+  for (std::string w; words >> w;) small.push_back(w);
+  const auto j = run_cli(small);
+  ASSERT_EQ(j.status, 0) << j.err;
+  const auto step = nlohmann::json::parse(j.out).at("model_step");
+  EXPECT_EQ(step.at("ranks").get<int>(), 8) << j.out;
+  // Stage 0 sends each micro-batch's x [4 tokens, 4] of float32 forward (2 · 64 B) and receives
+  // the two dx; stage 1 the reverse: 128 B in 4 calls either way.
+  EXPECT_EQ(step.at("sent_per_axis").at("pp").at("bytes").get<std::uint64_t>(), 128U) << j.out;
+  EXPECT_EQ(step.at("sent_per_axis").at("pp").at("calls").get<std::uint64_t>(), 4U) << j.out;
+  for (const char* axis : {"tp", "dp_cp", "model_parallel"}) {
+    EXPECT_GT(step.at("sent_per_axis").at(axis).at("bytes").get<std::uint64_t>(), 0U) << axis;
+  }
+  // The peak is the fullest rank's by the model the suite measures (model_budget_tests.cpp).
+  ModelConfig cfg;
+  cfg.vocab = 8;
+  cfg.hidden = 4;
+  cfg.heads = cfg.kv_heads = 2;
+  cfg.head_dim = 2;
+  cfg.ffn = 16;
+  cfg.layers = 2;
+  cfg.linear_bias = true;
+  ModelParallelConfig par;
+  par.pp = par.dp = par.tp = 2;
+  par.micro_batches = 2;
+  std::uint64_t peak = 0;
+  for (int w = 0; w < 8; ++w) {
+    peak = std::max(peak, budget::model_step_activations(cfg, par, 4, 4, w, {4, 4}).peak);
+  }
+  EXPECT_EQ(step.at("activation_peak").at("bytes").get<std::uint64_t>(), peak) << j.out;
+  // Shapes the step does not take are skipped with the reason.
+  const auto odd = run_cli({"budget", "--hidden", "10", "--heads", "3"});
+  EXPECT_NE(odd.out.find("n/a (the step takes head_dim = hidden/heads whole (10/3 is not))"),
+            std::string::npos)
+      << odd.out;
+  const auto big = run_cli({"budget", "--mesh", "dp=256,tp=8", "--json"});
+  EXPECT_NE(big.out.find("at most 1024 ranks (this mesh has 2048)"), std::string::npos) << big.out;
+}
+
 TEST(Cli, BudgetUsageErrorsAreOneLineWithStatus2) {
+  expect_usage_error({"budget", "--micro-batches", "0"},
+                     "--micro-batches takes a whole number from 1");
   expect_usage_error({"budget", "--mesh", "tp=x"},
                      "--mesh tp takes a whole number from 1 to 1048576, not 'x'");
   expect_usage_error({"budget", "--mesh", "tp=2.5"}, "--mesh tp takes a whole number");

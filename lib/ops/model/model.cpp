@@ -265,6 +265,49 @@ ModelParams<T> shard_model_params(const ModelConfig& cfg, const ModelParallelCon
   return s;
 }
 
+std::vector<NamedShape> model_local_param_shapes(const ModelConfig& cfg,
+                                                 const ModelParallelConfig& par, int world_rank) {
+  const ModelCoordinates m = model_coordinates(cfg, par, world_rank);
+  const HeadAssignment heads =
+      head_assignment(model_attention_config(cfg, par, 0, 1), par.tp, m.tp);
+  const auto t = static_cast<std::size_t>(m.tp);
+  const std::size_t H = cfg.hidden, d = cfg.head_dim;
+  const std::size_t q = heads.q_count * d, kv = heads.kv_count * d;
+  const std::size_t f = split_sizes(par.ffn_split, cfg.ffn, par.tp)[t];
+  const std::size_t up = up_rows_per_feature(cfg.activation) * f;
+  const std::size_t v = split_sizes(par.vocab_split, cfg.vocab, par.tp)[t];
+  const bool beta = has_beta(cfg.norm.kind), bias = cfg.linear_bias;
+  const bool last = m.last_stage(par);
+  std::vector<NamedShape> out;
+  auto add = [&](std::string name, bool held, Shape s) {
+    out.push_back({std::move(name), held ? std::move(s) : Shape{}});
+  };
+  add("embedding", m.first_stage(), {v, H});
+  for (std::size_t l = 0; l < m.layers.size; ++l) {
+    const std::string n = "layers." + std::to_string(l) + ".";
+    add(n + "norm1_gamma", true, {H});
+    add(n + "norm1_beta", beta, {H});
+    add(n + "wq", true, {q, H});
+    add(n + "bq", bias, {q});
+    add(n + "wk", true, {kv, H});
+    add(n + "bk", bias, {kv});
+    add(n + "wv", true, {kv, H});
+    add(n + "bv", bias, {kv});
+    add(n + "wo", true, {H, q});
+    add(n + "bo", bias, {H});
+    add(n + "norm2_gamma", true, {H});
+    add(n + "norm2_beta", beta, {H});
+    add(n + "w_up", true, {up, H});
+    add(n + "b_up", bias, {up});
+    add(n + "w_down", true, {H, f});
+    add(n + "b_down", bias, {H});
+  }
+  add("final_gamma", last, {H});
+  add("final_beta", last && beta, {H});
+  add("output", last && (!cfg.tied_embedding || par.pp > 1), {v, H});
+  return out;
+}
+
 template <class T>
 ModelStepResult<T> model_train_step(Communicator& world, const ModelConfig& cfg,
                                     const ModelParallelConfig& par, const OptimizerConfig& opt,

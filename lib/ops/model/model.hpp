@@ -212,6 +212,23 @@ template <class T>
 ModelParams<T> shard_model_params(const ModelConfig& cfg, const ModelParallelConfig& par,
                                   const ModelParams<T>& dense, int world_rank);
 
+// One parameter's local shape on a rank.
+struct NamedShape {
+  std::string name;  // for_each_param's name on a shard ("layers.<l>." with l the stage's index)
+  Shape shape;       // {} where the rank holds none (an absent bias or beta, another stage's)
+};
+
+// Rank `world_rank`'s local shape of every parameter, in for_each_param's order on its shard:
+// shard_model_params' shapes without making a tensor (the spec's calls and the budget of real
+// sizes need the sizes only). With q_r, g_r its query and kv heads (head_assignment), F_r, V_r
+// its ffn features and vocab rows, k = 2 for swiglu else 1: embedding [V_r, H] (first stage),
+// per layer of its stage wq [q_r·d, H], wk, wv [g_r·d, H], wo [H, q_r·d], w_up [k·F_r, H],
+// w_down [H, F_r], the norms [H], biases by their rows; final_gamma/beta [H] and output
+// [V_r, H] on the last stage (output {} when tied with pp = 1). The unit tests check it against
+// shard_model_params. @throws UsageError as shard_model_params.
+std::vector<NamedShape> model_local_param_shapes(const ModelConfig& cfg,
+                                                 const ModelParallelConfig& par, int world_rank);
+
 // ---------------------------------------------------------------- the step
 
 template <class T>

@@ -191,23 +191,29 @@ spec::RankCalls rank_calls(const ModelConfig& c, const ModelParallelConfig& par,
   }
   // The finalize: every gradient over dp × cp (one all_reduce per tensor), a tied embedding's
   // two uses, then the loss over dp × cp and the norm over the model-parallel group.
-  ModelParams<double> shard = shard_model_params(c, par, model_param_shapes(c), r);
+  const std::vector<NamedShape> shard = model_local_param_shapes(c, par, r);
+  auto size_of = [&](const std::string& name) {
+    for (const NamedShape& p : shard) {
+      if (p.name == name) return p.shape.empty() ? std::size_t{0} : numel(p.shape);
+    }
+    return std::size_t{0};
+  };
   const int dc = par.dp * par.cp, dc_rank = m.dp * par.cp + m.cp;
   if (dc > 1) {
-    for_each_param(shard, shard, [&](const std::string& n, const Tensor<double>& t, auto&) {
-      if (!t.empty()) {
-        calls.push_back(spec::all_reduce_spec(Pass::backward, "d" + n, "dp_cp", Elem::acc, t.size(),
-                                              dc, dc_rank, par.reduce_algorithm));
+    for (const NamedShape& p : shard) {
+      if (!p.shape.empty() && numel(p.shape) > 0) {
+        calls.push_back(spec::all_reduce_spec(Pass::backward, "d" + p.name, "dp_cp", Elem::acc,
+                                              numel(p.shape), dc, dc_rank, par.reduce_algorithm));
       }
-    });
-    if (c.tied_embedding && par.pp == 1 && !shard.embedding.empty()) {
+    }
+    if (c.tied_embedding && par.pp == 1 && size_of("embedding") > 0) {
       calls.push_back(spec::all_reduce_spec(Pass::backward, "doutput", "dp_cp", Elem::acc,
-                                            shard.embedding.size(), dc, dc_rank,
+                                            size_of("embedding"), dc, dc_rank,
                                             par.reduce_algorithm));
     }
   }
   if (c.tied_embedding && par.pp > 1 && (first || last)) {
-    const std::size_t n = first ? shard.embedding.size() : shard.output.size();
+    const std::size_t n = first ? size_of("embedding") : size_of("output");
     if (n > 0) {
       calls.push_back(spec::all_reduce_spec(Pass::backward, "dembedding", "embedding", Elem::acc, n,
                                             2, first ? 0 : 1, par.reduce_algorithm));
@@ -226,6 +232,11 @@ spec::RankCalls rank_calls(const ModelConfig& c, const ModelParallelConfig& par,
 }
 
 }  // namespace
+
+spec::RankCalls model_train_step_calls(const ModelConfig& cfg, const ModelParallelConfig& par,
+                                       std::size_t sequences, std::size_t seq_len, int world_rank) {
+  return rank_calls(cfg, par, sequences, seq_len, world_rank);
+}
 
 spec::OpSpec model_train_step_spec(const ModelConfig& cfg, const ModelParallelConfig& par,
                                    std::size_t sequences, std::size_t seq_len) {
@@ -246,7 +257,7 @@ spec::OpSpec model_train_step_spec(const ModelConfig& cfg, const ModelParallelCo
                  {},
                  {},
                  {}};
-  // Each rank's local shape of every dense parameter (from shard_model_params on shapes).
+  // Each rank's local shape of every dense parameter (model_local_param_shapes).
   const ModelParams<double> dense = model_param_shapes(cfg);
   std::map<std::string, std::vector<std::vector<std::size_t>>> local;
   ModelParams<double> d2 = dense;
@@ -258,11 +269,10 @@ spec::OpSpec model_train_step_spec(const ModelConfig& cfg, const ModelParallelCo
   });
   for (int r = 0; r < world; ++r) {
     const ModelCoordinates m = model_coordinates(cfg, par, r);
-    ModelParams<double> shard = shard_model_params(cfg, par, dense, r);
-    for_each_param(shard, shard, [&](const std::string& n, const Tensor<double>& t, auto&) {
-      if (t.ndim() == 0) return;
-      local[global_name(cfg, m, n)][static_cast<std::size_t>(r)] = t.shape();
-    });
+    for (const NamedShape& p : model_local_param_shapes(cfg, par, r)) {
+      if (!p.shape.empty())
+        local[global_name(cfg, m, p.name)][static_cast<std::size_t>(r)] = p.shape;
+    }
   }
   std::vector<HeadAssignment> heads;
   heads.reserve(static_cast<std::size_t>(par.tp));

@@ -28,6 +28,11 @@ namespace shardcheck {
 spec::OpSpec model_train_step_spec(const ModelConfig& cfg, const ModelParallelConfig& par,
                                    std::size_t sequences, std::size_t seq_len);
 
+// Rank `world_rank`'s calls of the spec alone (the spec's calls[world_rank]), without the
+// tensors' shapes: cheap at real model sizes (budget/, shardcheck budget).
+spec::RankCalls model_train_step_calls(const ModelConfig& cfg, const ModelParallelConfig& par,
+                                       std::size_t sequences, std::size_t seq_len, int world_rank);
+
 std::string to_json(const ModelConfig& cfg);
 std::string to_json(const ModelParallelConfig& par);
 std::string to_json(const OptimizerConfig& opt);

@@ -3,6 +3,7 @@
 // mapped to the dense tensor's elements by sharding a model of element indices the same way),
 // the input gradient by the micro-batches' token rows, the loss, the global norm and the clip
 // coefficient. Every copy of a replicated element must carry the same bits.
+#include "budget/model_traffic.hpp"
 #include "engine/instantiate.hpp"
 #include "suites/model/model_case.hpp"
 
@@ -276,6 +277,41 @@ std::string to_text(const AxisCall& a) {
          std::to_string(a.count) + " over " + a.group + " {" + ranks + "}";
 }
 
+// Rank r's ledger bytes summed per mesh axis against the traffic model's
+// (budget/model_traffic.hpp), the axes keyed by their ranks (two names with the same ranks, tp
+// and kv_group when every tp rank shares one kv head, are one group): the same calls by the
+// wrong algorithm, or bytes priced wrong, fail here.
+template <class T>
+void axis_bytes(CaseVerdict& v, const ModelCase& c, const ModelRun<T>& run, int r) {
+  using Totals = std::map<std::vector<int>, budget::CollectiveTotals>;
+  Totals model, got;
+  for (const auto& [name, t] : budget::model_step_traffic(c.cfg, c.par, c.sequences, c.seq_len, r,
+                                                          budget::element_bytes(c.dtype))) {
+    budget::CollectiveTotals& m = model[group_members(c, name, r)];
+    m.calls += t.calls;
+    m.sent += t.sent;
+    m.recv += t.recv;
+  }
+  for (const auto& e : run.ledgers[static_cast<std::size_t>(r)].entries()) {
+    if (e.op == Collective::barrier) continue;
+    budget::CollectiveTotals& t = got[*e.group];
+    ++t.calls;
+    t.sent += e.bytes_sent;
+    t.recv += e.bytes_recv;
+  }
+  if (got == model) return;
+  auto list = [&](const Totals& m) {
+    std::string out;
+    for (const auto& [members, t] : m) {
+      out += " " + group_name(c, members, r) + ": " + std::to_string(t.calls) + " calls, sent " +
+             std::to_string(t.sent) + " B, recv " + std::to_string(t.recv) + " B;";
+    }
+    return out;
+  };
+  v.failures.push_back("traffic per mesh axis: rank " + std::to_string(r) + " moved" + list(got) +
+                       " the traffic model (budget/model_traffic.hpp) says" + list(model));
+}
+
 // declared_traffic per mesh axis: every rank's ledger, call by call with the group it ran on,
 // against the spec's calls with their groups' ranks (a reduction over the wrong group of the
 // right size passes the per-rank count check and fails this one).
@@ -295,7 +331,11 @@ void traffic_per_axis(CaseVerdict& v, const ModelCase& c, const ModelRun<T>& run
     }
     std::sort(want.begin(), want.end());
     std::sort(got.begin(), got.end());
-    if (got == want) continue;
+    if (got == want) {
+      axis_bytes(v, c, run, r);
+      if (!v.failures.empty()) return;
+      continue;
+    }
     std::vector<AxisCall> extra, missing;
     std::set_difference(got.begin(), got.end(), want.begin(), want.end(),
                         std::back_inserter(extra));

@@ -182,7 +182,8 @@ TEST(ModelStep, UsageErrorsNameTheRankAndTheFix) {
 // A reduction over a group of the right size but the wrong ranks: dp × cp = 2 × 2 summed over
 // dp only moves the same counts, so the per-rank count check passes and the per-axis check
 // names the group.
-TEST(ModelTraffic, PerAxisCatchesAReductionOverTheWrongGroup) {
+// One layer on dp = cp = 2, two sequences of 4 tokens, float64.
+check::ModelCase dp_cp_case() {
   check::ModelCase c;
   c.dtype = DType::float64;
   c.cfg = small_model();
@@ -191,6 +192,11 @@ TEST(ModelTraffic, PerAxisCatchesAReductionOverTheWrongGroup) {
   c.world = 4;
   c.sequences = 2;
   c.seq_len = 4;
+  return c;
+}
+
+TEST(ModelTraffic, PerAxisCatchesAReductionOverTheWrongGroup) {
+  const check::ModelCase c = dp_cp_case();
   check::ModelData<double> d{random_model<double>(c.cfg, 31), random_batch(c.cfg, 2, 4, 32)};
   std::shared_ptr<const check::ModelImplementation> impl;
   for (const auto& m : check::model_mutants()) {
@@ -213,6 +219,23 @@ TEST(ModelTraffic, PerAxisCatchesAReductionOverTheWrongGroup) {
   check::CaseVerdict w;
   check::model_traffic_per_axis(w, c, d, ok);
   EXPECT_TRUE(w.failures.empty()) << w.failures.front();
+}
+
+// The same calls over the right groups by another algorithm move other bytes: the library's step
+// with sequential all_reduces judged against a case that declares ring ones passes the call
+// check and fails the per-axis bytes (budget/model_traffic.hpp).
+TEST(ModelTraffic, PerAxisBytesCatchTheWrongAlgorithm) {
+  const check::ModelCase c = dp_cp_case();
+  check::ModelData<double> d{random_model<double>(c.cfg, 37), random_batch(c.cfg, 2, 4, 38)};
+  check::ModelCase sequential = c;
+  sequential.par.reduce_algorithm = Algorithm::sequential;
+  const auto run = check::run_ranks(check::ModelAdapter<check::LibraryModel>(), sequential, d);
+  ASSERT_TRUE(run.error.empty()) << run.error;
+  check::CaseVerdict v;
+  check::model_traffic_per_axis(v, c, d, run);
+  ASSERT_EQ(v.failures.size(), 1U);
+  test::expect_parts(v.failures[0], {"traffic per mesh axis: rank 0 moved", "dp_cp: ",
+                                     "the traffic model (budget/model_traffic.hpp) says"});
 }
 
 }  // namespace
