@@ -9,7 +9,7 @@ namespace {
 using reference::hp;
 
 // Rows [first, first + count) of a [rows, ...] tensor in hp.
-Tensor<hp> rows(const Tensor<hp>& t, std::size_t first, std::size_t count) {
+Tensor<hp> hp_rows(const Tensor<hp>& t, std::size_t first, std::size_t count) {
   Shape shape = t.shape();
   const std::size_t row = t.size() / shape[0];
   shape[0] = count;
@@ -26,8 +26,8 @@ void unfuse(const Tensor<hp>& value, const Tensor<hp>& bound, Activation act, st
     up = {value, bound};
     return;
   }
-  gate = {rows(value, 0, f), rows(bound, 0, f)};
-  up = {rows(value, f, f), rows(bound, f, f)};
+  gate = {hp_rows(value, 0, f), hp_rows(bound, 0, f)};
+  up = {hp_rows(value, f, f), hp_rows(bound, f, f)};
 }
 
 }  // namespace
