@@ -9,11 +9,13 @@
 #include "testing/ops_test_util.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <exception>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -24,9 +26,26 @@ namespace shardcheck::check::compare_test {
 namespace fs = std::filesystem;
 using test::expect_parts;
 
-// temp/<name>, emptied and created.
+// temp/shardcheck-test-<pid>/<name>, emptied and created. Under the process's own folder: ctest
+// runs each test in its own process, two at a time, and the tests of one file share a name (a
+// shared temp/<name> let one test's case.json be rewritten under another, a flaky parse error).
+// The folder is removed when the process ends.
 inline std::filesystem::path fresh_dir(const std::string& name) {
-  std::filesystem::path d = std::filesystem::temp_directory_path() / name;
+  struct ProcessFolder {
+    std::filesystem::path path =
+        std::filesystem::temp_directory_path() / ("shardcheck-test-" + std::to_string(::getpid()));
+    ProcessFolder() = default;
+    ProcessFolder(const ProcessFolder&) = delete;
+    ProcessFolder& operator=(const ProcessFolder&) = delete;
+    ProcessFolder(ProcessFolder&&) = delete;
+    ProcessFolder& operator=(ProcessFolder&&) = delete;
+    ~ProcessFolder() {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+  };
+  static const ProcessFolder folder;
+  std::filesystem::path d = folder.path / name;
   std::filesystem::remove_all(d);
   std::filesystem::create_directories(d);
   return d;
