@@ -15,7 +15,7 @@ namespace {
 // JSON shardcheck prints.
 std::string str(const std::string& s) { return spec::json_string(s); }
 
-std::string num(double v) { return spec::json_number(v); }
+std::string json_num(double v) { return spec::json_number(v); }
 
 std::string boolean(bool b) { return b ? "true" : "false"; }
 
@@ -47,7 +47,7 @@ std::string to_json(const Report& r) {
     o << (i ? "," : "") << "\n    {\"suite\": " << str(p.suite)
       << ", \"property\": " << str(p.property) << ", \"implementation\": " << str(p.impl)
       << ", \"passed\": " << boolean(p.passed) << ", \"gave_up\": " << boolean(p.gave_up)
-      << ", \"cases\": " << p.cases << ", \"max_bound_ratio\": " << num(p.max_ratio)
+      << ", \"cases\": " << p.cases << ", \"max_bound_ratio\": " << json_num(p.max_ratio)
       << ", \"message\": " << str(p.message) << ", \"counterexample\": [";
     for (std::size_t k = 0; k < p.counterexample.size(); ++k) {
       o << (k ? ", " : "") << "[" << str(p.counterexample[k].first) << ", "
@@ -79,8 +79,9 @@ std::string to_json(const Report& r) {
         << ", \"op\": " << str(k.op) << ", \"dtype\": " << str(std::string(name(k.dtype)))
         << ", \"world\": " << k.world << ", \"tensor\": " << str(k.tensor)
         << ", \"cases\": " << s.cases << ", \"failed_cases\": " << s.failed_cases
-        << ", \"max_abs_error\": " << num(s.max_abs_err)
-        << ", \"max_bound_ratio\": " << num(s.max_ratio) << ", \"max_ulp\": " << num(s.max_ulp)
+        << ", \"max_abs_error\": " << json_num(s.max_abs_err)
+        << ", \"max_bound_ratio\": " << json_num(s.max_ratio)
+        << ", \"max_ulp\": " << json_num(s.max_ulp)
         << ", \"fixed_tolerance_false_alarms\": " << s.fixed_false_alarms
         << ", \"fixed_tolerance_missed\": " << s.fixed_missed
         << ", \"worst_case\": " << str(s.worst_case) << "}";
@@ -97,7 +98,7 @@ std::string to_json(const Report& r) {
         const auto& [tensor, a] = w.worst[k];
         o << (k ? ", " : "") << "{\"tensor\": " << str(tensor) << ", \"cases\": " << a.cases
           << ", \"failed_cases\": " << a.failed_cases
-          << ", \"max_bound_ratio\": " << num(a.max_ratio)
+          << ", \"max_bound_ratio\": " << json_num(a.max_ratio)
           << ", \"worst_case\": " << str(a.worst_case) << "}";
       }
       o << "]}";

@@ -17,7 +17,7 @@
 namespace shardcheck::report {
 namespace {
 
-std::string num(double v) {
+std::string md_num(double v) {
   if (std::isinf(v)) return "inf";
   if (std::isnan(v)) return "nan";
   char buf[32];
@@ -98,8 +98,9 @@ std::string to_markdown(const Report& r) {
                   std::to_string(row.missed) + " missed";
       }
       o << "| " << op << " | " << name(static_cast<DType>(dtype)) << " | " << world << " | "
-        << row.cases << " | " << row.failed << " | " << num(row.err) << " | " << num(row.ratio)
-        << " | " << num(row.ulp) << " | " << verdict << " | " << cell(row.worst) << " |\n";
+        << row.cases << " | " << row.failed << " | " << md_num(row.err) << " | "
+        << md_num(row.ratio) << " | " << md_num(row.ulp) << " | " << verdict << " | "
+        << cell(row.worst) << " |\n";
     }
   }
 
@@ -112,7 +113,7 @@ std::string to_markdown(const Report& r) {
     for (const auto& w : r.collector->worst_per_axis()) {
       std::string worst;
       for (const auto& [tensor, a] : w.worst) {
-        worst += (worst.empty() ? "" : ", ") + tensor + " (" + num(a.max_ratio) +
+        worst += (worst.empty() ? "" : ", ") + tensor + " (" + md_num(a.max_ratio) +
                  (a.failed_cases > 0 ? ", " + std::to_string(a.failed_cases) + " failed" : "") +
                  ")";
       }
@@ -125,7 +126,7 @@ std::string to_markdown(const Report& r) {
        "verdict |\n|---|---|---|---|---|---|\n";
   for (const auto& p : r.properties) {
     o << "| " << p.suite << " | " << p.property << " | " << p.impl << " | " << p.cases << " | "
-      << num(p.max_ratio) << " | "
+      << md_num(p.max_ratio) << " | "
       << (p.passed    ? "pass"
           : p.gave_up ? "gave up"
                       : "**FAIL**")

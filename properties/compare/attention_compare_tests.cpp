@@ -24,7 +24,7 @@
 #include <functional>
 #include <string>
 
-namespace shardcheck::check {
+namespace shardcheck::check::attention_compare_tests {
 namespace {
 
 using namespace compare_test;  // case files written and compared (compare_test_util.hpp)
@@ -632,4 +632,4 @@ TEST(AttentionCompareBadInput, a_sequence_parallel_layer_names_its_batch_and_tok
 }
 
 }  // namespace
-}  // namespace shardcheck::check
+}  // namespace shardcheck::check::attention_compare_tests

@@ -17,7 +17,7 @@
 #include <fstream>
 #include <string>
 
-namespace shardcheck::check {
+namespace shardcheck::check::compare_tests {
 namespace {
 
 using namespace compare_test;  // case files written and compared (compare_test_util.hpp)
@@ -288,4 +288,4 @@ TEST(CompareBadInput, every_error_names_the_file_and_the_field) {
 }
 
 }  // namespace
-}  // namespace shardcheck::check
+}  // namespace shardcheck::check::compare_tests

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-namespace shardcheck::check {
+namespace shardcheck::check::mlp_compare_tests {
 namespace {
 
 using namespace compare_test;  // case files written and compared (compare_test_util.hpp)
@@ -227,4 +227,4 @@ TEST(CompareMlpBadInput, every_error_names_the_file_and_the_field) {
 }
 
 }  // namespace
-}  // namespace shardcheck::check
+}  // namespace shardcheck::check::mlp_compare_tests

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-namespace shardcheck::check {
+namespace shardcheck::check::norm_compare_tests {
 namespace {
 
 using namespace compare_test;  // case files written and compared (compare_test_util.hpp)
@@ -247,4 +247,4 @@ TEST(CompareNormBadInput, every_error_names_the_file_and_the_field) {
 }
 
 }  // namespace
-}  // namespace shardcheck::check
+}  // namespace shardcheck::check::norm_compare_tests

@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-namespace shardcheck::check {
+namespace shardcheck::check::placement_compare_tests {
 namespace {
 
 using namespace compare_test;  // case files written and compared (compare_test_util.hpp)
@@ -136,4 +136,4 @@ TEST(PerDimensionPlacement, a_placement_that_cannot_be_the_tensors_is_a_case_err
 }
 
 }  // namespace
-}  // namespace shardcheck::check
+}  // namespace shardcheck::check::placement_compare_tests

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-namespace shardcheck::check {
+namespace shardcheck::check::run_compare_tests {
 namespace {
 
 using namespace compare_test;  // case files written and compared (compare_test_util.hpp)
@@ -153,4 +153,4 @@ TEST(CompareRunBadInput, every_error_names_the_file_and_the_field) {
 }
 
 }  // namespace
-}  // namespace shardcheck::check
+}  // namespace shardcheck::check::run_compare_tests

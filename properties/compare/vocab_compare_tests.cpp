@@ -20,7 +20,7 @@
 #include <fstream>
 #include <string>
 
-namespace shardcheck::check {
+namespace shardcheck::check::vocab_compare_tests {
 namespace {
 
 using namespace compare_test;  // case files written and compared (compare_test_util.hpp)
@@ -449,4 +449,4 @@ TEST(VocabCompareBadInput, every_error_names_the_file_and_the_field) {
 }
 
 }  // namespace
-}  // namespace shardcheck::check
+}  // namespace shardcheck::check::vocab_compare_tests

@@ -22,7 +22,7 @@
 #include <mutex>
 #include <string>
 
-namespace shardcheck::props::ref {
+namespace shardcheck::props::ref::bounds_props {
 namespace {
 
 using reference::arithmetic_of;
@@ -345,4 +345,4 @@ TEST(bounds_errors, gamma_refuses_vacuous_bounds) {
 }
 
 }  // namespace
-}  // namespace shardcheck::props::ref
+}  // namespace shardcheck::props::ref::bounds_props

@@ -14,7 +14,7 @@
 
 #include <limits>
 
-namespace shardcheck::props::ref {
+namespace shardcheck::props::ref::fast_contraction_mpfr_props {
 namespace {
 
 using Mpfr = boost::multiprecision::number<boost::multiprecision::mpfr_float_backend<60>,
@@ -41,4 +41,4 @@ TEST(fast_contraction, mutant_is_caught_mpfr) {
 }
 
 }  // namespace
-}  // namespace shardcheck::props::ref
+}  // namespace shardcheck::props::ref::fast_contraction_mpfr_props

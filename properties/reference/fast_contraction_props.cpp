@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-namespace shardcheck::props::ref {
+namespace shardcheck::props::ref::fast_contraction_props {
 namespace {
 
 using Exact = boost::multiprecision::number<
@@ -169,4 +169,4 @@ TEST(fast_contraction, shape_mismatch_names_the_shapes) {
 }
 
 }  // namespace
-}  // namespace shardcheck::props::ref
+}  // namespace shardcheck::props::ref::fast_contraction_props

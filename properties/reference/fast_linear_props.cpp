@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-namespace shardcheck::props::ref {
+namespace shardcheck::props::ref::fast_linear_props {
 namespace {
 
 using reference::Contraction;
@@ -403,4 +403,4 @@ TEST(fast_linear, the_environment_switch) {
 }
 
 }  // namespace
-}  // namespace shardcheck::props::ref
+}  // namespace shardcheck::props::ref::fast_linear_props

@@ -19,7 +19,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
-namespace shardcheck::props::ref {
+namespace shardcheck::props::ref::finite_difference_props {
 namespace {
 
 struct LinearCase {
@@ -194,4 +194,4 @@ TEST(finite_difference, refuses_a_step_that_is_not_exact) {
 }
 
 }  // namespace
-}  // namespace shardcheck::props::ref
+}  // namespace shardcheck::props::ref::finite_difference_props

@@ -18,7 +18,7 @@
 #include <cmath>
 #include <type_traits>
 
-namespace shardcheck::props::ref {
+namespace shardcheck::props::ref::rounding_props {
 namespace {
 
 using reference::hp;
@@ -339,4 +339,4 @@ RC_GTEST_PROP(figueroa, eigen_float16_addition_is_one_rounding, ()) {
 }
 
 }  // namespace
-}  // namespace shardcheck::props::ref
+}  // namespace shardcheck::props::ref::rounding_props

@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
-namespace shardcheck::props {
+namespace shardcheck::props::collectives {
 namespace {
 
 // Every property draws its element type here.
@@ -290,4 +290,4 @@ RC_GTEST_PROP(ring_shift, rank_r_receives_the_buffer_of_rank_r_minus_shift, ()) 
 }
 
 }  // namespace
-}  // namespace shardcheck::props
+}  // namespace shardcheck::props::collectives

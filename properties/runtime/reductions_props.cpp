@@ -13,7 +13,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
-namespace shardcheck::props {
+namespace shardcheck::props::reductions {
 namespace {
 
 // Every property draws its element type here.
@@ -260,4 +260,4 @@ RC_GTEST_PROP(reduce_scatter, rank_k_holds_chunk_k_of_the_documented_fold, ()) {
 }
 
 }  // namespace
-}  // namespace shardcheck::props
+}  // namespace shardcheck::props::reductions

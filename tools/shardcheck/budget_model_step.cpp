@@ -13,7 +13,7 @@ namespace {
 
 bool whole(double v) { return v >= 1 && v == std::floor(v) && v < 1e15; }
 
-std::string num(double v) { return std::to_string(static_cast<std::uint64_t>(v)); }
+std::string count_text(double v) { return std::to_string(static_cast<std::uint64_t>(v)); }
 
 }  // namespace
 
@@ -29,8 +29,8 @@ StepFigures model_step_figures(const StepShape& s, budget::ElementBytes e) {
   }
   const auto u = [](double v) { return static_cast<std::size_t>(v); };
   if (u(s.hidden) % u(s.heads) != 0) {
-    f.skipped = "the step takes head_dim = hidden/heads whole (" + num(s.hidden) + "/" +
-                num(s.heads) + " is not)";
+    f.skipped = "the step takes head_dim = hidden/heads whole (" + count_text(s.hidden) + "/" +
+                count_text(s.heads) + " is not)";
     return f;
   }
   f.ranks = s.pp * s.dp * s.cp * s.tp;
@@ -61,7 +61,7 @@ StepFigures model_step_figures(const StepShape& s, budget::ElementBytes e) {
   f.model = "LayerNorm, GELU MLP [4h], biases, untied embedding; " + std::to_string(sequences) +
             " sequences of " + std::to_string(seq_len) +
             " tokens: " + std::to_string(s.micro_batches) + " micro-batch(es) of " +
-            num(s.micro_batch) + " per dp rank, GPipe; ring context parallelism" +
+            count_text(s.micro_batch) + " per dp rank, GPipe; ring context parallelism" +
             (par.sequence_parallel ? "; sequence parallel" : "");
   try {
     for (int r = 0; r < f.ranks; ++r) {

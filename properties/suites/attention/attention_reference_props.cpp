@@ -28,7 +28,7 @@
 #include <cmath>
 #include <limits>
 
-namespace shardcheck::props::ref {
+namespace shardcheck::props::ref::attention_props {
 namespace {
 
 struct AttnCase {
@@ -346,4 +346,4 @@ RC_GTEST_PROP(attention_reference, a_2_pow_minus_80_change_between_the_paths_is_
 }
 
 }  // namespace
-}  // namespace shardcheck::props::ref
+}  // namespace shardcheck::props::ref::attention_props

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-namespace shardcheck {
+namespace shardcheck::linear_parallel_tests {
 namespace {
 
 using namespace test;  // the suites' test helpers (testing/ops_test_util.hpp)
@@ -364,4 +364,4 @@ TYPED_TEST(ParallelLinearTest, row_backward_matches_the_dense_gradients_on_every
 }
 
 }  // namespace
-}  // namespace shardcheck
+}  // namespace shardcheck::linear_parallel_tests

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <cstdlib>
 
-namespace shardcheck::props::ref {
+namespace shardcheck::props::ref::linear_props {
 namespace {
 
 using reference::hp;
@@ -131,4 +131,4 @@ TEST(linear_reference, errors_name_the_shapes_and_the_fix) {
 }
 
 }  // namespace
-}  // namespace shardcheck::props::ref
+}  // namespace shardcheck::props::ref::linear_props

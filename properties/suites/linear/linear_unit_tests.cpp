@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-namespace shardcheck {
+namespace shardcheck::linear_unit_tests {
 namespace {
 
 using namespace test;  // the suites' test helpers (testing/ops_test_util.hpp)
@@ -301,4 +301,4 @@ TYPED_TEST(LinearTest, all_gather_last_axis_puts_each_rank_in_its_columns) {
 }
 
 }  // namespace
-}  // namespace shardcheck
+}  // namespace shardcheck::linear_unit_tests

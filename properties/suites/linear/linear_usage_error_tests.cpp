@@ -9,7 +9,7 @@
 
 #include <string>
 
-namespace shardcheck {
+namespace shardcheck::linear_usage_error_tests {
 namespace {
 
 using namespace test;  // the suites' test helpers (testing/ops_test_util.hpp)
@@ -243,4 +243,4 @@ TEST(LinearUsageErrors, transitions_name_the_counts_and_the_shard) {
 }
 
 }  // namespace
-}  // namespace shardcheck
+}  // namespace shardcheck::linear_usage_error_tests

@@ -14,7 +14,7 @@
 #include <algorithm>
 #include <functional>
 
-namespace shardcheck::props::ref {
+namespace shardcheck::props::ref::mlp_props {
 namespace {
 
 using reference::hp;
@@ -135,4 +135,4 @@ TEST(mlp_reference, errors_name_the_shapes) {
 }
 
 }  // namespace
-}  // namespace shardcheck::props::ref
+}  // namespace shardcheck::props::ref::mlp_props

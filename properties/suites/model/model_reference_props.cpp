@@ -15,7 +15,7 @@
 #include <cmath>
 #include <string>
 
-namespace shardcheck::props::ref {
+namespace shardcheck::props::ref::model_props {
 namespace {
 
 using reference::hp;
@@ -173,4 +173,4 @@ RC_GTEST_PROP(model_reference, gradients_match_central_differences, ()) {
 }
 
 }  // namespace
-}  // namespace shardcheck::props::ref
+}  // namespace shardcheck::props::ref::model_props

@@ -26,7 +26,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
-namespace shardcheck::props::ref {
+namespace shardcheck::props::ref::norm_props {
 namespace {
 
 using reference::Propagator;
@@ -344,4 +344,4 @@ TEST(norm_bounds, a_fused_xhat_at_hidden_1_is_outside_the_difference_bound) {
 }
 
 }  // namespace
-}  // namespace shardcheck::props::ref
+}  // namespace shardcheck::props::ref::norm_props

@@ -20,7 +20,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
-namespace shardcheck::props::ref {
+namespace shardcheck::props::ref::vocab_props {
 namespace {
 
 struct CeCase {
@@ -217,4 +217,4 @@ TEST(embedding_reference, padding_idx_outside_the_vocabulary_is_refused) {
 }
 
 }  // namespace
-}  // namespace shardcheck::props::ref
+}  // namespace shardcheck::props::ref::vocab_props

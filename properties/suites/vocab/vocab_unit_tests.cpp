@@ -17,7 +17,7 @@
 #include <limits>
 #include <vector>
 
-namespace shardcheck {
+namespace shardcheck::vocab_unit_tests {
 namespace {
 
 using namespace test;  // the suites' test helpers (testing/ops_test_util.hpp)
@@ -413,4 +413,4 @@ TEST(VocabPadding, embedding_never_reads_a_padding_row_and_gives_it_no_gradient_
 }
 
 }  // namespace
-}  // namespace shardcheck
+}  // namespace shardcheck::vocab_unit_tests

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-namespace shardcheck {
+namespace shardcheck::vocab_usage_error_tests {
 namespace {
 
 using D = Tensor<double>;
@@ -334,4 +334,4 @@ TEST(VocabPadding, errors_name_the_rank_the_target_or_id_V_and_V_pad) {
 }
 
 }  // namespace
-}  // namespace shardcheck
+}  // namespace shardcheck::vocab_usage_error_tests
