@@ -12,6 +12,8 @@
 //         margin. A hang would make mpirun exceed the ctest TIMEOUT: the test fails.
 //
 // Usage: mpirun -np 4 mpi_misuse_test. Rank 0 prints one line per case and "N passed, M failed".
+// The programs of properties/runtime/misuse_*_tests.cpp, not on this target's include path.
+#include "../runtime/misuse_programs.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/launcher.hpp"
 #include "runtime/mpi/mpi_launcher.hpp"
@@ -23,9 +25,7 @@
 #include <cstdlib>
 #include <optional>
 #include <span>
-#include <stdexcept>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -49,60 +49,20 @@ struct Case {
   std::vector<std::string> mpi_mentions = {};  // hang: what the MPI message must name
 };
 
+// The rank functions shared with the OpenMP tests are misuse_programs.hpp's (named there);
+// the mismatches and the group list only this test has are written here.
 std::vector<Case> cases() {
-  using Counts = std::vector<std::size_t>;
+  using namespace misuse_programs;
   return {
       // ---- properties/runtime/misuse_mismatch_tests.cpp ----
-      {"different collectives", 3, Expect::same,
-       [](Communicator& c) {
-         std::vector<float> x(4), y(12);
-         if (c.rank() == 2) c.all_gather(std::span<const float>(x), std::span<float>(y));
-         else c.all_reduce(std::span<float>(x), ReduceOp::sum);
-       }},
-      {"different counts at step 1", 3, Expect::same,
-       [](Communicator& c) {
-         c.barrier();
-         std::vector<double> x(c.rank() == 1 ? 5 : 4);
-         c.all_reduce(std::span<double>(x), ReduceOp::sum);
-       }},
-      {"different roots", 3, Expect::same,
-       [](Communicator& c) {
-         std::vector<int> x(3);
-         c.broadcast(std::span<int>(x), c.rank() == 2 ? 1 : 0);
-       }},
-      {"different reduce ops", 4, Expect::same,
-       [](Communicator& c) {
-         std::vector<float> x(8);
-         c.all_reduce(std::span<float>(x), c.rank() == 3 ? ReduceOp::max : ReduceOp::sum);
-       }},
-      {"different element types", 2, Expect::same,
-       [](Communicator& c) {
-         std::vector<float> x(8);
-         std::vector<double> y(8);
-         if (c.rank() == 0) c.all_reduce(std::span<float>(x), ReduceOp::sum);
-         else c.all_reduce(std::span<double>(y), ReduceOp::sum);
-       }},
-      {"different algorithms", 3, Expect::same,
-       [](Communicator& c) {
-         std::vector<float> x(8);
-         c.all_reduce(std::span<float>(x), ReduceOp::sum,
-                      c.rank() == 0 ? Algorithm::sequential : Algorithm::ring);
-       }},
-      {"a mismatch on a subgroup", 4, Expect::same,
-       [](Communicator& c) {
-         if (c.rank() == 3) return;
-         const std::vector<int> ranks = {2, 0, 1};
-         auto g = c.group(ranks);
-         std::vector<float> x(4), y(12);
-         if (g->rank() == 1) g->all_gather(std::span<const float>(x), std::span<float>(y));
-         else g->all_reduce(std::span<float>(x), ReduceOp::sum);
-       }},
-      {"send and recv that disagree", 2, Expect::same,
-       [](Communicator& c) {
-         std::vector<float> x(4), y(5);
-         if (c.rank() == 0) c.send(std::span<const float>(x), 1, 3);
-         else c.recv(std::span<float>(y), 0, 3);
-       }},
+      {"different collectives", 3, Expect::same, different_collectives},
+      {"different counts at step 1", 3, Expect::same, different_counts_at_step_1},
+      {"different roots", 3, Expect::same, different_roots},
+      {"different reduce ops", 4, Expect::same, different_reduce_ops},
+      {"different element types", 2, Expect::same, different_element_types},
+      {"different algorithms", 3, Expect::same, different_algorithms},
+      {"a mismatch on a subgroup", 4, Expect::same, mismatch_on_a_subgroup},
+      {"send and recv that disagree", 2, Expect::same, send_and_recv_that_disagree},
       {"all_to_all counts that disagree", 3, Expect::same,
        [](Communicator& c) {
          const Counts sc = {1, 1, 1};
@@ -116,111 +76,42 @@ std::vector<Case> cases() {
          c.ring_shift(std::span<const float>(x), std::span<float>(y), 1);
        }},
       // ---- properties/runtime/misuse_argument_tests.cpp (the shared checks, call_checks.hpp) ----
-      {"reduce: root recv too small", 2, Expect::same,
-       [](Communicator& c) {
-         std::vector<float> x(4), y(c.rank() == 1 ? 3 : 4);
-         c.reduce(std::span<const float>(x), std::span<float>(y), ReduceOp::sum, 1);
-       }},
-      {"root out of range", 3, Expect::same,
-       [](Communicator& c) {
-         std::vector<float> x(4);
-         c.broadcast(std::span<float>(x), 3);
-       }},
+      {"reduce: root recv too small", 2, Expect::same, reduce_root_recv_too_small},
+      {"root out of range", 3, Expect::same, root_out_of_range},
       {"all_gather: recv does not hold every piece", 2, Expect::same,
-       [](Communicator& c) {
-         const Counts counts = {1, 2};
-         std::vector<float> x(counts[static_cast<std::size_t>(c.rank())]), y(c.rank() == 0 ? 2 : 3);
-         c.all_gather(std::span<const float>(x), std::span<float>(y), counts);
-       }},
-      {"counts of the wrong length", 3, Expect::same,
-       [](Communicator& c) {
-         const Counts counts = {1, 1};
-         std::vector<float> x(1), y(2);
-         c.all_gather(std::span<const float>(x), std::span<float>(y), counts);
-       }},
-      {"avg on integers", 2, Expect::same,
-       [](Communicator& c) {
-         std::vector<int> x(4);
-         c.all_reduce(std::span<int>(x), ReduceOp::avg);
-       }},
+       all_gather_recv_missing_a_piece},
+      {"counts of the wrong length", 3, Expect::same, counts_of_the_wrong_length},
+      {"avg on integers", 2, Expect::same, avg_on_integers},
       {"a group list naming a rank twice", 3, Expect::same,
        [](Communicator& c) {
          const std::vector<int> bad = {0, 0};
          if (c.rank() == 0) c.group(bad);
        }},
-      {"sending to oneself", 1, Expect::same,
-       [](Communicator& c) {
-         std::vector<float> x(1);
-         c.send(std::span<const float>(x), 0);
-       }},
+      {"sending to oneself", 1, Expect::same, sending_to_oneself},
       // ---- properties/runtime/misuse_hang_tests.cpp ----
-      {"a rank that throws", 3, Expect::same,
-       [](Communicator& c) {
-         if (c.rank() == 1) throw std::runtime_error("boom on rank 1");
-         c.barrier();
-       }},
+      {"a rank that throws", 3, Expect::same, rank_1_throws},
       {"a rank that returns early",
        3,
        Expect::hang,
-       [](Communicator& c) {
-         if (c.rank() == 2) return;
-         c.barrier();
-       },
+       rank_2_returns_early,
        {"rank 2", "returned", "barrier"}},
       {"two ranks sending to each other",
        2,
        Expect::hang,
-       [](Communicator& c) {
-         std::vector<float> x(4), y(4);
-         c.send(std::span<const float>(x), 1 - c.rank());
-         c.recv(std::span<float>(y), 1 - c.rank());
-       },
+       two_ranks_sending_to_each_other,
        {"send to rank"}},
-      {"crossed groups",
-       3,
-       Expect::hang,
-       [](Communicator& c) {
-         if (c.rank() == 0) {
-           c.barrier();
-           return;
-         }
-         const std::vector<int> ranks = {1, 2};
-         auto sub = c.group(ranks);
-         if (c.rank() == 2) c.barrier();
-         sub->barrier();
-         if (c.rank() == 1) c.barrier();
-       },
-       {"crossed groups", "[1,2]", "[0,1,2]"}},
+      {"crossed groups", 3, Expect::hang, crossed_groups, {"crossed groups", "[1,2]", "[0,1,2]"}},
       {"a rank stuck computing",
        3,
        Expect::hang,
-       [](Communicator& c) {
-         if (c.rank() == 1) std::this_thread::sleep_for(1000ms);
-         c.barrier();
-       },
+       rank_1_stuck_computing,
        {"300 ms", "barrier", "did not arrive: [1]"}},
       {"a late rank in an abandoned all_reduce",
        2,
        Expect::hang,
-       [](Communicator& c) {
-         if (c.rank() == 1) std::this_thread::sleep_for(900ms);
-         std::vector<double> x(4096, 1.0);
-         c.all_reduce(std::span<double>(x), ReduceOp::sum);
-       },
+       late_rank_in_an_all_reduce,
        {"all_reduce", "[1]"}},
-      {"a late receiver",
-       2,
-       Expect::hang,
-       [](Communicator& c) {
-         std::vector<double> x(4096, 1.0);
-         if (c.rank() == 0) {
-           c.send(std::span<const double>(x), 1);
-         } else {
-           std::this_thread::sleep_for(900ms);
-           c.recv(std::span<double>(x), 0);
-         }
-       },
-       {"send"}},
+      {"a late receiver", 2, Expect::hang, late_receiver, {"send"}},
   };
 }
 

@@ -10,6 +10,7 @@
 // Tightness: constructed cases where each term of the bound is (nearly) attained, so a bound
 // loosened by more than a few percent fails here. Random data stays far below the worst case
 // (errors grow like sqrt(k)·u, the bound like k·u), so these are where tightness shows.
+#include "per_type_props.hpp"
 #include "testing/contract_emulation.hpp"
 
 #include "reference/bounds.hpp"
@@ -216,18 +217,7 @@ void bound_covers_contract_case() {
   }
 }
 
-RC_GTEST_PROP(bounds, cover_every_order_of_the_contract_float64, ()) {
-  bound_covers_contract_case<double>();
-}
-RC_GTEST_PROP(bounds, cover_every_order_of_the_contract_float32, ()) {
-  bound_covers_contract_case<float>();
-}
-RC_GTEST_PROP(bounds, cover_every_order_of_the_contract_bfloat16, ()) {
-  bound_covers_contract_case<bfloat16>();
-}
-RC_GTEST_PROP(bounds, cover_every_order_of_the_contract_float16, ()) {
-  bound_covers_contract_case<float16>();
-}
+SHARDCHECK_PROP_PER_TYPE(bounds, cover_every_order_of_the_contract, bound_covers_contract_case)
 
 // ---------------------------------------------------------------- tightness: each term attained
 

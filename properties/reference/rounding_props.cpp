@@ -7,6 +7,7 @@
 //
 // Every property runs for both 113-bit scalars: hp (float128 under GCC) and portable_hp
 // (cpp_bin_float_quad, what clang builds use), and for every storage type.
+#include "per_type_props.hpp"
 #include "testing/reference_gen.hpp"
 
 #include "reference/portable_hp.hpp"
@@ -93,16 +94,7 @@ void to_hp_is_exact_case() {
   });
 }
 
-RC_GTEST_PROP(to_hp, is_exact_and_round_to_inverts_it_float64, ()) {
-  to_hp_is_exact_case<double>();
-}
-RC_GTEST_PROP(to_hp, is_exact_and_round_to_inverts_it_float32, ()) { to_hp_is_exact_case<float>(); }
-RC_GTEST_PROP(to_hp, is_exact_and_round_to_inverts_it_bfloat16, ()) {
-  to_hp_is_exact_case<bfloat16>();
-}
-RC_GTEST_PROP(to_hp, is_exact_and_round_to_inverts_it_float16, ()) {
-  to_hp_is_exact_case<float16>();
-}
+SHARDCHECK_PROP_PER_TYPE(to_hp, is_exact_and_round_to_inverts_it, to_hp_is_exact_case)
 
 // ---------------------------------------------------------------- round_to: single roundings the
 // hardware does
@@ -194,18 +186,7 @@ void nearest_ties_to_even_case() {
   });
 }
 
-RC_GTEST_PROP(round_to, is_nearest_with_ties_to_even_float64, ()) {
-  nearest_ties_to_even_case<double>();
-}
-RC_GTEST_PROP(round_to, is_nearest_with_ties_to_even_float32, ()) {
-  nearest_ties_to_even_case<float>();
-}
-RC_GTEST_PROP(round_to, is_nearest_with_ties_to_even_bfloat16, ()) {
-  nearest_ties_to_even_case<bfloat16>();
-}
-RC_GTEST_PROP(round_to, is_nearest_with_ties_to_even_float16, ()) {
-  nearest_ties_to_even_case<float16>();
-}
+SHARDCHECK_PROP_PER_TYPE(round_to, is_nearest_with_ties_to_even, nearest_ties_to_even_case)
 
 // ---------------------------------------------------------------- direct vs double rounding
 
@@ -285,16 +266,7 @@ void ulp_distance_case() {
   RC_ASSERT(ulp_distance(v[0], v[0]) == 0U);
 }
 
-RC_GTEST_PROP(ulp_distance, counts_representable_values_float64, ()) {
-  ulp_distance_case<double>();
-}
-RC_GTEST_PROP(ulp_distance, counts_representable_values_float32, ()) { ulp_distance_case<float>(); }
-RC_GTEST_PROP(ulp_distance, counts_representable_values_bfloat16, ()) {
-  ulp_distance_case<bfloat16>();
-}
-RC_GTEST_PROP(ulp_distance, counts_representable_values_float16, ()) {
-  ulp_distance_case<float16>();
-}
+SHARDCHECK_PROP_PER_TYPE(ulp_distance, counts_representable_values, ulp_distance_case)
 
 TEST(ulp_distance, zeros_infinities_and_nan) {
   EXPECT_EQ(ulp_distance(0.0, -0.0), 0U);

@@ -3,6 +3,7 @@
 // reduce ops on integers, group lists, world sizes, SHARDCHECK_TIMEOUT_MS, run() inside a rank)
 // is a UsageError from the rank whose arguments are wrong, naming the rank, the call, the sizes
 // involved and what to pass instead.
+#include "misuse_programs.hpp"
 #include "misuse_support.hpp"
 #include "testing/usage_cases.hpp"
 
@@ -29,20 +30,13 @@ TEST(misuse, recv_too_small_is_a_usage_error_on_that_rank) {
 }
 
 TEST(misuse, root_out_of_range_is_a_usage_error) {
-  const auto f = run_expecting_failure(3, [](Communicator& c) {
-    std::vector<float> x(4);
-    c.broadcast(std::span<float>(x), 3);
-  });
+  const auto f = run_expecting_failure(3, misuse_programs::root_out_of_range);
   expect_primary<UsageError>(f, 0, {"broadcast", "root 3"});
   EXPECT_LT(f.elapsed, kPrompt);
 }
 
 TEST(misuse, counts_of_the_wrong_length_are_a_usage_error) {
-  const auto f = run_expecting_failure(3, [](Communicator& c) {
-    const std::vector<std::size_t> counts = {1, 1};
-    std::vector<float> x(1), y(2);
-    c.all_gather(std::span<const float>(x), std::span<float>(y), counts);
-  });
+  const auto f = run_expecting_failure(3, misuse_programs::counts_of_the_wrong_length);
   expect_primary<UsageError>(f, 0, {"all_gather", "2 entries", "3 ranks"});
   EXPECT_LT(f.elapsed, kPrompt);
 }
@@ -65,10 +59,7 @@ TEST(misuse, every_bad_argument_is_a_usage_error_that_says_what_to_pass) {
   const std::vector<test::RankUsageCase> cases = {
       {"reduce: root recv too small",
        2,
-       [](Communicator& c) {
-         std::vector<float> x(4), y(c.rank() == 1 ? 3 : 4);
-         c.reduce(std::span<const float>(x), std::span<float>(y), ReduceOp::sum, 1);
-       },
+       misuse_programs::reduce_root_recv_too_small,
        1,
        {"rank 1", "reduce", "recv on the root has 3", "send has 4", "whole result"}},
       {"reduce: root out of range",
@@ -89,11 +80,7 @@ TEST(misuse, every_bad_argument_is_a_usage_error_that_says_what_to_pass) {
        {"all_reduce", "algorithm direct", "Algorithm::ring or Algorithm::sequential"}},
       {"all_gather: recv does not hold every piece",
        2,
-       [](Communicator& c) {
-         const Counts counts = {1, 2};
-         std::vector<float> x(counts[static_cast<std::size_t>(c.rank())]), y(c.rank() == 0 ? 2 : 3);
-         c.all_gather(std::span<const float>(x), std::span<float>(y), counts);
-       },
+       misuse_programs::all_gather_recv_missing_a_piece,
        0,
        {"rank 0", "all_gather", "recv has 2", "[1,2]", "add up to 3", "every rank's piece"}},
       {"reduce_scatter: send is not the whole buffer",
@@ -241,10 +228,7 @@ TEST(misuse, every_bad_argument_is_a_usage_error_that_says_what_to_pass) {
 }
 
 TEST(misuse, avg_on_integers_is_a_usage_error) {
-  const auto f = run_expecting_failure(2, [](Communicator& c) {
-    std::vector<std::int32_t> x(4);
-    c.all_reduce(std::span<std::int32_t>(x), ReduceOp::avg);
-  });
+  const auto f = run_expecting_failure(2, misuse_programs::avg_on_integers);
   expect_primary<UsageError>(f, 0, {"avg", "int32"});
   EXPECT_LT(f.elapsed, kPrompt);
 }
@@ -279,10 +263,7 @@ TEST(misuse, partially_overlapping_send_and_recv_are_a_usage_error) {
 }
 
 TEST(misuse, sending_to_oneself_is_a_usage_error) {
-  const auto f = run_expecting_failure(1, [](Communicator& c) {
-    std::vector<float> x(1);
-    c.send(std::span<const float>(x), 0);
-  });
+  const auto f = run_expecting_failure(1, misuse_programs::sending_to_oneself);
   expect_primary<UsageError>(f, 0, {"send", "itself"});
 }
 

@@ -3,11 +3,11 @@
 // subgroup), and a send and recv that disagree, each raise CollectiveMismatch on every rank
 // promptly, with a message naming the step, the group, what each rank called and the ranks
 // that differ.
+#include "misuse_programs.hpp"
 #include "misuse_support.hpp"
 
 #include <gtest/gtest.h>
 
-#include <span>
 #include <string>
 #include <vector>
 
@@ -24,78 +24,43 @@ void expect_mismatch_on_ranks(const Failure& f, int ranks, const std::vector<std
 }
 
 TEST(misuse, different_collectives_at_one_step_raise_collective_mismatch_on_every_rank) {
-  const auto f = run_expecting_failure(3, [](Communicator& c) {
-    std::vector<float> x(4), y(12);
-    if (c.rank() == 2) c.all_gather(std::span<const float>(x), std::span<float>(y));
-    else c.all_reduce(std::span<float>(x), ReduceOp::sum);
-  });
+  const auto f = run_expecting_failure(3, misuse_programs::different_collectives);
   expect_mismatch_on_ranks(f, 3, {"step 0", "[0,1,2]", "all_reduce", "all_gather", "rank 2"});
 }
 
 TEST(misuse, different_counts_raise_collective_mismatch_naming_the_step) {
-  const auto f = run_expecting_failure(3, [](Communicator& c) {
-    c.barrier();  // the mismatch is at step 1
-    std::vector<double> x(c.rank() == 1 ? 5 : 4);
-    c.all_reduce(std::span<double>(x), ReduceOp::sum);
-  });
+  const auto f = run_expecting_failure(3, misuse_programs::different_counts_at_step_1);
   expect_mismatch_on_ranks(f, 3, {"step 1", "count", "rank 1", "5", "4"});
 }
 
 TEST(misuse, different_roots_raise_collective_mismatch) {
-  const auto f = run_expecting_failure(3, [](Communicator& c) {
-    std::vector<int> x(3);
-    c.broadcast(std::span<int>(x), c.rank() == 2 ? 1 : 0);
-  });
+  const auto f = run_expecting_failure(3, misuse_programs::different_roots);
   expect_mismatch_on_ranks(f, 3, {"step 0", "root", "broadcast", "rank 2"});
 }
 
 TEST(misuse, different_reduce_ops_raise_collective_mismatch) {
-  const auto f = run_expecting_failure(4, [](Communicator& c) {
-    std::vector<float> x(8);
-    c.all_reduce(std::span<float>(x), c.rank() == 3 ? ReduceOp::max : ReduceOp::sum);
-  });
+  const auto f = run_expecting_failure(4, misuse_programs::different_reduce_ops);
   expect_mismatch_on_ranks(f, 4, {"step 0", "reduce op", "sum", "max", "rank 3"});
 }
 
 TEST(misuse, different_element_types_raise_collective_mismatch) {
-  const auto f = run_expecting_failure(2, [](Communicator& c) {
-    std::vector<float> x(8);
-    std::vector<double> y(8);
-    if (c.rank() == 0) c.all_reduce(std::span<float>(x), ReduceOp::sum);
-    else c.all_reduce(std::span<double>(y), ReduceOp::sum);
-  });
+  const auto f = run_expecting_failure(2, misuse_programs::different_element_types);
   expect_mismatch_on_ranks(f, 2, {"step 0", "element type", "float32", "float64"});
 }
 
 TEST(misuse, different_algorithms_raise_collective_mismatch) {
-  const auto f = run_expecting_failure(3, [](Communicator& c) {
-    std::vector<float> x(8);
-    c.all_reduce(std::span<float>(x), ReduceOp::sum,
-                 c.rank() == 0 ? Algorithm::sequential : Algorithm::ring);
-  });
+  const auto f = run_expecting_failure(3, misuse_programs::different_algorithms);
   expect_mismatch_on_ranks(f, 3, {"step 0", "algorithm", "ring", "sequential"});
 }
 
 TEST(misuse, a_mismatch_on_a_subgroup_names_its_members_and_world_ranks) {
-  const auto f = run_expecting_failure(4, [](Communicator& c) {
-    if (c.rank() == 3) return;
-    const std::vector<int> ranks = {2, 0, 1};
-    auto g = c.group(ranks);
-    std::vector<float> x(4), y(12);
-    if (g->rank() == 1) g->all_gather(std::span<const float>(x), std::span<float>(y));
-    else g->all_reduce(std::span<float>(x), ReduceOp::sum);
-  });
+  const auto f = run_expecting_failure(4, misuse_programs::mismatch_on_a_subgroup);
   // Group rank 1 is world rank 0.
   expect_mismatch_on_ranks(f, 3, {"step 0", "[2,0,1]", "rank 1 (world rank 0)", "all_gather"});
 }
 
 TEST(misuse, send_and_recv_that_disagree_raise_collective_mismatch_on_both) {
-  const auto f = run_expecting_failure(2, [](Communicator& c) {
-    std::vector<float> x(4);
-    std::vector<float> y(5);
-    if (c.rank() == 0) c.send(std::span<const float>(x), 1, 3);
-    else c.recv(std::span<float>(y), 0, 3);
-  });
+  const auto f = run_expecting_failure(2, misuse_programs::send_and_recv_that_disagree);
   expect_mismatch_on_ranks(f, 2, {"send", "recv", "4", "5", "rank 0", "rank 1"});
 }
 

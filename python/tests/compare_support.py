@@ -5,6 +5,7 @@ split sizes the ops use, and running the command with each expectation printed a
     session = Session(sys.argv[1])            # the shardcheck binary
     code, out = session.compare(case_dir)     # exit status, stdout + stderr
     session.expect("what must hold", cond, out)
+    session.expect_correct_cases(good_dir, n, exact_below, "they pass", "they round")
     session.finish()                          # exits non-zero when an expectation failed
 """
 
@@ -53,6 +54,14 @@ class Session:
             print("FAILED: " + what + "\n" + output)
         else:
             print("ok: " + what)
+
+    def expect_correct_cases(self, case_dir, n, exact_below, passes, rounds):
+        """Compares case_dir, the n cases of a correct implementation: expects `passes`, all n
+        passed (exit 0), and `rounds`, fewer than exact_below tensor verdicts with no error at
+        all (see exact_tensors)."""
+        code, out = self.compare(case_dir)
+        self.expect(passes, all_passed(code, out, n), out)
+        self.expect(rounds, exact_tensors(out) < exact_below, out)
 
     def finish(self):
         """Exits non-zero naming the failed expectations, if any."""

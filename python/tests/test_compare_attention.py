@@ -29,7 +29,7 @@ try:
 except ImportError:
     sys.exit("numpy is missing: scripts/setup installs python3-numpy (Debian)")
 
-from compare_support import Session, all_passed, chunks, exact_tensors, offsets  # noqa: E402,F401 (puts python/ on the path)
+from compare_support import Session, chunks, failing_tensors, offsets  # noqa: E402,F401 (puts python/ on the path)
 import shardcheck_case as sc  # noqa: E402
 
 BIN, WORK = sys.argv[1], sys.argv[2]
@@ -232,11 +232,9 @@ for dtype in ("float64", "float32", "bfloat16"):
     attention_case(dtype, "contiguous", {"kind": "none", "key_lengths": [0, 7]},
                    per_rank=True).write(os.path.join(good, "padding_ranks_" + dtype))
     n += 2
-code, out = compare(good)
-expect("the correct ring attention passes in every dtype, layout and mask (exit 0)",
-       all_passed(code, out, n), out)
-expect("the correct implementation's results do round (a nonzero error)",
-       exact_tensors(out) < 5 * n, out)
+session.expect_correct_cases(
+    good, n, 5 * n, "the correct ring attention passes in every dtype, layout and mask (exit 0)",
+    "the correct implementation's results do round (a nonzero error)")
 
 for bug, layout, tensors, forward_only in (
         ("merge_by_max", "contiguous", ("out",), True),
@@ -245,10 +243,8 @@ for bug, layout, tensors, forward_only in (
     d = os.path.join(WORK, bug)
     attention_case("float32", layout, causal(), bug, forward_only=forward_only).write(d)
     code, out = compare(d)
-    # The tensor lines: "  ok   lse [2, 4, 10] ..." or "  FAIL out [2, 10, 4, 3] ...".
-    failed = {l.split()[1] for l in out.splitlines() if l.startswith("  FAIL ")}
     expect("planted bug %s fails (exit 1) on %s, and only there" % (bug, ", ".join(tensors)),
-           code == 1 and failed == set(tensors) and "worst element" in out and
+           code == 1 and set(failing_tensors(out)) == set(tensors) and "worst element" in out and
            "of the bound" in out, out)
 
 d = os.path.join(WORK, "short_piece")

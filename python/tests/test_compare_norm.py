@@ -22,7 +22,7 @@ import os
 import shutil
 import sys
 
-from compare_support import Session as Checks, all_passed, exact_tensors, failing_tensors  # puts python/ on the path
+from compare_support import Session as Checks, failing_tensors  # puts python/ on the path
 
 try:
     import numpy as np
@@ -153,11 +153,10 @@ for dtype in ("float64", "float32", "bfloat16"):
         sequence_parallel_norm(dtype, kind, split=[3, 0, 4], per_rank=True, seed=2).write(
             os.path.join(good, "%s_%s_empty_rank" % (kind, dtype)))
         n_good += 2
-code, out = compare(good)
-expect("the correct implementation passes in float64, float32, bfloat16 (exit 0)",
-       all_passed(code, out, n_good), out)
-expect("the correct float32 and bfloat16 results do round (a nonzero error)",
-       exact_tensors(out) < 2 * n_good, out)
+checks.expect_correct_cases(
+    good, n_good, 2 * n_good,
+    "the correct implementation passes in float64, float32, bfloat16 (exit 0)",
+    "the correct float32 and bfloat16 results do round (a nonzero error)")
 
 # Planted bugs: (bug, kind, failing tensors, words in the output).
 for bug, kind, bad, words in (
