@@ -175,12 +175,8 @@ HeadAssignment assignment_on_rank(const std::string& where, const HeadParallelCo
 }
 
 RowParallelConfig output_projection(const HeadParallelConfig& cfg) {
-  RowParallelConfig c;
-  c.input_is_parallel = true;
-  c.reduce_algorithm = cfg.reduce_algorithm;
-  c.sequence_parallel_output = cfg.sequence_parallel;
-  c.token_split = cfg.token_split;
-  return c;
+  return linear_detail::block_row_config(cfg.sequence_parallel, cfg.token_split,
+                                         cfg.reduce_algorithm);
 }
 
 // x as [tokens, hidden], for the QKV projection and its weight gradients. Under sequence

@@ -7,6 +7,7 @@
 
 #include "ops/attention/context_parallel_attention.hpp"
 #include "ops/linear/linear.hpp"
+#include "ops/linear/linear_internal.hpp"
 #include "ops/mlp/mlp.hpp"
 #include "ops/norm/norm.hpp"
 #include "ops/vocab/vocab_cross_entropy.hpp"
@@ -147,13 +148,10 @@ MlpConfig model_mlp_config(const ModelConfig& cfg, const ModelParallelConfig& pa
 
 ColumnParallelConfig model_output_config(const ModelConfig& cfg, const ModelParallelConfig& par,
                                          std::size_t tokens) {
-  ColumnParallelConfig c;
+  ColumnParallelConfig c = linear_detail::block_column_config(
+      tokens, par.sequence_parallel, par.token_split, par.reduce_algorithm);
   c.out_features = cfg.vocab;
-  c.tokens = tokens;
   c.out_split = par.vocab_split;
-  c.sequence_parallel_input = par.sequence_parallel;
-  c.token_split = par.token_split;
-  c.all_reduce_algorithm = par.reduce_algorithm;
   return c;
 }
 
