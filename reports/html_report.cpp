@@ -4,6 +4,7 @@
 // properties. Layout and figures: reports/html_page.hpp; what each shows: docs/reports.md.
 #include "engine/replay.hpp"
 #include "reports/html_page.hpp"
+#include "reports/op_rows.hpp"
 #include "reports/report.hpp"
 
 #include <algorithm>
@@ -24,23 +25,20 @@ namespace {
 using html::escape;
 using html::num;
 
-using RowKey = std::tuple<std::string, std::string, int, int>;  // impl, op, dtype, P
-
-// The collector's statistics summed over properties and tensors per (impl, op, dtype, P).
-std::map<RowKey, html::RatioRow> ratio_rows(const check::Collector& c) {
-  std::map<RowKey, html::RatioRow> rows;
-  for (const auto& [k, s] : c.stats()) {
-    auto& row = rows[{k.impl, k.op, static_cast<int>(k.dtype), k.world}];
-    row.label = k.op + " " + std::string(name(k.dtype)) + " P=" + std::to_string(k.world);
-    row.cases += s.cases;
-    row.failed += s.failed_cases;
-    row.max_err = std::max(row.max_err, s.max_abs_err);
-    row.max_ratio = std::max(row.max_ratio, s.max_ratio);
-    row.false_alarms += s.fixed_false_alarms;
-    row.missed += s.fixed_missed;
-    for (std::size_t b = 0; b < s.ratio_histogram.size(); ++b) {
-      row.histogram.at(b) += s.ratio_histogram.at(b);
-    }
+// The numerics rows (reports/op_rows.hpp), labelled for the page.
+std::map<OpRowKey, html::RatioRow> ratio_rows(const check::Collector& c) {
+  std::map<OpRowKey, html::RatioRow> rows;
+  for (const auto& [k, r] : op_rows(c)) {
+    const auto& [impl, op, dtype, world] = k;
+    rows[k] = {
+        op + " " + std::string(name(static_cast<DType>(dtype))) + " P=" + std::to_string(world),
+        r.cases,
+        r.failed,
+        r.max_err,
+        r.max_ratio,
+        r.false_alarms,
+        r.missed,
+        r.histogram};
   }
   return rows;
 }

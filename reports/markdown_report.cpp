@@ -4,6 +4,7 @@
 #include "reports/report.hpp"
 
 #include "reports/atomic_file.hpp"
+#include "reports/op_rows.hpp"
 #include "runtime/errors.hpp"
 
 #include <cmath>
@@ -34,14 +35,6 @@ std::string cell(std::string s) {
   return s;
 }
 
-struct Row {
-  int cases = 0;
-  int failed = 0;
-  double err = 0, ratio = 0, ulp = 0;
-  int false_alarms = 0, missed = 0;
-  std::string worst;
-};
-
 }  // namespace
 
 std::string cases_text(const Report& r) {
@@ -68,21 +61,7 @@ std::string to_markdown(const Report& r) {
        "\"missed\" failing cases it would pass.\n";
 
   if (r.collector != nullptr && !r.collector->stats().empty()) {
-    // Aggregate over properties and tensors: (impl, op, dtype, P).
-    std::map<std::tuple<std::string, std::string, int, int>, Row> rows;
-    for (const auto& [k, s] : r.collector->stats()) {
-      Row& row = rows[{k.impl, k.op, static_cast<int>(k.dtype), k.world}];
-      row.cases += s.cases;
-      row.failed += s.failed_cases;
-      row.err = std::max(row.err, s.max_abs_err);
-      row.ulp = std::max(row.ulp, s.max_ulp);
-      row.false_alarms += s.fixed_false_alarms;
-      row.missed += s.fixed_missed;
-      if (s.max_ratio >= row.ratio || row.worst.empty()) {
-        row.ratio = std::max(row.ratio, s.max_ratio);
-        row.worst = k.tensor + ": " + s.worst_case;
-      }
-    }
+    const auto rows = op_rows(*r.collector);
     std::string impl;
     for (const auto& [key, row] : rows) {
       const auto& [row_impl, op, dtype, world] = key;
@@ -98,8 +77,8 @@ std::string to_markdown(const Report& r) {
                   std::to_string(row.missed) + " missed";
       }
       o << "| " << op << " | " << name(static_cast<DType>(dtype)) << " | " << world << " | "
-        << row.cases << " | " << row.failed << " | " << md_num(row.err) << " | "
-        << md_num(row.ratio) << " | " << md_num(row.ulp) << " | " << verdict << " | "
+        << row.cases << " | " << row.failed << " | " << md_num(row.max_err) << " | "
+        << md_num(row.max_ratio) << " | " << md_num(row.max_ulp) << " | " << verdict << " | "
         << cell(row.worst) << " |\n";
     }
   }

@@ -143,22 +143,6 @@ Tensor<R> ones(std::size_t n) {
   return o;
 }
 
-// The values of T (storage) and A (accumulator) this step rounds to.
-template <class R>
-struct Units {
-  R u_a, eta_a, u_t, eta_t, u_r;
-  bool round_t;
-  explicit Units(const Arithmetic& ar)
-      : u_a(unit_roundoff<R>(ar.accumulate)),
-        eta_a(smallest_subnormal<R>(ar.accumulate)),
-        u_t(unit_roundoff<R>(ar.storage)),
-        eta_t(smallest_subnormal<R>(ar.storage)),
-        u_r(unit_roundoff_of<R>()),
-        round_t(!(ar.storage == ar.accumulate)) {}
-  // One rounding to T of a value of magnitude ≤ m (nothing when T = A).
-  R to_t(const R& m) const { return round_t ? R(u_t * m + eta_t / 2) : R(0); }
-};
-
 // An infinite bound means "no bound" (a divisor that may be 0 upstream); products of it with an
 // exact 0 (∞·0) and differences (∞ − ∞) in the rules give NaN, which is no bound either: +inf.
 template <class R>

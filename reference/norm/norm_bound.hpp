@@ -76,17 +76,28 @@ struct Tracked {
   R bound() const { return e + r; }
 };
 
+// The values of one arithmetic's T (storage) and A (accumulator) a step rounds to: the
+// Propagator's, and the model bound's own rules' (reference/model/model_bound.hpp).
+template <class R>
+struct Units {
+  R u_a, eta_a, u_t, eta_t, u_r;
+  bool round_t;
+  explicit Units(const Arithmetic& ar)
+      : u_a(unit_roundoff<R>(ar.accumulate)),
+        eta_a(smallest_subnormal<R>(ar.accumulate)),
+        u_t(unit_roundoff<R>(ar.storage)),
+        eta_t(smallest_subnormal<R>(ar.storage)),
+        u_r(unit_roundoff_of<R>()),
+        round_t(!(ar.storage == ar.accumulate)) {}
+  // One rounding to T of a value of magnitude ≤ m (nothing when T = A).
+  R to_t(const R& m) const { return round_t ? R(u_t * m + eta_t / 2) : R(0); }
+};
+
 // The propagation rules above for one arithmetic (storage T, accumulator A).
 template <class R = hp>
 class Propagator {
  public:
-  explicit Propagator(const Arithmetic& arith)
-      : u_(unit_roundoff<R>(arith.accumulate)),
-        eta_(smallest_subnormal<R>(arith.accumulate)),
-        ut_(unit_roundoff<R>(arith.storage)),
-        etat_(smallest_subnormal<R>(arith.storage)),
-        ur_(unit_roundoff_of<R>()),
-        same_(arith.storage == arith.accumulate) {}
+  explicit Propagator(const Arithmetic& arith) : units_(arith) {}
 
   static Tracked<R> exact(const R& v) { return {v, R(0), R(0)}; }
 
@@ -98,9 +109,9 @@ class Propagator {
     Tracked<R> o;
     o.v = a.v * b.v;
     const R pr = times(abs(a.v), b.r) + times(abs(b.v), a.r) + times(a.r, b.r);
-    o.r = pr + 2 * ur_ * abs(o.v);
+    o.r = pr + 2 * units_.u_r * abs(o.v);
     const R p = times(a.magnitude(), b.e) + times(b.magnitude(), a.e) + times(a.e, b.e);
-    o.e = p + u_ * (abs(o.v) + o.r + p) + eta_ / 2;
+    o.e = p + units_.u_a * (abs(o.v) + o.r + p) + units_.eta_a / 2;
     return o;
   }
 
@@ -118,7 +129,7 @@ class Propagator {
       o.e = std::numeric_limits<R>::infinity();
       return o;
     }
-    o.r = (abs(b.v) * a.r + abs(a.v) * b.r) / (abs(b.v) * bl) + 2 * ur_ * abs(o.v);
+    o.r = (abs(b.v) * a.r + abs(a.v) * b.r) / (abs(b.v) * bl) + 2 * units_.u_r * abs(o.v);
     const R mb = bl - b.e;  // ≤ |b̂|
     if (!(mb > 0)) {
       o.e = std::numeric_limits<R>::infinity();
@@ -128,7 +139,7 @@ class Propagator {
     // Division by an exact power of two (the hidden size 1, 2, 4, ...) only rounds when the
     // quotient is subnormal.
     const bool exact_pow2 = b.e == 0 && b.r == 0 && is_pow2(abs(b.v));
-    o.e = p + (exact_pow2 ? R(0) : R(u_ * (abs(o.v) + o.r + p))) + eta_ / 2;
+    o.e = p + (exact_pow2 ? R(0) : R(units_.u_a * (abs(o.v) + o.r + p))) + units_.eta_a / 2;
     return o;
   }
 
@@ -137,32 +148,34 @@ class Propagator {
     Tracked<R> o;
     o.v = sqrt(a.v);
     const R lo = a.v - a.r;
-    o.r = (lo > 0 ? R(a.r / sqrt(lo)) : R(sqrt(a.r))) + 2 * ur_ * o.v;
+    o.r = (lo > 0 ? R(a.r / sqrt(lo)) : R(sqrt(a.r))) + 2 * units_.u_r * o.v;
     const R via_root = lo > 0 ? R(a.e / sqrt(lo)) : std::numeric_limits<R>::infinity();
     const R direct = sqrt(a.e);
     const R p = via_root < direct ? via_root : direct;
-    o.e = p + u_ * (o.v + o.r + p) + eta_ / 2;
+    o.e = p + units_.u_a * (o.v + o.r + p) + units_.eta_a / 2;
     return o;
   }
 
   // Σ terms in A, any order.
-  Tracked<R> sum(std::span<const Tracked<R>> terms) const { return sum_in(terms, u_); }
+  Tracked<R> sum(std::span<const Tracked<R>> terms) const { return sum_in(terms, units_.u_a); }
 
   // Rounded once from A to T.
   Tracked<R> to_storage(const Tracked<R>& a) const {
     using std::abs;
-    if (same_) return a;
+    if (!units_.round_t) return a;
     Tracked<R> o = a;
-    o.e = a.e + ut_ * (abs(a.v) + a.r + a.e) + etat_ / 2;
+    o.e = a.e + units_.u_t * (abs(a.v) + a.r + a.e) + units_.eta_t / 2;
     return o;
   }
 
   // Σ parts in T (a reduction across ranks, any order); empty parts are exact zeros and do not
   // count (a sum with an exact +0 is exact).
-  Tracked<R> sum_in_storage(std::span<const Tracked<R>> parts) const { return sum_in(parts, ut_); }
+  Tracked<R> sum_in_storage(std::span<const Tracked<R>> parts) const {
+    return sum_in(parts, units_.u_t);
+  }
 
   // The bound of a final value: e + r, raised for its evaluation in R.
-  R final_bound(const Tracked<R>& a) const { return a.bound() * (1 + gamma<R>(64, ur_)); }
+  R final_bound(const Tracked<R>& a) const { return a.bound() * (1 + gamma<R>(64, units_.u_r)); }
 
  private:
   // m·e for bounds, with 0·inf = 0: a term whose magnitude is exactly 0 contributes nothing
@@ -179,9 +192,9 @@ class Propagator {
     using std::abs;
     Tracked<R> o;
     o.v = v;
-    o.r = a.r + b.r + 2 * ur_ * abs(v);
+    o.r = a.r + b.r + 2 * units_.u_r * abs(v);
     const R p = a.e + b.e;
-    o.e = p + u_ * (abs(v) + o.r + p);
+    o.e = p + units_.u_a * (abs(v) + o.r + p);
     return o;
   }
 
@@ -198,12 +211,11 @@ class Propagator {
     }
     const std::size_t n = terms.size();
     o.e = e + (n >= 2 ? gamma<R>(n - 1, u) * mag : R(0));
-    o.r = r + (n >= 2 ? R(2 * gamma<R>(n - 1, ur_) * absv) : R(0));
+    o.r = r + (n >= 2 ? R(2 * gamma<R>(n - 1, units_.u_r) * absv) : R(0));
     return o;
   }
 
-  R u_, eta_, ut_, etat_, ur_;
-  bool same_;
+  Units<R> units_;
 };
 
 // A tensor of tracked values, row-major.

@@ -4,6 +4,7 @@
 #include "ops/attention/head_parallel_attention.hpp"
 
 #include "ops/linear/linear.hpp"
+#include "ops/linear/linear_internal.hpp"
 #include "ops/tp_transitions.hpp"
 #include "ops/workspace.hpp"
 #include "runtime/errors.hpp"
@@ -25,23 +26,17 @@ std::string on_rank(const char* op, const Communicator& tp, const Communicator& 
          std::to_string(cp.size()) + ": ";
 }
 
+// Rows [first, first + count) of a 2-D (or elements of a 1-D) tensor: the linear op's slicing.
+// An absent bias (a tensor with no shape) stays absent where no rows are taken.
 template <class T>
 Tensor<T> rows(const Tensor<T>& t, std::size_t first, std::size_t count) {
   if (t.empty() && count == 0) return t;
-  const std::size_t width = t.ndim() == 2 ? t.dim(1) : 1;
-  Shape s = t.shape();
-  s[0] = count;
-  const auto begin = t.values().begin() + static_cast<std::ptrdiff_t>(first * width);
-  return Tensor<T>(s, std::vector<T>(begin, begin + static_cast<std::ptrdiff_t>(count * width)));
+  return linear_detail::take_rows(t, Piece{first, count});
 }
 
 template <class T>
 Tensor<T> cols(const Tensor<T>& t, std::size_t first, std::size_t count) {
-  Tensor<T> out(Shape{t.dim(0), count});
-  for (std::size_t i = 0; i < t.dim(0); ++i) {
-    for (std::size_t j = 0; j < count; ++j) out(i, j) = t(i, first + j);
-  }
-  return out;
+  return linear_detail::take_cols(t, Piece{first, count});
 }
 
 // Stacks 2-D tensors by rows (or 1-D by elements).
@@ -180,12 +175,8 @@ HeadAssignment assignment_on_rank(const std::string& where, const HeadParallelCo
 }
 
 RowParallelConfig output_projection(const HeadParallelConfig& cfg) {
-  RowParallelConfig c;
-  c.input_is_parallel = true;
-  c.reduce_algorithm = cfg.reduce_algorithm;
-  c.sequence_parallel_output = cfg.sequence_parallel;
-  c.token_split = cfg.token_split;
-  return c;
+  return linear_detail::block_row_config(cfg.sequence_parallel, cfg.token_split,
+                                         cfg.reduce_algorithm);
 }
 
 // x as [tokens, hidden], for the QKV projection and its weight gradients. Under sequence

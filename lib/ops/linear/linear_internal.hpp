@@ -1,6 +1,7 @@
-// Internals shared by linear.cpp (dense op, splits) and linear_parallel.cpp (column- and
-// row-parallel layers): the shape checks and their messages, slicing, and the dense cores the
-// parallel layers run on each rank. Not part of the API.
+// Internals shared by linear.cpp (dense op, splits), linear_parallel.cpp (column- and
+// row-parallel layers) and the ops built of linears: the shape checks and their messages,
+// slicing, the dense cores the parallel layers run on each rank, and the configurations of a
+// block's two linears. Not part of the API.
 #pragma once
 
 #include "ops/linear/linear.hpp"
@@ -136,5 +137,25 @@ LinearGrads<T> backward_core(const Tensor<T>& x, const Tensor<T>& w, bool has_bi
 // y[t, j] = y[t, j] + b[j] in T (one rounding); no-op for an empty b.
 template <class T>
 void add_bias(Tensor<T>& y, const Tensor<T>& b);
+
+// ---------------------------------------------------------------- a block's two linears
+//
+// A tensor-parallel block (the MLP, attention, the model's output layer, the norm's block) opens
+// with a column-parallel linear and closes with a row-parallel one; under sequence parallelism
+// its input and output are token shards (Korthikanti et al. 2022 §4.2.2). These derive both
+// linears' settings from the block's, so every block wires them alike.
+
+// The opening linear: tokens, sequence_parallel_input = sequence_parallel, token_split,
+// all_reduce_algorithm = algorithm and kernel as given; every other field its default (no
+// gather_output: y stays the rank's feature shard).
+ColumnParallelConfig block_column_config(std::size_t tokens, bool sequence_parallel,
+                                         const SplitPolicy& token_split, Algorithm algorithm,
+                                         Kernel kernel = Kernel::deterministic);
+
+// The closing linear: input_is_parallel (x is the opening linear's feature shard),
+// sequence_parallel_output = sequence_parallel, token_split, reduce_algorithm = algorithm and
+// kernel as given; in_split its default.
+RowParallelConfig block_row_config(bool sequence_parallel, const SplitPolicy& token_split,
+                                   Algorithm algorithm, Kernel kernel = Kernel::deterministic);
 
 }  // namespace shardcheck::linear_detail

@@ -272,6 +272,31 @@ LinearGrads<T> row_parallel_linear_backward(Communicator& tp, const RowParallelC
   return g;
 }
 
+// ================================================================ a block's two linears
+
+namespace linear_detail {
+
+ColumnParallelConfig block_column_config(std::size_t tokens, bool sequence_parallel,
+                                         const SplitPolicy& token_split, Algorithm algorithm,
+                                         Kernel kernel) {
+  return {.tokens = tokens,
+          .sequence_parallel_input = sequence_parallel,
+          .token_split = token_split,
+          .all_reduce_algorithm = algorithm,
+          .kernel = kernel};
+}
+
+RowParallelConfig block_row_config(bool sequence_parallel, const SplitPolicy& token_split,
+                                   Algorithm algorithm, Kernel kernel) {
+  return {.input_is_parallel = true,
+          .sequence_parallel_output = sequence_parallel,
+          .token_split = token_split,
+          .reduce_algorithm = algorithm,
+          .kernel = kernel};
+}
+
+}  // namespace linear_detail
+
 // ================================================================ instantiations
 
 #define SHARDCHECK_INSTANTIATE(T)                                                                  \

@@ -10,6 +10,8 @@
 
 namespace shardcheck {
 
+using linear_detail::block_column_config;
+using linear_detail::block_row_config;
 using linear_detail::on_rank;
 using linear_detail::pieces;
 using linear_detail::require_2d;
@@ -175,22 +177,12 @@ Tensor<T> split_fused_up(const Tensor<T>& w, Activation act, const SplitPolicy& 
 }
 
 ColumnParallelConfig fc1_config(const MlpConfig& cfg) {
-  ColumnParallelConfig up;
-  up.tokens = cfg.tokens;
-  up.sequence_parallel_input = cfg.sequence_parallel;
-  up.token_split = cfg.token_split;
-  up.all_reduce_algorithm = cfg.reduce_algorithm;
-  up.kernel = cfg.kernel;
-  return up;
+  return block_column_config(cfg.tokens, cfg.sequence_parallel, cfg.token_split,
+                             cfg.reduce_algorithm, cfg.kernel);
 }
 
 RowParallelConfig fc2_config(const MlpConfig& cfg) {
-  RowParallelConfig down;
-  down.sequence_parallel_output = cfg.sequence_parallel;
-  down.token_split = cfg.token_split;
-  down.reduce_algorithm = cfg.reduce_algorithm;
-  down.kernel = cfg.kernel;
-  return down;
+  return block_row_config(cfg.sequence_parallel, cfg.token_split, cfg.reduce_algorithm, cfg.kernel);
 }
 
 template <class T>

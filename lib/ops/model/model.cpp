@@ -7,6 +7,7 @@
 
 #include "ops/attention/context_parallel_attention.hpp"
 #include "ops/linear/linear.hpp"
+#include "ops/linear/linear_internal.hpp"
 #include "ops/mlp/mlp.hpp"
 #include "ops/norm/norm.hpp"
 #include "ops/vocab/vocab_cross_entropy.hpp"
@@ -147,13 +148,10 @@ MlpConfig model_mlp_config(const ModelConfig& cfg, const ModelParallelConfig& pa
 
 ColumnParallelConfig model_output_config(const ModelConfig& cfg, const ModelParallelConfig& par,
                                          std::size_t tokens) {
-  ColumnParallelConfig c;
+  ColumnParallelConfig c = linear_detail::block_column_config(
+      tokens, par.sequence_parallel, par.token_split, par.reduce_algorithm);
   c.out_features = cfg.vocab;
-  c.tokens = tokens;
   c.out_split = par.vocab_split;
-  c.sequence_parallel_input = par.sequence_parallel;
-  c.token_split = par.token_split;
-  c.all_reduce_algorithm = par.reduce_algorithm;
   return c;
 }
 
@@ -282,28 +280,30 @@ std::vector<NamedShape> model_local_param_shapes(const ModelConfig& cfg,
   auto add = [&](std::string name, bool held, Shape s) {
     out.push_back({std::move(name), held ? std::move(s) : Shape{}});
   };
+  // A norm's <prefix>_gamma and <prefix>_beta [H] (beta for LayerNorm only).
+  auto add_norm = [&](const std::string& prefix, bool held) {
+    add(prefix + "_gamma", held, {H});
+    add(prefix + "_beta", held && beta, {H});
+  };
+  // A linear's <layer>w<name> [out, in] and <layer>b<name> [out] (held with linear_bias).
+  auto add_linear = [&](const std::string& layer, const std::string& name, std::size_t out_features,
+                        std::size_t in_features) {
+    add(layer + "w" + name, true, {out_features, in_features});
+    add(layer + "b" + name, bias, {out_features});
+  };
   add("embedding", m.first_stage(), {v, H});
   for (std::size_t l = 0; l < m.layers.size; ++l) {
     const std::string n = "layers." + std::to_string(l) + ".";
-    add(n + "norm1_gamma", true, {H});
-    add(n + "norm1_beta", beta, {H});
-    add(n + "wq", true, {q, H});
-    add(n + "bq", bias, {q});
-    add(n + "wk", true, {kv, H});
-    add(n + "bk", bias, {kv});
-    add(n + "wv", true, {kv, H});
-    add(n + "bv", bias, {kv});
-    add(n + "wo", true, {H, q});
-    add(n + "bo", bias, {H});
-    add(n + "norm2_gamma", true, {H});
-    add(n + "norm2_beta", beta, {H});
-    add(n + "w_up", true, {up, H});
-    add(n + "b_up", bias, {up});
-    add(n + "w_down", true, {H, f});
-    add(n + "b_down", bias, {H});
+    add_norm(n + "norm1", true);
+    add_linear(n, "q", q, H);
+    add_linear(n, "k", kv, H);
+    add_linear(n, "v", kv, H);
+    add_linear(n, "o", H, q);
+    add_norm(n + "norm2", true);
+    add_linear(n, "_up", up, H);
+    add_linear(n, "_down", H, f);
   }
-  add("final_gamma", last, {H});
-  add("final_beta", last && beta, {H});
+  add_norm("final", last);
   add("output", last && (!cfg.tied_embedding || par.pp > 1), {v, H});
   return out;
 }

@@ -14,6 +14,8 @@
 namespace shardcheck {
 namespace {
 
+using linear_detail::block_column_config;
+using linear_detail::block_row_config;
 using linear_detail::on_rank;
 using linear_detail::require_2d;
 using linear_detail::require_token_shard;
@@ -222,27 +224,17 @@ NormGrads<T> sequence_parallel_norm_backward(Communicator& sp,
 
 ColumnParallelConfig sp_block_column_config(const SequenceParallelNormConfig& norm, std::size_t ffn,
                                             const SplitPolicy& ffn_split, Kernel kernel) {
-  ColumnParallelConfig c;
+  ColumnParallelConfig c =
+      block_column_config(norm.tokens, true, norm.token_split, norm.reduce_algorithm, kernel);
   c.out_features = ffn;
-  c.tokens = norm.tokens;
   c.out_split = ffn_split;
-  c.gather_output = false;
-  c.sequence_parallel_input = true;
-  c.token_split = norm.token_split;
-  c.all_reduce_algorithm = norm.reduce_algorithm;
-  c.kernel = kernel;
   return c;
 }
 
 RowParallelConfig sp_block_row_config(const SequenceParallelNormConfig& norm,
                                       const SplitPolicy& ffn_split, Kernel kernel) {
-  RowParallelConfig c;
+  RowParallelConfig c = block_row_config(true, norm.token_split, norm.reduce_algorithm, kernel);
   c.in_split = ffn_split;
-  c.input_is_parallel = true;
-  c.sequence_parallel_output = true;
-  c.token_split = norm.token_split;
-  c.reduce_algorithm = norm.reduce_algorithm;
-  c.kernel = kernel;
   return c;
 }
 

@@ -182,6 +182,15 @@ void require_same(const std::string& where, const SoftmaxPartial<A>& first, cons
   }
 }
 
+// A merge without partials has no shape to give its result: refused, with `what_instead`.
+template <class A>
+void require_partials(const std::string& where, std::span<const SoftmaxPartial<A>> parts,
+                      const char* what_instead) {
+  if (parts.empty()) {
+    throw UsageError(where + "no partials, so the shape of the result is unknown; " + what_instead);
+  }
+}
+
 template <class A>
 std::vector<const SoftmaxPartial<A>*> pointers(std::span<const SoftmaxPartial<A>> parts) {
   std::vector<const SoftmaxPartial<A>*> ptrs;
@@ -202,12 +211,9 @@ SoftmaxPartial<A> empty_softmax_partial(std::size_t rows, std::size_t width) {
 template <class A>
 SoftmaxPartial<A> softmax_merge(std::span<const SoftmaxPartial<A>> parts) {
   const std::string where = "softmax_merge: ";
-  if (parts.empty()) {
-    throw UsageError(where +
-                     "no partials, so the shape of the result is unknown; call "
-                     "softmax_merge(parts, rows, width) to get the empty result out [rows, width] "
-                     "= 0, lse [rows] = -inf");
-  }
+  require_partials(where, parts,
+                   "call softmax_merge(parts, rows, width) to get the empty result out [rows, "
+                   "width] = 0, lse [rows] = -inf");
   const Layout layout = row_layout(where, parts[0], "partial 0");
   return softmax_merge(parts, layout.rows, layout.width);
 }
@@ -243,11 +249,7 @@ void merge_into(SoftmaxPartial<A>& acc, const SoftmaxPartial<A>& part) {
 template <class A>
 SoftmaxPartial<A> softmax_merge_attention(std::span<const SoftmaxPartial<A>> parts) {
   const std::string where = "softmax_merge_attention: ";
-  if (parts.empty()) {
-    throw UsageError(where +
-                     "no partials, so the shape of the result is unknown; pass at least one "
-                     "(an empty partial is out = 0, lse = -inf)");
-  }
+  require_partials(where, parts, "pass at least one (an empty partial is out = 0, lse = -inf)");
   const Layout layout =
       attention_layout(where, parts[0].out.shape(), parts[0].lse.shape(), "partial 0");
   for (std::size_t k = 1; k < parts.size(); ++k) {
