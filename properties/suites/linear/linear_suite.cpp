@@ -84,32 +84,25 @@ struct LinearFamily : RankFamily<LinearFamily, LinearImplementation, LinearCase,
       replication_property(
           "results that every rank holds (column dx after its all_reduce, row db, a gathered y) "
           "are bit-identical on every rank"),
-      own_property(
-          {"column_forward_bit_identical",
-           "with the deterministic kernel, column_parallel_linear's forward reproduces "
-           "the dense linear's bits in the same type"},
-          Own::column_forward_bits,
-          [](Options& o, const RunConfig&) {
-            o.layer = LinearLayer::column_parallel;
-            o.kernel = Kernel::deterministic;
-          },
-          /*deterministic_only=*/true),
-      own_property(
-          {"row_world1_bit_identical",
-           "with the deterministic kernel and P = 1, row_parallel_linear reproduces the "
-           "dense linear and its backward bit for bit in the same type"},
-          Own::row_world1_bits,
-          [](Options& o, const RunConfig&) {
-            o.layer = LinearLayer::row_parallel;
-            o.world = 1;
-            o.kernel = Kernel::deterministic;
-          },
-          /*deterministic_only=*/true),
+      own_property({"column_forward_bit_identical",
+                    "with the deterministic kernel, column_parallel_linear's forward reproduces "
+                    "the dense linear's bits in the same type"},
+                   Own::column_forward_bits,
+                   pin_fields<&Options::layer, LinearLayer::column_parallel, &Options::kernel,
+                              Kernel::deterministic>,
+                   /*deterministic_only=*/true),
+      own_property({"row_world1_bit_identical",
+                    "with the deterministic kernel and P = 1, row_parallel_linear reproduces the "
+                    "dense linear and its backward bit for bit in the same type"},
+                   Own::row_world1_bits,
+                   pin_fields<&Options::layer, LinearLayer::row_parallel, &Options::world, 1,
+                              &Options::kernel, Kernel::deterministic>,
+                   /*deterministic_only=*/true),
       reference_property(
           "special_values",
           "NaN and Inf in the inputs give NaN and Inf exactly where the reference has them, and "
           "finite values stay within the bound elsewhere",
-          [](Options& o, const RunConfig&) { o.profile = gen::Profile::special; }),
+          pin_fields<&Options::profile, gen::Profile::special>),
   };
 
   using Library = LinearAdapter<LibraryLinear>;

@@ -55,12 +55,12 @@ struct MlpFamily : RankFamily<MlpFamily, MlpImplementation, MlpCase, MlpCaseOpti
           "swiglu_matches_reference",
           "the same for swiglu only: the fused [Wg_r; Wu_r] fc1 of every rank, its gate and up "
           "gradients",
-          [](Options& o, const RunConfig&) { o.activation = Activation::swiglu; }),
+          pin_fields<&Options::activation, Activation::swiglu>),
       reference_property(
           "sequence_parallel_matches_reference",
           "the same with sequence parallelism only: x and dy arrive as token shards, y and dx "
           "leave as token shards",
-          [](Options& o, const RunConfig&) { o.sequence_parallel = true; }),
+          pin_fields<&Options::sequence_parallel, true>),
       traffic_property(
           "every rank's ledger shows exactly the collectives ParallelMLP declares (two "
           "all_reduces, or with sequence parallelism three all_gathers and two reduce_scatters), "

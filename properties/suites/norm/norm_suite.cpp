@@ -78,10 +78,7 @@ struct NormFamily : RankFamily<NormFamily, NormImplementation, NormCase, NormCas
           "ranks included), shape and element type"),
       reference_property("block_matches_reference",
                          "the same, for Megatron's sequence-parallel block only, with P >= 2",
-                         [](Options& o, const RunConfig&) {
-                           o.op = NormOp::block;
-                           o.min_world = 2;
-                         }),
+                         pin_fields<&Options::op, NormOp::block, &Options::min_world, 2>),
       traffic_property(
           "every rank's ledger shows exactly the collectives the op declares: one all_reduce of "
           "the parameter gradients (and for the block the g/ḡ all_gathers and reduce_scatters), "

@@ -87,10 +87,8 @@ struct VocabFamily : RankFamily<VocabFamily, VocabImplementation, VocabCase, Voc
       reference_property("extreme_logits",
                          "with logits of magnitude ~1e4 (exp of the max overflows float and "
                          "double), the loss and gradient stay finite and within the bound",
-                         [](Options& o, const RunConfig&) {
-                           o.op = VocabOp::cross_entropy;
-                           o.logits = LogitProfile::extreme;
-                         }),
+                         pin_fields<&Options::op, VocabOp::cross_entropy, &Options::logits,
+                                    LogitProfile::extreme>),
       own_property({"declared_traffic",
                     "every rank's ledger shows exactly the collectives the op declares; no "
                     "cross-entropy collective moves more than 3 elements per token (the logits "
