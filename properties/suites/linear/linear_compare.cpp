@@ -48,16 +48,11 @@ LinearCase case_of(const cases::CaseManifest& m, LinearCase* /*tag*/) {
 
 template <class T>
 void read_tensors(CaseReader& r, const LinearCase& c, LinearData<T>& d, LinearRun<T>& run) {
-  using O = LinearRankOutputs<T>;
-  auto& out = run.outputs;
   r.input("x", d.x);
   r.input("w", d.w);
   if (c.has_bias) r.input("b", d.b);
   read_upstream_gradient(r, "dy", d.dy, {c.tokens, c.out}, {"dx", "dw", "db"});
-  r.output("y", out, &O::y);
-  r.output("dx", out, &O::dx);
-  r.output("dw", out, &O::dw);
-  if (c.has_bias) r.output("db", out, &O::db);
+  read_listed_outputs<T>(r, c, run);
 }
 
 void register_linear_compare() {

@@ -17,21 +17,9 @@
 
 namespace shardcheck::check {
 
-// Every output of the op, materialized by its spec's placement, against the reference (found by
-// the engine beside the case type: engine/rank_family.hpp).
-template <class T>
-void check_outputs(CaseVerdict& v, const LinearCase& c, const LinearRun<T>& run,
-                   const LinearExpected& e) {
-  using O = LinearRankOutputs<T>;
-  const auto s = op_spec(c);
-  const OutputChecks one{v, run.outputs, s};
-  one("y", &O::y, e.y);
-  one("dx", &O::dx, e.dx);
-  one("dw", &O::dw, e.dw);
-  if (c.has_bias) one("db", &O::db, e.db);
-}
-
-SHARDCHECK_INSTANTIATE_CHECK_OUTPUTS(LinearCase, LinearRun, LinearExpected)
+// Every output of the op (for_each_output, linear_case.hpp), materialized by its spec's placement,
+// against the reference (found by the engine beside the case type: engine/rank_family.hpp).
+SHARDCHECK_CHECK_LISTED_OUTPUTS(LinearCase, LinearRun, LinearExpected)
 
 namespace {
 

@@ -66,8 +66,6 @@ MlpCase case_of(const cases::CaseManifest& m, MlpCase* /*tag*/) {
 
 template <class T>
 void read_tensors(CaseReader& r, const MlpCase& c, MlpData<T>& d, MlpRun<T>& run) {
-  using O = MlpRankOutputs<T>;
-  auto& out = run.outputs;
   const bool gate = c.cfg.activation == Activation::swiglu;
   r.input("x", d.x);
   r.input("w_up", d.w_up);
@@ -87,16 +85,7 @@ void read_tensors(CaseReader& r, const MlpCase& c, MlpData<T>& d, MlpRun<T>& run
   }
   read_upstream_gradient(r, "dy", d.dy, {c.tokens, c.hidden},
                          {"dx", "dw_gate", "dw_up", "dw_down", "db_gate", "db_up", "db_down"});
-  r.output("y", out, &O::y);
-  r.output("dx", out, &O::dx);
-  if (gate) r.output("dw_gate", out, &O::dw_gate);
-  r.output("dw_up", out, &O::dw_up);
-  r.output("dw_down", out, &O::dw_down);
-  if (c.has_bias) {
-    if (gate) r.output("db_gate", out, &O::db_gate);
-    r.output("db_up", out, &O::db_up);
-    r.output("db_down", out, &O::db_down);
-  }
+  read_listed_outputs<T>(r, c, run);
 }
 
 void register_mlp_compare() {
