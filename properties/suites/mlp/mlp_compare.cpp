@@ -10,6 +10,7 @@
 #include "compare/config_fields.hpp"
 #include "suites/mlp/mlp_case.hpp"
 #include "suites/mlp/mlp_mutants.hpp"
+#include "suites/reduction_fields.hpp"
 #include "suites/upstream_gradient.hpp"
 
 #include <algorithm>
@@ -57,9 +58,7 @@ MlpCase case_of(const cases::CaseManifest& m, MlpCase* /*tag*/) {
   k.ffn_split = split_or(f, "ffn_split", k.ffn_split);
   k.tokens = same_size(f, "tokens", m, "tokens");
   k.sequence_parallel = f.boolean_or("sequence_parallel", k.sequence_parallel);
-  k.token_split = split_or(f, "token_split", k.token_split);
-  k.reduce_algorithm = algorithm_or(f, "reduce_algorithm", k.reduce_algorithm);
-  k.kernel = kernel_or(f, "kernel", k.kernel);
+  read_reduction_fields(f, k);
   f.done();
   return c;
 }
