@@ -104,6 +104,15 @@ struct FamilyTypes {
                                     bool deterministic_only = false) {
     return {info, Check::own, pin, deterministic_only, own};
   }
+
+  // A pin that sets fields of the options to constants, each field followed by its value:
+  // pin_fields<&Options::op, Op::layer, &Options::min_world, 2> (a Pin, so a table row names it
+  // where it would otherwise write a lambda that assigns them).
+  template <auto Field, auto Value, auto... More>
+  static void pin_fields(Options& o, const RunConfig& config) {
+    o.*Field = Value;
+    if constexpr (sizeof...(More) > 0) pin_fields<More...>(o, config);
+  }
 };
 
 // One entry of a mutant catalog, registered as "mutant:<name>".

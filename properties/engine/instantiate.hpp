@@ -8,7 +8,10 @@
 //   SHARDCHECK_INSTANTIATE_EXPECTED(LinearCase, LinearData, LinearExpected)
 //                                                                      in <family>_expected.cpp
 //   SHARDCHECK_INSTANTIATE_CHECK_OUTPUTS(LinearCase, LinearRun, LinearExpected)
-//                                   where check_outputs is defined (shardcheck compare calls it)
+//                                   where check_outputs is defined (shardcheck compare calls it),
+//   or, for a family whose outputs for_each_output lists (engine/rank_family.hpp), one line that
+//   defines check_outputs and instantiates it:
+//   SHARDCHECK_CHECK_LISTED_OUTPUTS(LinearCase, LinearRun, LinearExpected)   in <family>_suite.cpp
 //
 // Data and Run are the family's templates over the element type (Data<T>, Run<T>).
 #pragma once
@@ -41,4 +44,12 @@
   template void check_outputs<T>(CaseVerdict&, const Case&, const Run<T>&, const Expected&);
 #define SHARDCHECK_INSTANTIATE_CHECK_OUTPUTS(Case, Run, Expected) \
   SHARDCHECK_FOR_EACH_FLOAT_TYPE_WITH(SHARDCHECK_DETAIL_CHECK_OUTPUTS, Case, Run, Expected)
+// check_outputs defined by engine/rank_family.hpp's check_listed_outputs (a family whose run is a
+// RankRun and whose outputs for_each_output lists), and instantiated.
+#define SHARDCHECK_CHECK_LISTED_OUTPUTS(Case, Run, Expected)                                \
+  template <class T>                                                                        \
+  void check_outputs(CaseVerdict& v, const Case& c, const Run<T>& run, const Expected& e) { \
+    check_listed_outputs<T>(v, c, run, e);                                                  \
+  }                                                                                         \
+  SHARDCHECK_INSTANTIATE_CHECK_OUTPUTS(Case, Run, Expected)
 // NOLINTEND(bugprone-macro-parentheses)

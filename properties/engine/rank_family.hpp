@@ -18,7 +18,9 @@
 //       family whose run holds more (several ops' outputs), its own struct with .ledgers, .error
 //   template <class T> Expected expected(const Case&, const Data<T>&);  values and bounds
 //   template <class T> void check_outputs(CaseVerdict&, const Case&, const Run&, const Expected&);
-//       every output materialized and compared (check_pieces, OutputChecks below)
+//       every output materialized and compared (check_pieces, OutputChecks below; for a family
+//       whose outputs for_each_output lists, check_listed_outputs below, in one line:
+//       engine/instantiate.hpp's SHARDCHECK_CHECK_LISTED_OUTPUTS)
 //
 // (engine/steps.hpp's SHARDCHECK_DECLARE_RANK_STEPS declares all six for a family in one line)
 // and, only a family with checks of its own, beside its Own enum (found by argument-dependent
@@ -111,6 +113,33 @@ struct OutputChecks {
 template <class Outputs>
 OutputChecks(CaseVerdict&, const std::vector<Outputs>&, const spec::OpSpec&)
     -> OutputChecks<Outputs>;
+
+// check_outputs for a family that lists its outputs once, beside its case type (found by
+// argument-dependent lookup, like the steps):
+//   template <class T, class Fn> void for_each_output(const Case&, Fn&& fn);
+// calls fn(name, &Outputs::member, &Expected::member) for each output the case has (its compare
+// reader reads the same list). Each is materialized by its spec's placement and compared with its
+// expected value (engine/instantiate.hpp's SHARDCHECK_CHECK_LISTED_OUTPUTS defines the family's
+// check_outputs with it).
+template <class T, class Case, class Outputs, class Expected>
+void check_listed_outputs(CaseVerdict& v, const Case& c, const RankRun<Outputs>& run,
+                          const Expected& e) {
+  const auto s = op_spec(c);
+  const OutputChecks one{v, run.outputs, s};
+  for_each_output<T>(
+      c, [&](const char* name, Tensor<T> Outputs::*output, ExpectedTensor Expected::*expected) {
+        one(name, output, e.*expected);
+      });
+}
+
+// The same list read from a case on disk: reader.output(name, run.outputs, member) for each output
+// for_each_output names (the compare readers' read_tensors, compare/case_reader.hpp).
+template <class T, class Reader, class Case, class Outputs>
+void read_listed_outputs(Reader& reader, const Case& c, RankRun<Outputs>& run) {
+  for_each_output<T>(c, [&](const char* name, Tensor<T> Outputs::*output, auto /*expected*/) {
+    reader.output(name, run.outputs, output);
+  });
+}
 
 // A pin for the properties about what several ranks hold: the world size drawn from
 // [2, max_world], or 1 when max_world is 1.

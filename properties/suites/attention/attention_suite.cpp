@@ -231,10 +231,8 @@ struct AttentionFamily : RankFamily<AttentionFamily, AttentionImplementation, At
           "a query row with no visible key (a sequence that is all padding, or an explicit "
           "mask's empty row) gives out 0, lse −inf and zero gradients on every rank, never NaN, "
           "and the other rows are unaffected",
-          [](Options& o, const RunConfig&) {
-            o.op = AttentionOp::context_parallel;
-            o.fully_masked_rows = true;
-          }),
+          pin_fields<&Options::op, AttentionOp::context_parallel, &Options::fully_masked_rows,
+                     true>),
       reference_property(
           "layer_matches_reference",
           "the attention layer with heads over tp (g ≥ tp: whole kv groups per rank; g < tp: "
@@ -249,10 +247,7 @@ struct AttentionFamily : RankFamily<AttentionFamily, AttentionImplementation, At
           "around the implementation's own context-parallel core, always with the sequence "
           "over cp, forward and backward, equals the dense reference within its bound: the "
           "core is checked inside a layer too, with the heads and tokens a layer gives it",
-          [](Options& o, const RunConfig&) {
-            o.op = AttentionOp::layer;
-            o.core_in_layer = true;
-          }),
+          pin_fields<&Options::op, AttentionOp::layer, &Options::core_in_layer, true>),
       traffic_property(
           "every rank's ledger shows exactly the collectives its op declares: cp − 1 K/V "
           "ring_shifts forward (the ring) or one all_gather of K and one of V (all-gather), the "
@@ -268,10 +263,7 @@ struct AttentionFamily : RankFamily<AttentionFamily, AttentionImplementation, At
                     "on the cp ranks of a tp coordinate, the kv projection's gradients on the "
                     "ranks that share the kv head, and dbo everywhere (world ≥ 2)"},
                    Own::replication,
-                   [](Options& o, const RunConfig&) {
-                     o.op = AttentionOp::layer;
-                     o.min_world = 2;
-                   }),
+                   pin_fields<&Options::op, AttentionOp::layer, &Options::min_world, 2>),
   };
 
   using Library = AttentionAdapter<LibraryAttention>;

@@ -77,6 +77,19 @@ struct LinearExpected {
 //   row_parallel     y: p partial dots over in_split, + bias once
 //                    dx: dense dot over out            dw, db: dense sums over tokens
 
+// The outputs of a case, named once: fn(name, its member in a rank's outputs, its member in the
+// expected values) for y, dx, dw and, with bias, db. The suite checks them (check_outputs, by the
+// engine's check_listed_outputs) and `shardcheck compare` reads them (linear_compare.cpp).
+template <class T, class Fn>
+void for_each_output(const LinearCase& c, Fn&& fn) {
+  using O = LinearRankOutputs<T>;
+  using E = LinearExpected;
+  fn("y", &O::y, &E::y);
+  fn("dx", &O::dx, &E::dx);
+  fn("dw", &O::dw, &E::dw);
+  if (c.has_bias) fn("db", &O::db, &E::db);
+}
+
 template <class T>
 using LinearRun = RankRun<LinearRankOutputs<T>>;
 

@@ -7,6 +7,7 @@
 #include "compare/config_fields.hpp"
 #include "suites/linear/linear_case.hpp"
 #include "suites/linear/linear_mutants.hpp"
+#include "suites/reduction_fields.hpp"
 #include "suites/upstream_gradient.hpp"
 
 namespace shardcheck::check {
@@ -38,9 +39,7 @@ LinearCase case_of(const cases::CaseManifest& m, LinearCase* /*tag*/) {
     k.input_is_parallel = f.boolean_or("input_is_parallel", k.input_is_parallel);
     k.sequence_parallel_output =
         f.boolean_or("sequence_parallel_output", k.sequence_parallel_output);
-    k.token_split = split_or(f, "token_split", k.token_split);
-    k.reduce_algorithm = algorithm_or(f, "reduce_algorithm", k.reduce_algorithm);
-    k.kernel = kernel_or(f, "kernel", k.kernel);
+    read_reduction_fields(f, k);
   }
   f.done();
   return c;
@@ -48,16 +47,11 @@ LinearCase case_of(const cases::CaseManifest& m, LinearCase* /*tag*/) {
 
 template <class T>
 void read_tensors(CaseReader& r, const LinearCase& c, LinearData<T>& d, LinearRun<T>& run) {
-  using O = LinearRankOutputs<T>;
-  auto& out = run.outputs;
   r.input("x", d.x);
   r.input("w", d.w);
   if (c.has_bias) r.input("b", d.b);
   read_upstream_gradient(r, "dy", d.dy, {c.tokens, c.out}, {"dx", "dw", "db"});
-  r.output("y", out, &O::y);
-  r.output("dx", out, &O::dx);
-  r.output("dw", out, &O::dw);
-  if (c.has_bias) r.output("db", out, &O::db);
+  read_listed_outputs<T>(r, c, run);
 }
 
 void register_linear_compare() {

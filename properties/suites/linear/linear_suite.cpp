@@ -17,21 +17,9 @@
 
 namespace shardcheck::check {
 
-// Every output of the op, materialized by its spec's placement, against the reference (found by
-// the engine beside the case type: engine/rank_family.hpp).
-template <class T>
-void check_outputs(CaseVerdict& v, const LinearCase& c, const LinearRun<T>& run,
-                   const LinearExpected& e) {
-  using O = LinearRankOutputs<T>;
-  const auto s = op_spec(c);
-  const OutputChecks one{v, run.outputs, s};
-  one("y", &O::y, e.y);
-  one("dx", &O::dx, e.dx);
-  one("dw", &O::dw, e.dw);
-  if (c.has_bias) one("db", &O::db, e.db);
-}
-
-SHARDCHECK_INSTANTIATE_CHECK_OUTPUTS(LinearCase, LinearRun, LinearExpected)
+// Every output of the op (for_each_output, linear_case.hpp), materialized by its spec's placement,
+// against the reference (found by the engine beside the case type: engine/rank_family.hpp).
+SHARDCHECK_CHECK_LISTED_OUTPUTS(LinearCase, LinearRun, LinearExpected)
 
 namespace {
 
@@ -84,32 +72,25 @@ struct LinearFamily : RankFamily<LinearFamily, LinearImplementation, LinearCase,
       replication_property(
           "results that every rank holds (column dx after its all_reduce, row db, a gathered y) "
           "are bit-identical on every rank"),
-      own_property(
-          {"column_forward_bit_identical",
-           "with the deterministic kernel, column_parallel_linear's forward reproduces "
-           "the dense linear's bits in the same type"},
-          Own::column_forward_bits,
-          [](Options& o, const RunConfig&) {
-            o.layer = LinearLayer::column_parallel;
-            o.kernel = Kernel::deterministic;
-          },
-          /*deterministic_only=*/true),
-      own_property(
-          {"row_world1_bit_identical",
-           "with the deterministic kernel and P = 1, row_parallel_linear reproduces the "
-           "dense linear and its backward bit for bit in the same type"},
-          Own::row_world1_bits,
-          [](Options& o, const RunConfig&) {
-            o.layer = LinearLayer::row_parallel;
-            o.world = 1;
-            o.kernel = Kernel::deterministic;
-          },
-          /*deterministic_only=*/true),
+      own_property({"column_forward_bit_identical",
+                    "with the deterministic kernel, column_parallel_linear's forward reproduces "
+                    "the dense linear's bits in the same type"},
+                   Own::column_forward_bits,
+                   pin_fields<&Options::layer, LinearLayer::column_parallel, &Options::kernel,
+                              Kernel::deterministic>,
+                   /*deterministic_only=*/true),
+      own_property({"row_world1_bit_identical",
+                    "with the deterministic kernel and P = 1, row_parallel_linear reproduces the "
+                    "dense linear and its backward bit for bit in the same type"},
+                   Own::row_world1_bits,
+                   pin_fields<&Options::layer, LinearLayer::row_parallel, &Options::world, 1,
+                              &Options::kernel, Kernel::deterministic>,
+                   /*deterministic_only=*/true),
       reference_property(
           "special_values",
           "NaN and Inf in the inputs give NaN and Inf exactly where the reference has them, and "
           "finite values stay within the bound elsewhere",
-          [](Options& o, const RunConfig&) { o.profile = gen::Profile::special; }),
+          pin_fields<&Options::profile, gen::Profile::special>),
   };
 
   using Library = LinearAdapter<LibraryLinear>;

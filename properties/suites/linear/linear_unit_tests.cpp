@@ -107,6 +107,29 @@ struct Dims {
 const Dims kernel_dims[] = {{0, 3, 2}, {3, 0, 2}, {1, 1, 1},  {2, 3, 5},  {5, 7, 3},
                             {4, 8, 4}, {3, 9, 6}, {2, 17, 9}, {3, 64, 5}, {2, 5, 0}};
 
+// The operands of a kernel test at one of kernel_dims: x [tokens, in], w [out, in], b [out] (empty
+// without bias), dy [tokens, out].
+template <class T>
+struct KernelOperands {
+  Tensor<T> x, w, b, dy;
+};
+
+// fn(d, operands) for every shape of kernel_dims, the operands drawn from consecutive seeds from
+// `seed` on (x, w, then b with bias, then dy), under a trace naming the shape and its first seed.
+template <class T, class Fn>
+void for_each_kernel_shape(std::uint64_t seed, bool with_bias, Fn&& fn) {
+  for (const Dims& d : kernel_dims) {
+    SCOPED_TRACE("tokens " + std::to_string(d.tokens) + " in " + std::to_string(d.in) + " out " +
+                 std::to_string(d.out) + " seed " + std::to_string(seed));
+    KernelOperands<T> o;
+    o.x = random_tensor<T>({d.tokens, d.in}, seed++);
+    o.w = random_tensor<T>({d.out, d.in}, seed++);
+    if (with_bias) o.b = random_tensor<T>({d.out}, seed++);
+    o.dy = random_tensor<T>({d.tokens, d.out}, seed++);
+    fn(d, o);
+  }
+}
+
 template <class T>
 class LinearTest : public ::testing::Test {};
 TYPED_TEST_SUITE(LinearTest, test::AllTypes);
@@ -141,48 +164,36 @@ TYPED_TEST(LinearTest, backward_matches_hand_computed_values) {
 
 TYPED_TEST(LinearTest, deterministic_kernel_sums_each_element_in_index_order) {
   using T = TypeParam;
-  std::uint64_t seed = 11;
-  for (const Dims& d : kernel_dims) {
-    SCOPED_TRACE("tokens " + std::to_string(d.tokens) + " in " + std::to_string(d.in) + " out " +
-                 std::to_string(d.out) + " seed " + std::to_string(seed));
-    const auto x = random_tensor<T>({d.tokens, d.in}, seed++);
-    const auto w = random_tensor<T>({d.out, d.in}, seed++);
-    const auto b = random_tensor<T>({d.out}, seed++);
-    const auto dy = random_tensor<T>({d.tokens, d.out}, seed++);
-    EXPECT_TRUE(bit_equal(linear(x, w, b), linear_model(x, w, b)));
-    EXPECT_TRUE(bit_equal(linear(x, w, Tensor<T>()), linear_model(x, w, Tensor<T>())));
-    const auto g = linear_backward(x, w, true, dy);
-    const auto m = backward_model(x, w, dy);
+  for_each_kernel_shape<T>(11, /*with_bias=*/true, [](const Dims&, const KernelOperands<T>& o) {
+    EXPECT_TRUE(bit_equal(linear(o.x, o.w, o.b), linear_model(o.x, o.w, o.b)));
+    EXPECT_TRUE(bit_equal(linear(o.x, o.w, Tensor<T>()), linear_model(o.x, o.w, Tensor<T>())));
+    const auto g = linear_backward(o.x, o.w, true, o.dy);
+    const auto m = backward_model(o.x, o.w, o.dy);
     EXPECT_TRUE(bit_equal(g.dx, m.dx));
     EXPECT_TRUE(bit_equal(g.dw, m.dw));
     EXPECT_TRUE(bit_equal(g.db, m.db));
-  }
+  });
 }
 
 TYPED_TEST(LinearTest, fast_kernel_follows_its_documented_order) {
   using T = TypeParam;
-  std::uint64_t seed = 101;
-  for (const Dims& d : kernel_dims) {
-    SCOPED_TRACE("tokens " + std::to_string(d.tokens) + " in " + std::to_string(d.in) + " out " +
-                 std::to_string(d.out) + " seed " + std::to_string(seed));
-    const auto x = random_tensor<T>({d.tokens, d.in}, seed++);
-    const auto w = random_tensor<T>({d.out, d.in}, seed++);
-    EXPECT_TRUE(bit_equal(linear(x, w, Tensor<T>(), Kernel::fast), linear_fast_model(x, w)));
+  for_each_kernel_shape<T>(101, /*with_bias=*/false, [](const Dims& d, const KernelOperands<T>& o) {
+    EXPECT_TRUE(
+        bit_equal(linear(o.x, o.w, Tensor<T>(), Kernel::fast), linear_fast_model(o.x, o.w)));
     // Backward: dx = dy·w and dw = dyᵀ·x are the same kernel on transposed operands.
-    const auto dy = random_tensor<T>({d.tokens, d.out}, seed++);
     Tensor<T> wt(Shape{d.in, d.out}), dyt(Shape{d.out, d.tokens}), xt(Shape{d.in, d.tokens});
     for (std::size_t j = 0; j < d.out; ++j) {
-      for (std::size_t i = 0; i < d.in; ++i) wt(i, j) = w(j, i);
-      for (std::size_t t = 0; t < d.tokens; ++t) dyt(j, t) = dy(t, j);
+      for (std::size_t i = 0; i < d.in; ++i) wt(i, j) = o.w(j, i);
+      for (std::size_t t = 0; t < d.tokens; ++t) dyt(j, t) = o.dy(t, j);
     }
     for (std::size_t t = 0; t < d.tokens; ++t) {
-      for (std::size_t i = 0; i < d.in; ++i) xt(i, t) = x(t, i);
+      for (std::size_t i = 0; i < d.in; ++i) xt(i, t) = o.x(t, i);
     }
-    const auto g = linear_backward(x, w, true, dy, Kernel::fast);
-    EXPECT_TRUE(bit_equal(g.dx, linear_fast_model(dy, wt)));
+    const auto g = linear_backward(o.x, o.w, true, o.dy, Kernel::fast);
+    EXPECT_TRUE(bit_equal(g.dx, linear_fast_model(o.dy, wt)));
     EXPECT_TRUE(bit_equal(g.dw, linear_fast_model(dyt, xt)));
-    EXPECT_TRUE(bit_equal(g.db, backward_model(x, w, dy).db));  // db: token order either way
-  }
+    EXPECT_TRUE(bit_equal(g.db, backward_model(o.x, o.w, o.dy).db));  // db: token order either way
+  });
 }
 
 // The fast order is another order: on K = 64 float/double data it changes some bits (so the

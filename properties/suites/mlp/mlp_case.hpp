@@ -55,6 +55,27 @@ struct MlpExpected {
 // The split contractions are fc2's forward (over the ranks' ffn features, reduced in T) and
 // fc1's dx (over the ranks' gate and up features, reduced in T); every other dot is on one rank.
 
+// The outputs of a case, named once: fn(name, its member in a rank's outputs, its member in the
+// expected values) for y, dx, dw_up, dw_down, dw_gate with swiglu, and with bias the biases'
+// gradients. The suite checks them (check_outputs, by the engine's check_listed_outputs) and
+// `shardcheck compare` reads them (mlp_compare.cpp).
+template <class T, class Fn>
+void for_each_output(const MlpCase& c, Fn&& fn) {
+  using O = MlpRankOutputs<T>;
+  using E = MlpExpected;
+  const bool swiglu = c.cfg.activation == Activation::swiglu;
+  fn("y", &O::y, &E::y);
+  fn("dx", &O::dx, &E::dx);
+  if (swiglu) fn("dw_gate", &O::dw_gate, &E::dw_gate);
+  fn("dw_up", &O::dw_up, &E::dw_up);
+  fn("dw_down", &O::dw_down, &E::dw_down);
+  if (c.has_bias) {
+    if (swiglu) fn("db_gate", &O::db_gate, &E::db_gate);
+    fn("db_up", &O::db_up, &E::db_up);
+    fn("db_down", &O::db_down, &E::db_down);
+  }
+}
+
 template <class T>
 using MlpRun = RankRun<MlpRankOutputs<T>>;
 

@@ -10,6 +10,7 @@
 #include "compare/config_fields.hpp"
 #include "suites/mlp/mlp_case.hpp"
 #include "suites/mlp/mlp_mutants.hpp"
+#include "suites/reduction_fields.hpp"
 #include "suites/upstream_gradient.hpp"
 
 #include <algorithm>
@@ -57,17 +58,13 @@ MlpCase case_of(const cases::CaseManifest& m, MlpCase* /*tag*/) {
   k.ffn_split = split_or(f, "ffn_split", k.ffn_split);
   k.tokens = same_size(f, "tokens", m, "tokens");
   k.sequence_parallel = f.boolean_or("sequence_parallel", k.sequence_parallel);
-  k.token_split = split_or(f, "token_split", k.token_split);
-  k.reduce_algorithm = algorithm_or(f, "reduce_algorithm", k.reduce_algorithm);
-  k.kernel = kernel_or(f, "kernel", k.kernel);
+  read_reduction_fields(f, k);
   f.done();
   return c;
 }
 
 template <class T>
 void read_tensors(CaseReader& r, const MlpCase& c, MlpData<T>& d, MlpRun<T>& run) {
-  using O = MlpRankOutputs<T>;
-  auto& out = run.outputs;
   const bool gate = c.cfg.activation == Activation::swiglu;
   r.input("x", d.x);
   r.input("w_up", d.w_up);
@@ -87,16 +84,7 @@ void read_tensors(CaseReader& r, const MlpCase& c, MlpData<T>& d, MlpRun<T>& run
   }
   read_upstream_gradient(r, "dy", d.dy, {c.tokens, c.hidden},
                          {"dx", "dw_gate", "dw_up", "dw_down", "db_gate", "db_up", "db_down"});
-  r.output("y", out, &O::y);
-  r.output("dx", out, &O::dx);
-  if (gate) r.output("dw_gate", out, &O::dw_gate);
-  r.output("dw_up", out, &O::dw_up);
-  r.output("dw_down", out, &O::dw_down);
-  if (c.has_bias) {
-    if (gate) r.output("db_gate", out, &O::db_gate);
-    r.output("db_up", out, &O::db_up);
-    r.output("db_down", out, &O::db_down);
-  }
+  read_listed_outputs<T>(r, c, run);
 }
 
 void register_mlp_compare() {

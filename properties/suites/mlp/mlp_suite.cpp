@@ -13,27 +13,9 @@
 
 namespace shardcheck::check {
 
-// Every output of the op, materialized by its spec's placement, against the reference (found by
-// the engine beside the case type: engine/rank_family.hpp).
-template <class T>
-void check_outputs(CaseVerdict& v, const MlpCase& c, const MlpRun<T>& run, const MlpExpected& e) {
-  using O = MlpRankOutputs<T>;
-  const auto s = op_spec(c);
-  const OutputChecks one{v, run.outputs, s};
-  const bool swiglu = c.cfg.activation == Activation::swiglu;
-  one("y", &O::y, e.y);
-  one("dx", &O::dx, e.dx);
-  if (swiglu) one("dw_gate", &O::dw_gate, e.dw_gate);
-  one("dw_up", &O::dw_up, e.dw_up);
-  one("dw_down", &O::dw_down, e.dw_down);
-  if (c.has_bias) {
-    if (swiglu) one("db_gate", &O::db_gate, e.db_gate);
-    one("db_up", &O::db_up, e.db_up);
-    one("db_down", &O::db_down, e.db_down);
-  }
-}
-
-SHARDCHECK_INSTANTIATE_CHECK_OUTPUTS(MlpCase, MlpRun, MlpExpected)
+// Every output of the op (for_each_output, mlp_case.hpp), materialized by its spec's placement,
+// against the reference (found by the engine beside the case type: engine/rank_family.hpp).
+SHARDCHECK_CHECK_LISTED_OUTPUTS(MlpCase, MlpRun, MlpExpected)
 
 namespace {
 
@@ -55,12 +37,12 @@ struct MlpFamily : RankFamily<MlpFamily, MlpImplementation, MlpCase, MlpCaseOpti
           "swiglu_matches_reference",
           "the same for swiglu only: the fused [Wg_r; Wu_r] fc1 of every rank, its gate and up "
           "gradients",
-          [](Options& o, const RunConfig&) { o.activation = Activation::swiglu; }),
+          pin_fields<&Options::activation, Activation::swiglu>),
       reference_property(
           "sequence_parallel_matches_reference",
           "the same with sequence parallelism only: x and dy arrive as token shards, y and dx "
           "leave as token shards",
-          [](Options& o, const RunConfig&) { o.sequence_parallel = true; }),
+          pin_fields<&Options::sequence_parallel, true>),
       traffic_property(
           "every rank's ledger shows exactly the collectives ParallelMLP declares (two "
           "all_reduces, or with sequence parallelism three all_gathers and two reduce_scatters), "

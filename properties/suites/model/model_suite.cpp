@@ -43,7 +43,7 @@ struct ModelFamily : RankFamily<ModelFamily, ModelImplementation, ModelCase, Mod
                          "the same with at least two pipeline stages (activations and their "
                          "gradients passed by send/recv, the tied embedding's copies on two "
                          "stages)",
-                         [](Options& o, const RunConfig&) { o.min_pp = 2; }),
+                         pin_fields<&Options::min_pp, 2>),
       {{"replicated_bit_identical",
         "every copy of a replicated result is bit-identical: the loss on the last stage's "
         "ranks, the norm and the coefficient everywhere, a parameter replicated over tp, dp, "

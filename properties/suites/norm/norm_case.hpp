@@ -73,6 +73,24 @@ struct NormExpected {
 //        dW2 = T(Σ_t dy·a) (the full token sum on one rank); then the norm's backward with the
 //        tracked dz as its upstream gradient (its error carried into dx, dgamma, dbeta).
 
+// The outputs of a case, named once: fn(name, its member in a rank's outputs, its member in the
+// expected values) for y, dx, dgamma, dbeta with beta, and for the block dw1 and dw2. The suite
+// checks them (check_outputs, by the engine's check_listed_outputs) and `shardcheck compare` reads
+// them (norm_compare.cpp, whose cases are the norm's).
+template <class T, class Fn>
+void for_each_output(const NormCase& c, Fn&& fn) {
+  using O = BlockRankOutputs<T>;
+  using E = NormExpected;
+  fn("y", &O::y, &E::y);
+  fn("dx", &O::dx, &E::dx);
+  fn("dgamma", &O::dgamma, &E::dgamma);
+  if (has_beta(c.kind())) fn("dbeta", &O::dbeta, &E::dbeta);
+  if (c.op == NormOp::block) {
+    fn("dw1", &O::dw1, &E::dw1);
+    fn("dw2", &O::dw2, &E::dw2);
+  }
+}
+
 // Both ops' outputs in one record (the norm leaves dw1/dw2 empty).
 template <class T>
 using NormRun = RankRun<BlockRankOutputs<T>>;

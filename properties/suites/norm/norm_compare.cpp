@@ -92,17 +92,12 @@ std::optional<std::string> contract_words(const NormCase& c, DType t) {
 
 template <class T>
 void read_tensors(CaseReader& r, const NormCase& c, NormData<T>& d, NormRun<T>& run) {
-  using O = BlockRankOutputs<T>;
-  auto& out = run.outputs;
   const bool beta = has_beta(c.kind());
   r.input("x", d.x);
   r.input("gamma", d.gamma);
   if (beta) r.input("beta", d.beta);
   read_upstream_gradient(r, "dy", d.dy, {c.tokens(), c.hidden}, {"dx", "dgamma", "dbeta"});
-  r.output("y", out, &O::y);
-  r.output("dx", out, &O::dx);
-  r.output("dgamma", out, &O::dgamma);
-  if (beta) r.output("dbeta", out, &O::dbeta);
+  read_listed_outputs<T>(r, c, run);
 }
 
 void register_norm_compare() {

@@ -16,25 +16,9 @@
 
 namespace shardcheck::check {
 
-// Every output of the op, materialized by its spec's placement, against the reference (found by
-// the engine beside the case type: engine/rank_family.hpp).
-template <class T>
-void check_outputs(CaseVerdict& v, const NormCase& c, const NormRun<T>& run,
-                   const NormExpected& e) {
-  using O = BlockRankOutputs<T>;
-  const auto s = op_spec(c);
-  const OutputChecks one{v, run.outputs, s};
-  one("y", &O::y, e.y);
-  one("dx", &O::dx, e.dx);
-  one("dgamma", &O::dgamma, e.dgamma);
-  if (has_beta(c.kind())) one("dbeta", &O::dbeta, e.dbeta);
-  if (c.op == NormOp::block) {
-    one("dw1", &O::dw1, e.dw1);
-    one("dw2", &O::dw2, e.dw2);
-  }
-}
-
-SHARDCHECK_INSTANTIATE_CHECK_OUTPUTS(NormCase, NormRun, NormExpected)
+// Every output of the op (for_each_output, norm_case.hpp), materialized by its spec's placement,
+// against the reference (found by the engine beside the case type: engine/rank_family.hpp).
+SHARDCHECK_CHECK_LISTED_OUTPUTS(NormCase, NormRun, NormExpected)
 
 namespace {
 
@@ -78,10 +62,7 @@ struct NormFamily : RankFamily<NormFamily, NormImplementation, NormCase, NormCas
           "ranks included), shape and element type"),
       reference_property("block_matches_reference",
                          "the same, for Megatron's sequence-parallel block only, with P >= 2",
-                         [](Options& o, const RunConfig&) {
-                           o.op = NormOp::block;
-                           o.min_world = 2;
-                         }),
+                         pin_fields<&Options::op, NormOp::block, &Options::min_world, 2>),
       traffic_property(
           "every rank's ledger shows exactly the collectives the op declares: one all_reduce of "
           "the parameter gradients (and for the block the g/ḡ all_gathers and reduce_scatters), "

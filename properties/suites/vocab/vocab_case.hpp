@@ -92,6 +92,23 @@ struct VocabExpected {
   ExpectedTensor loss, dlogits;  // cross_entropy
 };
 
+// The outputs of a case, named once: fn(name, its member in a rank's outputs, its member in the
+// expected values) for the case's op, y and dw (embedding) or loss and dlogits (cross_entropy).
+// The suite checks them (check_outputs, by the engine's check_listed_outputs) and `shardcheck
+// compare` reads them (vocab_compare.cpp).
+template <class T, class Fn>
+void for_each_output(const VocabCase& c, Fn&& fn) {
+  using O = VocabRankOutputs<T>;
+  using E = VocabExpected;
+  if (c.op == VocabOp::embedding) {
+    fn("y", &O::y, &E::y);
+    fn("dw", &O::dw, &E::dw);
+  } else {
+    fn("loss", &O::loss, &E::loss);
+    fn("dlogits", &O::dlogits, &E::dlogits);
+  }
+}
+
 // Most elements any cross-entropy collective may move per token (the ledger property).
 constexpr std::uint64_t ce_max_elements_per_token = 3;
 

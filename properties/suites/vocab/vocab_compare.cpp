@@ -169,23 +169,18 @@ VocabCase case_of(const cases::CaseManifest& m, VocabCase* /*tag*/) {
 
 template <class T>
 void read_tensors(CaseReader& r, const VocabCase& c, VocabData<T>& d, VocabRun<T>& run) {
-  using O = VocabRankOutputs<T>;
-  auto& out = run.outputs;
   Tensor<std::int64_t> ids;  // c.ids holds the values; read here for its presence and shape
   if (c.op == VocabOp::embedding) {
     r.input("ids", ids);
     r.input("w", d.w);
     read_upstream_gradient(r, "dy", d.dy, {c.tokens, c.hidden}, {"dw"});
-    r.output("y", out, &O::y);
-    r.output("dw", out, &O::dw);
   } else {
     r.input("targets", ids);
     r.input("logits", d.logits);
     read_upstream_gradient(r, "dloss", d.dloss,
                            {c.ce.reduction == LossReduction::none ? c.tokens : 1}, {"dlogits"});
-    r.output("loss", out, &O::loss);
-    r.output("dlogits", out, &O::dlogits);
   }
+  read_listed_outputs<T>(r, c, run);
 }
 
 void register_vocab_compare() {

@@ -14,24 +14,9 @@
 
 namespace shardcheck::check {
 
-// Every output of the op, materialized by its spec's placement, against the reference (found by
-// the engine beside the case type: engine/rank_family.hpp).
-template <class T>
-void check_outputs(CaseVerdict& v, const VocabCase& c, const VocabRun<T>& run,
-                   const VocabExpected& e) {
-  using O = VocabRankOutputs<T>;
-  const auto s = op_spec(c);
-  const OutputChecks one{v, run.outputs, s};
-  if (c.op == VocabOp::embedding) {
-    one("y", &O::y, e.y);
-    one("dw", &O::dw, e.dw);
-  } else {
-    one("loss", &O::loss, e.loss);
-    one("dlogits", &O::dlogits, e.dlogits);
-  }
-}
-
-SHARDCHECK_INSTANTIATE_CHECK_OUTPUTS(VocabCase, VocabRun, VocabExpected)
+// Every output of the op (for_each_output, vocab_case.hpp), materialized by its spec's placement,
+// against the reference (found by the engine beside the case type: engine/rank_family.hpp).
+SHARDCHECK_CHECK_LISTED_OUTPUTS(VocabCase, VocabRun, VocabExpected)
 
 namespace {
 
@@ -87,10 +72,8 @@ struct VocabFamily : RankFamily<VocabFamily, VocabImplementation, VocabCase, Voc
       reference_property("extreme_logits",
                          "with logits of magnitude ~1e4 (exp of the max overflows float and "
                          "double), the loss and gradient stay finite and within the bound",
-                         [](Options& o, const RunConfig&) {
-                           o.op = VocabOp::cross_entropy;
-                           o.logits = LogitProfile::extreme;
-                         }),
+                         pin_fields<&Options::op, VocabOp::cross_entropy, &Options::logits,
+                                    LogitProfile::extreme>),
       own_property({"declared_traffic",
                     "every rank's ledger shows exactly the collectives the op declares; no "
                     "cross-entropy collective moves more than 3 elements per token (the logits "
