@@ -121,7 +121,7 @@ RedistributePlan plan_redistribute(const Shape& global, DType dtype, const Devic
 
   auto cur = from;
   auto shape_now = [&] { return local_piece(global, mesh, cur, coords).shape; };
-  auto add = [&](Kind kind, std::size_t i, const Placement f, const Placement t) {
+  auto add = [&](Kind kind, std::size_t i, const Placement& f, const Placement& t) {
     RedistributeStep s;
     s.kind = kind;
     s.mesh_dim = i;
