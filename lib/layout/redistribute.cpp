@@ -121,7 +121,11 @@ RedistributePlan plan_redistribute(const Shape& global, DType dtype, const Devic
 
   auto cur = from;
   auto shape_now = [&] { return local_piece(global, mesh, cur, coords).shape; };
-  auto add = [&](Kind kind, std::size_t i, const Placement& f, const Placement& t) {
+  // f and t by value, not by reference: callers pass cur[i], which add() overwrites (cur[i] = t)
+  // before it reads f again (an all_gather's counts come from f's policy). By reference, f would
+  // become t and the redistribute suite fails every uneven gather (tried: clang-tidy suggests it).
+  // NOLINTNEXTLINE(performance-unnecessary-value-param)
+  auto add = [&](Kind kind, std::size_t i, const Placement f, const Placement t) {
     RedistributeStep s;
     s.kind = kind;
     s.mesh_dim = i;
