@@ -23,7 +23,7 @@ void add_tensors(spec::OpSpec& s, std::size_t tokens, std::size_t in, std::size_
   s.kept = {"x"};
 }
 
-// Every rank's buffers (the same on each: the gathered and full tensors are global).
+// Each rank's buffers (the same on every rank: the gathered and full tensors are global).
 // Forward: with SP the all_gathered x, and with gather_output the blocks of y's
 // all_gather_last_axis while the gathered x is still live. Backward with SP: x gathered again
 // and the full dx that is reduce_scattered (without SP dx is all_reduced in place: the result).
@@ -125,8 +125,8 @@ spec::OpSpec column_parallel_linear_spec(const ColumnParallelConfig& cfg, std::s
           spec::all_reduce_spec(Pass::backward, "dx", "tp", Elem::value, tokens * in, p, r, algo));
     }
     s.calls.push_back(std::move(c));
-    s.buffers.push_back(column_buffers(cfg, tokens, in, out));
   }
+  s.buffers.assign(static_cast<std::size_t>(p), column_buffers(cfg, tokens, in, out));
   return s;
 }
 
@@ -157,8 +157,8 @@ spec::OpSpec row_parallel_linear_spec(const RowParallelConfig& cfg, std::size_t 
                                         spec::pieces_times(cfg.in_split, in, p, tokens), r));
     }
     s.calls.push_back(std::move(c));
-    s.buffers.push_back(row_buffers(cfg, tokens, in, out));
   }
+  s.buffers.assign(static_cast<std::size_t>(p), row_buffers(cfg, tokens, in, out));
   return s;
 }
 

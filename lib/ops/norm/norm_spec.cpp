@@ -41,13 +41,13 @@ spec::OpSpec norm_part(const SequenceParallelNormConfig& cfg, std::size_t hidden
     s.calls.push_back(
         {spec::all_reduce_spec(Pass::backward, beta ? "dgamma,dbeta" : "dgamma", "tp", Elem::value,
                                beta ? 2 * hidden : hidden, p, r, cfg.reduce_algorithm)});
-    // The backward's one buffer: the packed parameter gradients it all_reduces.
-    spec::RankBuffers b;
-    b.backward.push_back({{beta ? "[dgamma | dbeta] all_reduce buffer [2·hidden]"
-                                : "[dgamma] all_reduce buffer [hidden]",
-                           Elem::value, (beta ? 2 : 1) * hidden, "tp", Collective::all_reduce}});
-    s.buffers.push_back(std::move(b));
   }
+  // Every rank's one buffer, in the backward: the packed parameter gradients it all_reduces.
+  spec::RankBuffers b;
+  b.backward.push_back({{beta ? "[dgamma | dbeta] all_reduce buffer [2·hidden]"
+                              : "[dgamma] all_reduce buffer [hidden]",
+                         Elem::value, (beta ? 2 : 1) * hidden, "tp", Collective::all_reduce}});
+  s.buffers.assign(static_cast<std::size_t>(p), b);
   return s;
 }
 

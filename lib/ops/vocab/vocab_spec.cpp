@@ -68,17 +68,18 @@ spec::OpSpec vocab_parallel_embedding_spec(const VocabEmbeddingConfig& cfg, std:
                                         r, cfg.reduce_algorithm));
     }
     s.calls.push_back(std::move(c));
-    // With SP output the full partial rows that are reduce_scattered, and backward the
-    // all_gathered dy (without, y is all_reduced in place and the backward makes no call).
-    spec::RankBuffers b;
-    if (cfg.sequence_parallel_output) {
-      b.forward.push_back({{"full partial rows [tokens, hidden] (reduce_scatter input)",
-                            Elem::value, tokens * hidden, "tp", Collective::reduce_scatter}});
-      b.backward.push_back({{"all_gathered dy [tokens, hidden]", Elem::value, tokens * hidden, "tp",
-                             Collective::all_gather}});
-    }
-    s.buffers.push_back(std::move(b));
   }
+  // Every rank's buffers: with SP output the full partial rows that are reduce_scattered, and
+  // backward the all_gathered dy (without, y is all_reduced in place and the backward makes no
+  // call).
+  spec::RankBuffers b;
+  if (cfg.sequence_parallel_output) {
+    b.forward.push_back({{"full partial rows [tokens, hidden] (reduce_scatter input)", Elem::value,
+                          tokens * hidden, "tp", Collective::reduce_scatter}});
+    b.backward.push_back({{"all_gathered dy [tokens, hidden]", Elem::value, tokens * hidden, "tp",
+                           Collective::all_gather}});
+  }
+  s.buffers.assign(static_cast<std::size_t>(p), b);
   return s;
 }
 
@@ -108,13 +109,14 @@ spec::OpSpec vocab_parallel_cross_entropy_spec(const VocabCrossEntropyConfig& cf
          spec::all_reduce_spec(
              Pass::forward, smoothing ? "sum_exp,target_logit,sum_logits" : "sum_exp,target_logit",
              "tp", Elem::acc, (smoothing ? 3 : 2) * tokens, p, r, cfg.reduce_algorithm)});
-    // The packed per-token sums of the second all_reduce (the max is reduced in place).
-    spec::RankBuffers b;
-    b.forward.push_back({{smoothing ? "sums all_reduce buffer [3·tokens] (acc)"
-                                    : "sums all_reduce buffer [2·tokens] (acc)",
-                          Elem::acc, (smoothing ? 3 : 2) * tokens, "tp", Collective::all_reduce}});
-    s.buffers.push_back(std::move(b));
   }
+  // Every rank's one buffer: the packed per-token sums of the second all_reduce (the max is
+  // reduced in place).
+  spec::RankBuffers b;
+  b.forward.push_back({{smoothing ? "sums all_reduce buffer [3·tokens] (acc)"
+                                  : "sums all_reduce buffer [2·tokens] (acc)",
+                        Elem::acc, (smoothing ? 3 : 2) * tokens, "tp", Collective::all_reduce}});
+  s.buffers.assign(static_cast<std::size_t>(p), b);
   return s;
 }
 
