@@ -421,6 +421,12 @@ OpSpec op_spec(std::string op, std::string family, std::string config_json, std:
   return s;
 }
 
+RankBuffers one_buffer(Pass pass, BufferSpec b) {
+  RankBuffers r;
+  (pass == Pass::forward ? r.forward : r.backward).push_back({std::move(b)});
+  return r;
+}
+
 void add_moment(std::vector<Moment>& to, Moment m) {
   if (!m.empty()) to.push_back(std::move(m));
 }

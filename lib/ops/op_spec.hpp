@@ -222,6 +222,8 @@ RankCalls chain_calls(const OpSpec& first, const std::vector<Rename>& first_name
 // peak is the largest of its parts' peaks.
 RankBuffers chain_buffers(const OpSpec& first, const std::string& first_part, const OpSpec& second,
                           const std::string& second_part, int r);
+// A rank's buffers when the op holds one buffer, in one pass.
+RankBuffers one_buffer(Pass pass, BufferSpec b);
 // Appends moment m to `to` unless it is empty (a pass whose buffers depend on the config).
 void add_moment(std::vector<Moment>& to, Moment m);
 // Appends `from` to `to`, each buffer's name prefixed by "part: " (none when `part` is empty).

@@ -43,11 +43,10 @@ spec::OpSpec norm_part(const SequenceParallelNormConfig& cfg, std::size_t hidden
                                beta ? 2 * hidden : hidden, p, r, cfg.reduce_algorithm)});
   }
   // Every rank's one buffer, in the backward: the packed parameter gradients it all_reduces.
-  spec::RankBuffers b;
-  b.backward.push_back({{beta ? "[dgamma | dbeta] all_reduce buffer [2·hidden]"
-                              : "[dgamma] all_reduce buffer [hidden]",
-                         Elem::value, (beta ? 2 : 1) * hidden, "tp", Collective::all_reduce}});
-  s.buffers.assign(static_cast<std::size_t>(p), b);
+  const spec::BufferSpec grads{beta ? "[dgamma | dbeta] all_reduce buffer [2·hidden]"
+                                    : "[dgamma] all_reduce buffer [hidden]",
+                               Elem::value, (beta ? 2 : 1) * hidden, "tp", Collective::all_reduce};
+  s.buffers.assign(static_cast<std::size_t>(p), spec::one_buffer(Pass::backward, grads));
   return s;
 }
 

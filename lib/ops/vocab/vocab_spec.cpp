@@ -112,11 +112,11 @@ spec::OpSpec vocab_parallel_cross_entropy_spec(const VocabCrossEntropyConfig& cf
   }
   // Every rank's one buffer: the packed per-token sums of the second all_reduce (the max is
   // reduced in place).
-  spec::RankBuffers b;
-  b.forward.push_back({{smoothing ? "sums all_reduce buffer [3·tokens] (acc)"
-                                  : "sums all_reduce buffer [2·tokens] (acc)",
-                        Elem::acc, (smoothing ? 3 : 2) * tokens, "tp", Collective::all_reduce}});
-  s.buffers.assign(static_cast<std::size_t>(p), b);
+  const spec::BufferSpec sums{smoothing ? "sums all_reduce buffer [3·tokens] (acc)"
+                                        : "sums all_reduce buffer [2·tokens] (acc)",
+                              Elem::acc, (smoothing ? 3 : 2) * tokens, "tp",
+                              Collective::all_reduce};
+  s.buffers.assign(static_cast<std::size_t>(p), spec::one_buffer(Pass::forward, sums));
   return s;
 }
 

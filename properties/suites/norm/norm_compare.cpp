@@ -110,10 +110,8 @@ BlockConfig block_config(const cases::CaseManifest& m, cases::Fields& f) {
 }  // namespace
 
 NormCase case_of(const cases::CaseManifest& m, NormCase* /*tag*/) {
-  NormCase c;
+  auto c = case_at_mesh<NormCase>(m);
   c.op = m.op == "megatron_sp_block" ? NormOp::block : NormOp::norm;
-  c.dtype = m.dtype;
-  c.world = m.world();
   c.hidden = m.size("hidden");
   cases::Fields f = m.config;
   if (c.op == NormOp::block) {
