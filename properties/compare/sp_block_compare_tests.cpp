@@ -191,7 +191,7 @@ TEST(CompareSpBlock, bad_block_configs_are_case_errors_naming_the_field) {
       {"a row layer with another split",
        with(good, R"("ffn": 5,)",
             R"("ffn": 5, "row": {"in_split": {"kind": "chunk"}, "kernel": "deterministic"},)"),
-       {"config.row.in_split: is {\"kind\":\"chunk\"} but the block derives"}},
+       {R"(config.row.in_split: is {"kind":"chunk"} but the block derives)"}},
       {"two kernels",
        with(good, R"("ffn": 5,)",
             R"("ffn": 5, "column": {"kernel": "fast"}, "row": {"kernel": "deterministic"},)"),
