@@ -5,9 +5,12 @@
 #include "runtime/launcher.hpp"
 
 #include <cstdio>
+#include <exception>
 #include <vector>
 
-int main() {
+namespace {
+
+int run_example() {
   using shardcheck::Tensor;
   const Tensor<double> x({2, 3}, std::vector<double>{1, 2, 3, 4, 5, 6});
   const Tensor<double> w({4, 3}, std::vector<double>{1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 1, 1});
@@ -37,4 +40,15 @@ int main() {
       "library_only: column_parallel_linear on 2 ranks equals the dense linear and the "
       "reference\n");
   return 0;
+}
+
+}  // namespace
+
+int main() {
+  try {
+    return run_example();
+  } catch (const std::exception& e) {  // a shardcheck error names the rank and what to do
+    std::fprintf(stderr, "library_only: %s\n", e.what());
+    return 1;
+  }
 }

@@ -14,8 +14,9 @@ What it shows (and checks, so ctest runs it: label "compare"):
     (dq, dk, dv), pass;
   - two planted bugs fail on the tensors they break: the causal mask of each block aligned to
     the block's own positions instead of the global ones (every tensor), and the merge of the
-    blocks weighted by each block's local maximum instead of its lse (out and what depends on
-    it).
+    blocks rescaled by the larger of the two lse instead of their log-sum-exp (out and what
+    depends on it); the first is diagnosed as the suite's cp-top-left-mask (out and lse), the second, a form
+    of the bug no mutant has, as no known signature.
 Needs python3-torch (Debian's, 1.13; scripts/setup installs it).
 """
 
@@ -119,10 +120,18 @@ code, out = checks.compare(good, "--report", os.path.join(WORK, "report"))
 checks.expect("the report is written (exit 0)",
               code == 0 and os.path.exists(os.path.join(WORK, "report", "report.md")), out)
 
-for bug, bad in (("local_causal", ["out", "lse", "dq", "dk", "dv"]),
-                 ("merge_by_max", ["out", "dq", "dk", "dv"])):
+# The diagnosis: the suite's cp-top-left-mask explains out and lse (its backward keeps the right
+# mask). This merge is another form than the suite's cp-merge-by-block-max (the NumPy port's):
+# each pair of partials weighted by exp(lse_j − the larger lse), never divided by their sum, so
+# no signature has it.
+for bug, bad, diagnosis in (
+        ("local_causal", ["out", "lse", "dq", "dk", "dv"],
+         "diagnosis: partly matches cp-top-left-mask "),
+        ("merge_by_max", ["out", "dq", "dk", "dv"], "diagnosis: no known signature (of 18)")):
     d = os.path.join(WORK, bug)
     attention_case(torch.float32, CP, bug).write(d)
-    checks.expect_fails("planted bug " + bug, d, bad)
+    out = checks.expect_fails("planted bug " + bug, d, bad)
+    checks.expect("planted bug %s is diagnosed: %s" % (bug, diagnosis.strip()),
+                  diagnosis in out, out)
 
 checks.finish()

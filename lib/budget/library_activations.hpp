@@ -5,16 +5,18 @@
 // allocate, exactly, and is checked byte for byte against the tracker (live_bytes.hpp) on real
 // sharded runs (properties/budget/).
 //
+// Both are declared once, in the op's spec (lib/ops/<family>/<family>_spec.cpp, ops/op_spec.hpp);
+// this file sizes them in bytes for one rank and one element type:
 // kept     the tensors the backward takes as input that the forward produced or received
-//          (parameters excluded): the caller holds them between the passes. They are the op
-//          spec's `kept` list (lib/ops/<family>/<family>_spec.hpp), each rank's local piece of
-//          each, so the model states them once; the lines below give their sizes.
+//          (parameters excluded): the caller holds them between the passes. The spec's `kept`
+//          list, each rank's local piece of each.
 // peaks    the most bytes of the collective buffers (live_bytes.hpp lists them) live at once
-//          during the forward, and during the backward; the terms are the buffers live at that
-//          moment. Outputs, kept tensors and kernels' working memory are not in the peaks.
+//          during the forward, and during the backward: the spec's `buffers`, the first moment
+//          of the pass with the most bytes; the terms are the buffers live at that moment.
+//          Outputs, kept tensors and kernels' working memory are not in the peaks.
 //
-// With e = sizeof(T), a = sizeof(acc_t<T>), p ranks, rank r, n_r this rank's piece of n under
-// the op's split (uneven and empty pieces included):
+// What the specs' moments come to, with e = sizeof(T), a = sizeof(acc_t<T>), p ranks, rank r,
+// n_r this rank's piece of n under the op's split (uneven and empty pieces included):
 //   column-parallel  kept x: tokens_r·in·e (SP input) or tokens·in·e
 //                    fwd peak: tokens·in·e (SP: all_gathered x) + tokens·out·e (gather_output:
 //                    the all_gather_last_axis blocks, while the gathered x is still live)

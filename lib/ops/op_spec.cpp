@@ -300,13 +300,36 @@ std::string json_array(const std::vector<T>& v, F each) {
   return s + "]";
 }
 
+std::string json_buffer(const BufferSpec& b) {
+  return JsonObject()
+      .field("name", b.name)
+      .field("elem", std::string(name(b.elem)))
+      .field("elements", static_cast<std::size_t>(b.elements))
+      .field("group", b.group)
+      .field("collective", std::string(shardcheck::name(b.op)))
+      .str();
+}
+
+std::string json_moment(const Moment& m) { return json_array(m, json_buffer); }
+
+std::string json_buffers(const RankBuffers& b) {
+  return JsonObject()
+      .raw("forward", json_array(b.forward, json_moment))
+      .raw("backward", json_array(b.backward, json_moment))
+      .str();
+}
+
 }  // namespace
 
 std::string to_json(const OpSpec& s) {
   std::string ranks = "[";
   for (std::size_t r = 0; r < s.calls.size(); ++r) {
     ranks += (r ? ", " : "") +
-             JsonObject().field("rank", r).raw("calls", json_array(s.calls[r], json_call)).str();
+             JsonObject()
+                 .field("rank", r)
+                 .raw("calls", json_array(s.calls[r], json_call))
+                 .raw("buffers", json_buffers(r < s.buffers.size() ? s.buffers[r] : RankBuffers{}))
+                 .str();
   }
   ranks += "]";
   return JsonObject()
@@ -383,6 +406,50 @@ RankCalls chain_calls(const OpSpec& first, const std::vector<Rename>& first_name
   append_calls(c, second.calls_of(r, Pass::forward), second_names);
   append_calls(c, second.calls_of(r, Pass::backward), second_names);
   append_calls(c, first.calls_of(r, Pass::backward), first_names);
+  return c;
+}
+
+OpSpec op_spec(std::string op, std::string family, std::string config_json, std::vector<Size> sizes,
+               std::vector<Size> mesh, std::vector<std::string> kept) {
+  OpSpec s;
+  s.op = std::move(op);
+  s.family = std::move(family);
+  s.config_json = std::move(config_json);
+  s.sizes = std::move(sizes);
+  s.mesh = std::move(mesh);
+  s.kept = std::move(kept);
+  return s;
+}
+
+RankBuffers one_buffer(Pass pass, BufferSpec b) {
+  RankBuffers r;
+  (pass == Pass::forward ? r.forward : r.backward).push_back({std::move(b)});
+  return r;
+}
+
+void add_moment(std::vector<Moment>& to, Moment m) {
+  if (!m.empty()) to.push_back(std::move(m));
+}
+
+void append_moments(std::vector<Moment>& to, const std::vector<Moment>& from,
+                    const std::string& part) {
+  for (Moment m : from) {
+    if (!part.empty()) {
+      for (auto& b : m) b.name = part + ": " + b.name;
+    }
+    to.push_back(std::move(m));
+  }
+}
+
+RankBuffers chain_buffers(const OpSpec& first, const std::string& first_part, const OpSpec& second,
+                          const std::string& second_part, int r) {
+  const auto& f = first.buffers.at(static_cast<std::size_t>(r));
+  const auto& s = second.buffers.at(static_cast<std::size_t>(r));
+  RankBuffers c;
+  append_moments(c.forward, f.forward, first_part);
+  append_moments(c.forward, s.forward, second_part);
+  append_moments(c.backward, s.backward, second_part);
+  append_moments(c.backward, f.backward, first_part);
   return c;
 }
 

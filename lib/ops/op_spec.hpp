@@ -104,6 +104,29 @@ struct CallSpec {
 // The calls of one rank, forward then backward, in the order the op makes them.
 using RankCalls = std::vector<CallSpec>;
 
+// A collective buffer: memory one rank holds for a collective during a pass beyond the op's
+// inputs, outputs and kept tensors (budget/live_bytes.hpp tracks each one in the op's code): what
+// a collective gathers or receives into, or the full tensor it reduce_scatters or all_reduces
+// from. `elements` of role `elem`; `group` and `op` name the collective it serves (a caller that
+// makes some collectives itself drops their buffers by these, as the model does with the
+// attention layer's cp all_reduce).
+struct BufferSpec {
+  std::string name;  // "all_gathered x [tokens, in]"
+  Elem elem = Elem::value;
+  std::uint64_t elements = 0;
+  std::string group;  // "tp", "cp", "kv_group"
+  Collective op = Collective::all_gather;
+};
+// The buffers live together at one moment of a pass.
+using Moment = std::vector<BufferSpec>;
+// One rank's moments of each pass, in the order the op reaches them. A pass's peak is its first
+// moment with the most bytes (budget/library_activations.hpp), so a spec lists every moment that
+// is the largest for some sizes or element types; a pass with no collective buffer lists none.
+struct RankBuffers {
+  std::vector<Moment> forward;
+  std::vector<Moment> backward;
+};
+
 struct OpSpec {
   std::string op;           // the library function: "column_parallel_linear"
   std::string family;       // its folder: "linear"
@@ -112,10 +135,13 @@ struct OpSpec {
   std::vector<Size> mesh;   // the group(s): {"tp", 3} or {"cp", 2}, {"tp", 2}
   std::vector<TensorSpec> tensors;
   std::vector<RankCalls> calls;  // per rank of the mesh (row-major over `mesh`)
-  // The activation model: the tensors (inputs or saved) the caller keeps from the forward for
-  // the backward, each rank's local piece of them (lib/budget/library_activations.hpp adds the
-  // collective buffers' peaks, and properties/budget/ measures both).
+  // The activation model, which lib/budget/library_activations.hpp sizes in bytes and
+  // properties/budget/ measures: `kept`, the tensors (inputs or saved) the caller keeps from the
+  // forward for the backward, each rank's local piece of them; `buffers`, per rank of the mesh,
+  // the collective buffers the op's code holds at each moment of each pass (empty: an op whose
+  // buffers are its parts', such as the whole model, lib/budget/model_activations.hpp).
   std::vector<std::string> kept;
+  std::vector<RankBuffers> buffers;
 
   int world() const;
   // @throws UsageError naming the op and the tensors it has when `name` is not one of them.
@@ -126,7 +152,9 @@ struct OpSpec {
 
 // The spec as one JSON object: op, family, config, sizes, mesh, tensors (name, role, shape,
 // placement, each rank's local shape), kept, and per rank its calls (pass, tensor, group,
-// collective, elem, algorithm, group size and rank, counts, elements).
+// collective, elem, algorithm, group size and rank, counts, elements) and its buffers (forward
+// and backward: a list of moments, each a list of buffers with name, elem, elements, group and
+// collective).
 std::string to_json(const OpSpec& s);
 
 // Every op's spec at an example configuration of its family (lib/ops/<family>/*_spec.cpp,
@@ -134,6 +162,11 @@ std::string to_json(const OpSpec& s);
 std::vector<OpSpec> example_specs();
 
 // ---------------------------------------------------------------- helpers for the spec files
+
+// A spec with its names, configuration, sizes, mesh and kept tensors; the spec file adds the
+// tensors, and each rank's calls and buffers.
+OpSpec op_spec(std::string op, std::string family, std::string config_json, std::vector<Size> sizes,
+               std::vector<Size> mesh, std::vector<std::string> kept = {});
 
 // A JSON object written field by field: JsonObject().field("gather_output", true).str().
 class JsonObject {
@@ -182,6 +215,20 @@ void append_calls(RankCalls& to, RankCalls from, const std::vector<Rename>& rena
 // first's then second's, the backward second's then first's.
 RankCalls chain_calls(const OpSpec& first, const std::vector<Rename>& first_names,
                       const OpSpec& second, const std::vector<Rename>& second_names, int r);
+
+// The moments of an op that runs `first` then `second`, rank r: each buffer's name prefixed by
+// its part ("fc1: all_gathered x [tokens, in]"); the forward first's then second's moments, the
+// backward second's then first's. Each part frees its buffers before it returns, so the chain's
+// peak is the largest of its parts' peaks.
+RankBuffers chain_buffers(const OpSpec& first, const std::string& first_part, const OpSpec& second,
+                          const std::string& second_part, int r);
+// A rank's buffers when the op holds one buffer, in one pass.
+RankBuffers one_buffer(Pass pass, BufferSpec b);
+// Appends moment m to `to` unless it is empty (a pass whose buffers depend on the config).
+void add_moment(std::vector<Moment>& to, Moment m);
+// Appends `from` to `to`, each buffer's name prefixed by "part: " (none when `part` is empty).
+void append_moments(std::vector<Moment>& to, const std::vector<Moment>& from,
+                    const std::string& part = "");
 
 // split_sizes(policy, n, p) with every piece times `by` (the elements of a row).
 std::vector<std::size_t> pieces_times(const SplitPolicy& policy, std::size_t n, int p,

@@ -133,6 +133,16 @@ std::optional<std::string> contract_words(const Case& /*c*/, DType /*t*/) {
   return std::nullopt;
 }
 
+// A family's case (a case_of's start) with the fields a one-group family sets from every
+// manifest alike: its dtype, and its world, the product of the mesh.
+template <class Case>
+Case case_at_mesh(const cases::CaseManifest& m) {
+  Case c;
+  c.dtype = m.dtype;
+  c.world = m.world();
+  return c;
+}
+
 // @throws cases::CaseError when the manifest's mesh is not the op's (names and sizes, in order).
 void require_mesh(const cases::CaseManifest& m, const spec::OpSpec& s);
 

@@ -80,10 +80,6 @@ Evaluation<hp> loss(const LinearCase& c, const Tensor<hp>& theta) {
   return {value, gamma<hp>(2 * n, u_hp) * abs_terms};
 }
 
-struct Gradient {
-  std::vector<hp> value, error;
-};
-
 Gradient analytic_gradient(const LinearCase& c) {
   const auto g = reference::linear_backward<hp>(c.x, c.w, c.has_bias, c.dy);
   Gradient out;
@@ -111,12 +107,7 @@ void fd_case(bool perturb) {
   Gradient g = analytic_gradient(c);
   RC_ASSERT(g.value.size() == fd.estimate.size());
   if (!perturb) {
-    const auto v = compare_gradient<hp>(fd, g.value, g.error);
-    if (!v.pass) {
-      RC_FAIL(describe(c) + ": coordinate " + std::to_string(v.worst) +
-              " of (x, W, b): central difference " + show_hp(fd.estimate[v.worst]) + ", backward " +
-              show_hp(g.value[v.worst]) + ", ratio " + show_hp(v.worst_ratio));
-    }
+    const auto v = require_gradient_matches(fd, g, describe(c), "(x, W, b)");
     RC_TAG(v.worst_ratio < hp(1e-3)  ? "worst ratio < 1e-3"
            : v.worst_ratio < hp(0.1) ? "worst ratio 1e-3..0.1"
                                      : "worst ratio >= 0.1");

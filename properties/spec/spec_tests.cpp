@@ -132,6 +132,53 @@ void expect_consistent(const spec::OpSpec& s) {
       (void)c.bytes(4);  // every call has the runtime's bytes
     }
   }
+  // Buffers: one entry per rank (none for an op whose buffers are its parts'), no empty moment,
+  // each buffer named and serving a collective over one of the spec's groups.
+  if (!s.buffers.empty()) {
+    EXPECT_EQ(s.buffers.size(), static_cast<std::size_t>(s.world()));
+  }
+  for (const auto& rank : s.buffers) {
+    for (const auto* pass : {&rank.forward, &rank.backward}) {
+      for (const auto& moment : *pass) {
+        EXPECT_FALSE(moment.empty()) << "an empty moment";
+        for (const auto& b : moment) {
+          SCOPED_TRACE(b.name);
+          EXPECT_FALSE(b.name.empty());
+          EXPECT_NE(b.op, Collective::broadcast);
+          EXPECT_TRUE(b.group == "kv_group" ||
+                      std::any_of(s.mesh.begin(), s.mesh.end(),
+                                  [&](const spec::Size& m) { return m.first == b.group; }))
+              << "buffer over group " << b.group;
+        }
+      }
+    }
+  }
+}
+
+TEST(OpSpec, ChainedBuffersAreTaggedByPartInRunOrder) {
+  spec::OpSpec first, second;
+  first.buffers = {{{{{"x gathered", Elem::value, 6, "tp", Collective::all_gather}}},
+                    {{{"dx full", Elem::value, 6, "tp", Collective::reduce_scatter}}}}};
+  second.buffers = {{{{{"y partial", Elem::value, 4, "tp", Collective::reduce_scatter}}},
+                     {{{"dy gathered", Elem::acc, 4, "tp", Collective::all_gather}}}}};
+  const auto c = spec::chain_buffers(first, "fc1", second, "fc2", 0);
+  ASSERT_EQ(c.forward.size(), 2U);
+  ASSERT_EQ(c.backward.size(), 2U);
+  EXPECT_EQ(c.forward[0][0].name, "fc1: x gathered");
+  EXPECT_EQ(c.forward[1][0].name, "fc2: y partial");
+  EXPECT_EQ(c.backward[0][0].name, "fc2: dy gathered");  // the backward runs fc2 first
+  EXPECT_EQ(c.backward[0][0].elem, Elem::acc);
+  EXPECT_EQ(c.backward[1][0].name, "fc1: dx full");
+  std::vector<spec::Moment> to;
+  spec::add_moment(to, {});
+  EXPECT_TRUE(to.empty()) << "an empty moment is not added";
+  spec::OpSpec s = spec::op_spec("op", "family", "{}", {}, {{"tp", 1}}, {"x"});
+  s.calls = {{}};
+  s.buffers = {second.buffers[0]};
+  EXPECT_THAT(spec::to_json(s),
+              HasSubstr("\"buffers\": {\"forward\": [[{\"name\": \"y partial\", \"elem\": "
+                        "\"T\", \"elements\": 4, \"group\": \"tp\", \"collective\": "
+                        "\"reduce_scatter\"}]], \"backward\": [[{\"name\": \"dy gathered\""));
 }
 
 TEST(OpSpec, EveryFamilysExampleSpecsAreConsistentAndPrintable) {

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -97,6 +98,21 @@ inline std::string case_error_of(const std::filesystem::path& d) {
     return std::string("not a CaseError: ") + e.what();
   }
   return "no error";
+}
+
+// Expects the failing case r to be diagnosed as the mutant `name` of a family whose catalog has
+// `signatures` mutants: every signature tried, `name` matched at residual 0 (the same code on the
+// same inputs) explaining every failing tensor, and the first line a match.
+inline void expect_diagnosed_as(const CompareResult& r, const std::string& name,
+                                std::size_t signatures) {
+  EXPECT_EQ(r.signatures_tried, signatures);
+  const auto self = std::find_if(r.diagnosis.begin(), r.diagnosis.end(),
+                                 [&](const Diagnosis& d) { return d.signature == name; });
+  ASSERT_NE(self, r.diagnosis.end()) << testing::PrintToString(diagnosis_lines(r));
+  EXPECT_EQ(self->residual, 0.0);
+  EXPECT_FALSE(self->explained.empty());
+  EXPECT_TRUE(self->unexplained.empty());
+  EXPECT_EQ(diagnosis_lines(r).front().rfind("matches ", 0), 0U);
 }
 
 // `json` with its first `from` replaced by `to`: a good manifest made bad in one place (a

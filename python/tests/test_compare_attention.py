@@ -15,8 +15,9 @@ The correct implementation passes (exit 0) in float64, float32 and bfloat16, in 
 with causal, padding and explicit masks; three planted bugs fail (exit 1) on the tensor they
 break: the softmax merge weighted by each block's local max instead of its lse, a causal mask
 aligned top-left within each block (local positions) under zigzag, and the GQA kv head of query
-head i taken as i % g; a wrong-shaped rank piece is a layout failure; a misspelt config field
-and a gradient without dout are bad input (exit 2). ctest runs it (label "compare").
+head i taken as i % g, each diagnosed (the mask only partly: the suite's signature keeps the
+right mask in its backward); a wrong-shaped rank piece is a layout failure; a misspelt config
+field and a gradient without dout are bad input (exit 2). ctest runs it (label "compare").
 """
 
 import os
@@ -236,16 +237,23 @@ session.expect_correct_cases(
     good, n, 5 * n, "the correct ring attention passes in every dtype, layout and mask (exit 0)",
     "the correct implementation's results do round (a nonzero error)")
 
-for bug, layout, tensors, forward_only in (
-        ("merge_by_max", "contiguous", ("out",), True),
-        ("local_causal", "zigzag", ("out", "lse", "dq", "dk", "dv"), False),
-        ("gqa_mod", "zigzag", ("out", "lse", "dq", "dk", "dv"), False)):
+# The diagnosis: the merge by the blocks' maxima and GQA's i % g are the suite's signatures;
+# the suite's top-left mask keeps the right mask in its backward, so it explains out and lse
+# only.
+for bug, layout, tensors, forward_only, want in (
+        ("merge_by_max", "contiguous", ("out",), True,
+         "diagnosis: matches cp-merge-by-block-max "),
+        ("local_causal", "zigzag", ("out", "lse", "dq", "dk", "dv"), False,
+         "diagnosis: partly matches cp-top-left-mask "),
+        ("gqa_mod", "zigzag", ("out", "lse", "dq", "dk", "dv"), False,
+         "diagnosis: matches kv-head-i-mod-g ")):
     d = os.path.join(WORK, bug)
     attention_case("float32", layout, causal(), bug, forward_only=forward_only).write(d)
     code, out = compare(d)
     expect("planted bug %s fails (exit 1) on %s, and only there" % (bug, ", ".join(tensors)),
            code == 1 and set(failing_tensors(out)) == set(tensors) and "worst element" in out and
            "of the bound" in out, out)
+    expect("planted bug %s is diagnosed: %s" % (bug, want.strip()), want in out, out)
 
 d = os.path.join(WORK, "short_piece")
 case = attention_case("float32", "zigzag", causal(), per_rank=True)

@@ -16,8 +16,9 @@ vocab_embedding.hpp): inputs converted exactly to the accumulator acc_t<T> (floa
 float32 otherwise), every step in it, rounded once to T at the end.
 
 The correct implementation passes (exit 0) in float64, float32 and bfloat16; four planted bugs
-fail (exit 1) on the tensors they break: label smoothing with the rank's local vocabulary size
-(Megatron-LM's), the max never all_reduced (each rank shifts by its local max), the target logit
+fail (exit 1) on the tensors they break, and each is diagnosed as the suite's signature of it:
+label smoothing with the rank's local vocabulary size (PyTorch's (ε/n)·Σ_v −log p_v with n the
+shard's V_r), the max never all_reduced (each rank shifts by its local max), the target logit
 taken from rank 0 only (only the loss breaks; dlogits passes), and an embedding mask off by one
 at the shard's last row. A misspelt config field is bad input (exit 2). ctest runs it (label
 "compare").
@@ -246,11 +247,14 @@ for bug, make, broken, words in BUGS:
     failed = {l.split()[1] for l in lines if l.startswith("  FAIL ")}
     expect("planted bug %s fails on %s only (exit 1)" % (bug, ", ".join(sorted(broken))),
            code == 1 and failed == broken and len(lines) == 2 and words in out, out)
-    # The diagnosis: two of these are the suite's signatures; this port's local max and
-    # local-vocabulary smoothing are other forms of those bugs than the suite's mutants.
-    want = {"target_from_rank0": "diagnosis: matches target-from-rank0-only ",
-            "mask_off_by_one": "diagnosis: matches mask-off-by-one-at-shard-end "}.get(
-                bug, "diagnosis: no known signature (of 18)")
+    # The diagnosis: each is one of the suite's signatures (this port's smoothing with the
+    # local vocabulary is PyTorch's formula with n_classes from the shard, not Megatron's
+    # smoothing-local-vocab-size; its local max is the max never all_reduced, not local-max's
+    # rescaled sums).
+    want = {"local_vocab": "diagnosis: matches smoothing-n-classes-of-shard ",
+            "local_max": "diagnosis: matches max-not-all-reduced ",
+            "target_from_rank0": "diagnosis: matches target-from-rank0-only ",
+            "mask_off_by_one": "diagnosis: matches mask-off-by-one-at-shard-end "}[bug]
     expect("planted bug %s is diagnosed: %s" % (bug, want.strip()), want in out, out)
 
 bad = os.path.join(WORK, "bad")

@@ -388,18 +388,16 @@ int print_budget(const BudgetArgs& args, std::ostream& out) {
     return 0;
   }
   out << "  " << step.model << "; " << step.ranks << " ranks\n"
-      << "  activation peak: " << size_text(step.peak) << " on rank "
-      << step.peak_rank << " (" << step.peak_coordinates << "), " << step.peak_at
+      << "  activation peak: " << size_text(step.peak) << " on rank " << step.peak_rank << " ("
+      << step.peak_coordinates << "), " << step.peak_at
       << "; kept after the forward there: " << size_text(step.kept_after_forward)
       << "\n  bytes one rank sends, the fullest per mesh axis: ";
   bool first = true;
   for (const auto& [axis, t] : step.sent_per_axis) {
-    out << (first ? "" : "; ") << axis << " " << size_text(t.sent) << " in "
-        << t.calls << " calls";
+    out << (first ? "" : "; ") << axis << " " << size_text(t.sent) << " in " << t.calls << " calls";
     first = false;
   }
-  out << "\n  the most one rank sends in the step: " << size_text(step.sent_most)
-      << "\n";
+  out << "\n  the most one rank sends in the step: " << size_text(step.sent_most) << "\n";
   return 0;
 }
 

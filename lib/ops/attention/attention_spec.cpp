@@ -48,6 +48,109 @@ spec::RankCalls core_calls(const ContextParallelConfig& cc, std::size_t batch, s
   return c;
 }
 
+// The core's collective buffers on cp rank r (`row` as core_calls'), the moments in the order
+// the code reaches them.
+//   all_gather  forward: K received, K reordered into sequence order, then V the same (the
+//               received K freed first); backward: the same gathers, then the full dK and dV in
+//               acc_t<T> and their per-rank reorderings that are reduce_scattered
+//   ring        at step s the chunk of rank src(s) = (r − s) mod p is held; forward the held
+//               chunk and the one received for the next step; backward the same shifts and
+//               beside them the dK/dV chunk accumulated and the one received (acc_t<T>)
+spec::RankBuffers core_buffers(const ContextParallelConfig& cc, std::size_t batch, std::size_t row,
+                               int p, int r) {
+  using spec::BufferSpec;
+  spec::RankBuffers b;
+  if (cc.algorithm == CpAlgorithm::all_gather) {
+    const std::size_t n = batch * cc.seq_len * row;
+    auto gathered = [&](const char* name) {
+      return BufferSpec{name, Elem::value, n, "cp", Collective::all_gather};
+    };
+    auto grad = [&](const char* name) {
+      return BufferSpec{name, Elem::acc, n, "cp", Collective::reduce_scatter};
+    };
+    const auto k_recv = gathered("all_gathered K (received)");
+    const auto k_seq = gathered("all_gathered K (sequence order)");
+    const auto v_recv = gathered("all_gathered V (received)");
+    const auto v_seq = gathered("all_gathered V (sequence order)");
+    b.forward = {{k_recv}, {k_recv, k_seq}, {k_seq, v_recv}, {k_seq, v_recv, v_seq}};
+    b.backward = b.forward;
+    const auto dk = grad("full dK [b, seq, g, d] (acc)");
+    const auto dv = grad("full dV [b, seq, g, d] (acc)");
+    const auto dk_ranks = grad("dK by rank (reduce_scatter input, acc)");
+    const auto dv_ranks = grad("dV by rank (reduce_scatter input, acc)");
+    b.backward.push_back({k_seq, v_seq, dk});
+    b.backward.push_back({k_seq, v_seq, dk, dv});
+    b.backward.push_back({k_seq, v_seq, dk, dv, dk_ranks});
+    b.backward.push_back({k_seq, v_seq, dk, dv, dk_ranks, dv_ranks});
+    return b;
+  }
+  const auto lens = cp_lengths(cc, p);
+  auto src = [&](int s) { return wrap_rank(r - s, p); };
+  auto chunk = [&](int s) { return 2 * batch * lens[static_cast<std::size_t>(src(s))] * row; };
+  auto kv = [&](int s, const char* what) {
+    return BufferSpec{"K/V chunk of rank " + std::to_string(src(s)) + " (" + what + ")",
+                      Elem::value, chunk(s), "cp", Collective::ring_shift};
+  };
+  auto grad = [&](int s, const char* what) {
+    return BufferSpec{"dK/dV chunk of rank " + std::to_string(src(s)) + " (" + what + ", acc)",
+                      Elem::acc, chunk(s), "cp", Collective::ring_shift};
+  };
+  b.forward = {{kv(0, "held")}};
+  for (int s = 0; s + 1 < p; ++s) b.forward.push_back({kv(s, "held"), kv(s + 1, "received")});
+  b.backward = {{kv(0, "held")}, {kv(0, "held"), grad(0, "accumulated")}};
+  for (int s = 0; s < p && p > 1; ++s) {
+    int held = s;
+    if (s + 1 < p) {
+      b.backward.push_back({kv(s, "held"), grad(s, "accumulated"), kv(s + 1, "received")});
+      held = s + 1;
+    }
+    b.backward.push_back({kv(held, "held"), grad(s, "accumulated"), grad(s + 1, "received")});
+  }
+  return b;
+}
+
+// The layer's collective buffers on the rank with heads `a` at cp rank `cpr`, whose cp piece
+// has `len` positions. Under sequence parallelism [batch·len, hidden] buffers of T, one at a
+// time (each freed before the next is taken): forward the all_gathered x (while the QKV
+// projection reads it), then the core's, then the output projection's full partial y; backward
+// the all_gathered dy, the core's, x gathered again (while the QKV backward reads it), the full
+// dx; then the kv group's pack of its gradients (g < tp) and the cp group's pack of every
+// parameter gradient but dbo (cp > 1; dbo is all_reduced in place on its own).
+spec::RankBuffers layer_buffers(const HeadParallelConfig& cfg, const HeadAssignment& a,
+                                std::size_t batch, int cp, int cpr, std::size_t len) {
+  const std::size_t d = cfg.attention.head_dim, hidden = cfg.hidden;
+  const std::size_t hq = a.q_count * d, hkv = a.kv_count * d;
+  const std::string rows = " [" + std::to_string(batch * len) + ", " + std::to_string(hidden) + "]";
+  auto sp = [&](const std::string& name, Collective op) {
+    return cfg.sequence_parallel
+               ? spec::Moment{{name + rows, Elem::value, batch * len * hidden, "tp", op}}
+               : spec::Moment{};
+  };
+  spec::RankBuffers b, core;
+  if (a.q_count > 0 && cfg.context_parallel) {
+    core = core_buffers(*cfg.context_parallel, batch, hkv, cp, cpr);
+  }
+  spec::add_moment(b.forward, sp("all_gathered x", Collective::all_gather));
+  spec::append_moments(b.forward, core.forward);
+  spec::add_moment(b.forward,
+                   sp("full partial y (reduce_scatter input)", Collective::reduce_scatter));
+  spec::add_moment(b.backward, sp("all_gathered dy", Collective::all_gather));
+  spec::append_moments(b.backward, core.backward);
+  spec::add_moment(b.backward, sp("x all_gathered again", Collective::all_gather));
+  spec::add_moment(b.backward, sp("full dx (reduce_scatter input)", Collective::reduce_scatter));
+  const std::size_t bias = cfg.has_bias ? 1 : 0;
+  if (a.kv_replicas > 1) {
+    b.backward.push_back({{"kv group pack [dWk | dbk | dWv | dbv]", Elem::value,
+                           2 * hkv * (hidden + bias), "kv_group", Collective::all_reduce}});
+  }
+  if (cfg.context_parallel && cp > 1) {
+    b.backward.push_back(
+        {{"cp pack of every parameter gradient but dbo", Elem::value,
+          (hq + 2 * hkv) * (hidden + bias) + hidden * hq, "cp", Collective::all_reduce}});
+  }
+  return b;
+}
+
 Placement by_lengths(std::size_t dim, const std::vector<std::size_t>& lens) {
   return Placement::shard(dim, SplitPolicy::explicit_sizes(lens));
 }
@@ -130,19 +233,16 @@ spec::OpSpec context_parallel_attention_spec(const AttentionConfig& cfg,
                                              int cp) {
   const std::size_t L = cc.seq_len, h = cfg.q_heads, g = cfg.kv_heads, d = cfg.head_dim;
   const std::size_t Lq = cc.q_seq_len == 0 ? L : cc.q_seq_len;
-  spec::OpSpec s{"context_parallel_attention",
-                 "attention",
-                 spec::JsonObject().raw("attention", to_json(cfg)).raw("cp", to_json(cc)).str(),
-                 {{"batch", batch},
-                  {"seq_len", L},
-                  {"q_seq_len", Lq},
-                  {"q_heads", h},
-                  {"kv_heads", g},
-                  {"head_dim", d}},
-                 {{"cp", static_cast<std::size_t>(cp)}},
-                 {},
-                 {},
-                 {"q", "k", "v", "out", "lse"}};
+  auto s =
+      spec::op_spec("context_parallel_attention", "attention",
+                    spec::JsonObject().raw("attention", to_json(cfg)).raw("cp", to_json(cc)).str(),
+                    {{"batch", batch},
+                     {"seq_len", L},
+                     {"q_seq_len", Lq},
+                     {"q_heads", h},
+                     {"kv_heads", g},
+                     {"head_dim", d}},
+                    {{"cp", static_cast<std::size_t>(cp)}}, {"q", "k", "v", "out", "lse"});
   const std::vector<Placement> seq{by_lengths(1, cp_lengths(cc, cp))};
   const std::vector<Placement> qseq{by_lengths(1, cp_query_lengths(cc, cp))};
   const std::vector<Placement> lse{by_lengths(2, cp_query_lengths(cc, cp))};
@@ -156,7 +256,10 @@ spec::OpSpec context_parallel_attention_spec(const AttentionConfig& cfg,
                spec::tensor("dq", Role::grad_input, {batch, Lq, h, d}, qseq, note),
                spec::tensor("dk", Role::grad_input, {batch, L, g, d}, seq, note),
                spec::tensor("dv", Role::grad_input, {batch, L, g, d}, seq, note)};
-  for (int r = 0; r < cp; ++r) s.calls.push_back(core_calls(cc, batch, g * d, cp, r));
+  for (int r = 0; r < cp; ++r) {
+    s.calls.push_back(core_calls(cc, batch, g * d, cp, r));
+    s.buffers.push_back(core_buffers(cc, batch, g * d, cp, r));
+  }
   return s;
 }
 
@@ -168,14 +271,11 @@ spec::OpSpec attention_layer_spec(const HeadParallelConfig& cfg, std::size_t bat
   if (!has_cp) cp = 1;
   const std::size_t L = has_cp ? cfg.context_parallel->seq_len : cfg.attention.mask.q_len;
   const auto lens = has_cp ? cp_lengths(*cfg.context_parallel, cp) : std::vector<std::size_t>{L};
-  spec::OpSpec s{"attention_layer",
-                 "attention",
-                 to_json(cfg),
-                 {{"batch", batch}, {"seq_len", L}, {"hidden", hidden}},
-                 {{"cp", static_cast<std::size_t>(cp)}, {"tp", static_cast<std::size_t>(tp)}},
-                 {},
-                 {},
-                 {"x", "q", "k", "v", "out", "lse"}};
+  auto s =
+      spec::op_spec("attention_layer", "attention", to_json(cfg),
+                    {{"batch", batch}, {"seq_len", L}, {"hidden", hidden}},
+                    {{"cp", static_cast<std::size_t>(cp)}, {"tp", static_cast<std::size_t>(tp)}},
+                    {"x", "q", "k", "v", "out", "lse"});
   // The heads of each tp rank: query heads shard wq, bq, wo; kv heads shard wk, bk, wv, bv
   // unless the kv group shares them (then each rank's rows are listed per rank).
   std::vector<HeadAssignment> heads;
@@ -338,6 +438,7 @@ spec::OpSpec attention_layer_spec(const HeadParallelConfig& cfg, std::size_t bat
       }
     }
     s.calls.push_back(std::move(c));
+    s.buffers.push_back(layer_buffers(cfg, a, batch, cp, cpr, lens[static_cast<std::size_t>(cpr)]));
   }
   return s;
 }

@@ -23,6 +23,52 @@ void add_tensors(spec::OpSpec& s, std::size_t tokens, std::size_t in, std::size_
   s.kept = {"x"};
 }
 
+// Each rank's buffers (the same on every rank: the gathered and full tensors are global).
+// Forward: with SP the all_gathered x, and with gather_output the blocks of y's
+// all_gather_last_axis while the gathered x is still live. Backward with SP: x gathered again
+// and the full dx that is reduce_scattered (without SP dx is all_reduced in place: the result).
+spec::RankBuffers column_buffers(const ColumnParallelConfig& cfg, std::size_t tokens,
+                                 std::size_t in, std::size_t out) {
+  const bool sp = cfg.sequence_parallel_input;
+  const spec::BufferSpec gathered{"all_gathered x [tokens, in]", Elem::value, tokens * in, "tp",
+                                  Collective::all_gather};
+  spec::RankBuffers b;
+  spec::Moment fwd;
+  if (sp) fwd.push_back(gathered);
+  if (cfg.gather_output) {
+    fwd.push_back({"all_gather_last_axis blocks of y [tokens, out]", Elem::value, tokens * out,
+                   "tp", Collective::all_gather});
+  }
+  spec::add_moment(b.forward, std::move(fwd));
+  if (sp) {
+    b.backward.push_back({gathered,
+                          {"full dx [tokens, in] (reduce_scatter input)", Elem::value, tokens * in,
+                           "tp", Collective::reduce_scatter}});
+  }
+  return b;
+}
+
+// Forward with SP output: the full partial y that is reduce_scattered (without, y is
+// all_reduced in place). Backward: with SP the all_gathered dy, and without input_is_parallel
+// the blocks of dx's all_gather_last_axis as well.
+spec::RankBuffers row_buffers(const RowParallelConfig& cfg, std::size_t tokens, std::size_t in,
+                              std::size_t out) {
+  spec::RankBuffers b;
+  spec::Moment bwd;
+  if (cfg.sequence_parallel_output) {
+    b.forward.push_back({{"full partial y [tokens, out] (reduce_scatter input)", Elem::value,
+                          tokens * out, "tp", Collective::reduce_scatter}});
+    bwd.push_back(
+        {"all_gathered dy [tokens, out]", Elem::value, tokens * out, "tp", Collective::all_gather});
+  }
+  if (!cfg.input_is_parallel) {
+    bwd.push_back({"all_gather_last_axis blocks of dx [tokens, in]", Elem::value, tokens * in, "tp",
+                   Collective::all_gather});
+  }
+  spec::add_moment(b.backward, std::move(bwd));
+  return b;
+}
+
 }  // namespace
 
 std::string to_json(const ColumnParallelConfig& cfg) {
@@ -51,14 +97,9 @@ std::string to_json(const RowParallelConfig& cfg) {
 
 spec::OpSpec column_parallel_linear_spec(const ColumnParallelConfig& cfg, std::size_t tokens,
                                          std::size_t in, std::size_t out, bool has_bias, int p) {
-  spec::OpSpec s{"column_parallel_linear",
-                 "linear",
-                 to_json(cfg),
-                 {{"tokens", tokens}, {"in", in}, {"out", out}},
-                 {{"tp", static_cast<std::size_t>(p)}},
-                 {},
-                 {},
-                 {}};
+  auto s = spec::op_spec("column_parallel_linear", "linear", to_json(cfg),
+                         {{"tokens", tokens}, {"in", in}, {"out", out}},
+                         {{"tp", static_cast<std::size_t>(p)}});
   const auto x =
       cfg.sequence_parallel_input ? Placement::shard(0, cfg.token_split) : Placement::replicate();
   const auto w = Placement::shard(0, cfg.out_split);
@@ -85,19 +126,15 @@ spec::OpSpec column_parallel_linear_spec(const ColumnParallelConfig& cfg, std::s
     }
     s.calls.push_back(std::move(c));
   }
+  s.buffers.assign(static_cast<std::size_t>(p), column_buffers(cfg, tokens, in, out));
   return s;
 }
 
 spec::OpSpec row_parallel_linear_spec(const RowParallelConfig& cfg, std::size_t tokens,
                                       std::size_t in, std::size_t out, bool has_bias, int p) {
-  spec::OpSpec s{"row_parallel_linear",
-                 "linear",
-                 to_json(cfg),
-                 {{"tokens", tokens}, {"in", in}, {"out", out}},
-                 {{"tp", static_cast<std::size_t>(p)}},
-                 {},
-                 {},
-                 {}};
+  auto s = spec::op_spec("row_parallel_linear", "linear", to_json(cfg),
+                         {{"tokens", tokens}, {"in", in}, {"out", out}},
+                         {{"tp", static_cast<std::size_t>(p)}});
   const auto w = Placement::shard(1, cfg.in_split);
   add_tensors(
       s, tokens, in, out, has_bias, cfg.input_is_parallel ? w : Placement::replicate(), w,
@@ -121,6 +158,7 @@ spec::OpSpec row_parallel_linear_spec(const RowParallelConfig& cfg, std::size_t 
     }
     s.calls.push_back(std::move(c));
   }
+  s.buffers.assign(static_cast<std::size_t>(p), row_buffers(cfg, tokens, in, out));
   return s;
 }
 

@@ -26,14 +26,9 @@ spec::OpSpec parallel_mlp_spec(const MlpConfig& cfg, std::size_t tokens, std::si
   // fc1's spec is over one ffn projection: the fused [k·F, H] moves no weight, only x and dx.
   const auto fc1 = column_parallel_linear_spec(fc1_config(cfg), tokens, hidden, F, false, p);
   const auto fc2 = row_parallel_linear_spec(fc2_config(cfg), tokens, F, hidden, false, p);
-  spec::OpSpec s{"parallel_mlp",
-                 "mlp",
-                 to_json(cfg),
-                 {{"tokens", tokens}, {"hidden", hidden}, {"ffn", F}},
-                 {{"tp", static_cast<std::size_t>(p)}},
-                 {},
-                 {},
-                 {"x", "h"}};
+  auto s = spec::op_spec("parallel_mlp", "mlp", to_json(cfg),
+                         {{"tokens", tokens}, {"hidden", hidden}, {"ffn", F}},
+                         {{"tp", static_cast<std::size_t>(p)}}, {"x", "h"});
   const auto tok = fc1.tensor("x").placements;
   const auto rows = Placement::shard(0, cfg.ffn_split);
   const auto rep = Placement::replicate();
@@ -70,8 +65,11 @@ spec::OpSpec parallel_mlp_spec(const MlpConfig& cfg, std::size_t tokens, std::si
   // fc1's x, y, dx are x, h, dx of the MLP; fc2's x and dx are a and da.
   const std::vector<spec::Rename> fc1_names{{"y", "h"}};
   const std::vector<spec::Rename> fc2_names{{"dx", "da"}};
-  for (int r = 0; r < p; ++r)
+  for (int r = 0; r < p; ++r) {
     s.calls.push_back(spec::chain_calls(fc1, fc1_names, fc2, fc2_names, r));
+    // fc1's buffers are of x and dx, which the fused [k·F_r, hidden] weight does not change.
+    s.buffers.push_back(spec::chain_buffers(fc1, "fc1", fc2, "fc2", r));
+  }
   return s;
 }
 

@@ -242,21 +242,18 @@ spec::OpSpec model_train_step_spec(const ModelConfig& cfg, const ModelParallelCo
                                    std::size_t sequences, std::size_t seq_len) {
   const DeviceMesh mesh = model_mesh(par);
   const int world = mesh.world_size();
-  spec::OpSpec s{"model_train_step",
-                 "model",
-                 spec::JsonObject().raw("model", to_json(cfg)).raw("parallel", to_json(par)).str(),
-                 {{"sequences", sequences},
-                  {"seq_len", seq_len},
-                  {"vocab", cfg.vocab},
-                  {"hidden", cfg.hidden},
-                  {"layers", cfg.layers}},
-                 {{"pp", static_cast<std::size_t>(par.pp)},
-                  {"dp", static_cast<std::size_t>(par.dp)},
-                  {"cp", static_cast<std::size_t>(par.cp)},
-                  {"tp", static_cast<std::size_t>(par.tp)}},
-                 {},
-                 {},
-                 {}};
+  auto s = spec::op_spec(
+      "model_train_step", "model",
+      spec::JsonObject().raw("model", to_json(cfg)).raw("parallel", to_json(par)).str(),
+      {{"sequences", sequences},
+       {"seq_len", seq_len},
+       {"vocab", cfg.vocab},
+       {"hidden", cfg.hidden},
+       {"layers", cfg.layers}},
+      {{"pp", static_cast<std::size_t>(par.pp)},
+       {"dp", static_cast<std::size_t>(par.dp)},
+       {"cp", static_cast<std::size_t>(par.cp)},
+       {"tp", static_cast<std::size_t>(par.tp)}});
   // Each rank's local shape of every dense parameter (model_local_param_shapes).
   const ModelParams<double> dense = model_param_shapes(cfg);
   std::map<std::string, std::vector<std::vector<std::size_t>>> local;

@@ -63,30 +63,35 @@ struct TokenStats {
   std::vector<A> xhat;
 };
 
+// Token t's statistics: row t of x [tokens, n] under cfg's kind and eps, in acc_t<T>.
 template <class T, class A = acc_t<T>>
-TokenStats<A> token_stats(NormKind kind, A eps, const T* x, std::size_t n) {
+TokenStats<A> token_stats(const NormConfig& cfg, const Tensor<T>& x, std::size_t t) {
+  const std::size_t n = x.dim(1);
+  const T* row = x.data() + t * n;
+  const A eps = static_cast<A>(cfg.eps);
+  const NormKind kind = cfg.kind;
   const A count = static_cast<A>(n);
   TokenStats<A> s;
   s.xhat.resize(n);
   if (kind == NormKind::rms_norm) {
     A sq = 0;
     for (std::size_t i = 0; i < n; ++i) {
-      const A xi = static_cast<A>(x[i]);
+      const A xi = static_cast<A>(row[i]);
       const A p = xi * xi;
       sq = sq + p;
     }
     const A ms = sq / count;
     const A root = std::sqrt(ms + eps);
     s.rstd = A(1) / root;
-    for (std::size_t i = 0; i < n; ++i) s.xhat[i] = static_cast<A>(x[i]) * s.rstd;
+    for (std::size_t i = 0; i < n; ++i) s.xhat[i] = static_cast<A>(row[i]) * s.rstd;
     return s;
   }
   A sum = 0;
-  for (std::size_t i = 0; i < n; ++i) sum = sum + static_cast<A>(x[i]);
+  for (std::size_t i = 0; i < n; ++i) sum = sum + static_cast<A>(row[i]);
   const A mean = sum / count;
   A sq = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    const A d = static_cast<A>(x[i]) - mean;
+    const A d = static_cast<A>(row[i]) - mean;
     s.xhat[i] = d;
     const A p = d * d;
     sq = sq + p;
@@ -103,11 +108,10 @@ Tensor<T> forward_core(const NormConfig& cfg, const Tensor<T>& x, const Tensor<T
                        const Tensor<T>& beta) {
   using A = acc_t<T>;
   const std::size_t tokens = x.dim(0), n = x.dim(1);
-  const A eps = static_cast<A>(cfg.eps);
   const bool bias = has_beta(cfg.kind);
   Tensor<T> y(Shape{tokens, n});
   for (std::size_t t = 0; t < tokens; ++t) {
-    const auto s = token_stats<T>(cfg.kind, eps, x.data() + t * n, n);
+    const auto s = token_stats(cfg, x, t);
     for (std::size_t i = 0; i < n; ++i) {
       A v = s.xhat[i] * static_cast<A>(gamma[i]);
       if (bias) v = v + static_cast<A>(beta[i]);
@@ -123,14 +127,13 @@ NormGrads<T> backward_core(const NormConfig& cfg, const Tensor<T>& x, const Tens
                            const Tensor<T>& dy) {
   using A = acc_t<T>;
   const std::size_t tokens = x.dim(0), n = x.dim(1);
-  const A eps = static_cast<A>(cfg.eps);
   const A count = static_cast<A>(n);
   const bool bias = has_beta(cfg.kind);
   NormGrads<T> g;
   g.dx = Tensor<T>(Shape{tokens, n});
   std::vector<A> dgamma(n, A(0)), dbeta(n, A(0)), gi(n);
   for (std::size_t t = 0; t < tokens; ++t) {
-    const auto s = token_stats<T>(cfg.kind, eps, x.data() + t * n, n);
+    const auto s = token_stats(cfg, x, t);
     A sum_g = 0, sum_gx = 0;
     for (std::size_t i = 0; i < n; ++i) {
       const A d = static_cast<A>(dy(t, i));

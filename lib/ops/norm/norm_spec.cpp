@@ -26,14 +26,9 @@ spec::OpSpec norm_part(const SequenceParallelNormConfig& cfg, std::size_t hidden
   const auto tok = Placement::shard(0, cfg.token_split);
   const auto rep = Placement::replicate();
   const std::size_t tokens = cfg.tokens;
-  spec::OpSpec s{"sequence_parallel_norm",
-                 "norm",
-                 to_json(cfg),
-                 {{"tokens", tokens}, {"hidden", hidden}},
-                 {{"tp", static_cast<std::size_t>(p)}},
-                 {},
-                 {},
-                 {"x"}};
+  auto s = spec::op_spec("sequence_parallel_norm", "norm", to_json(cfg),
+                         {{"tokens", tokens}, {"hidden", hidden}},
+                         {{"tp", static_cast<std::size_t>(p)}}, {"x"});
   s.tensors = {spec::tensor("x", Role::input, {tokens, hidden}, {tok}),
                spec::tensor("gamma", Role::parameter, {hidden}, {rep})};
   if (beta) s.tensors.push_back(spec::tensor("beta", Role::parameter, {hidden}, {rep}));
@@ -47,6 +42,11 @@ spec::OpSpec norm_part(const SequenceParallelNormConfig& cfg, std::size_t hidden
         {spec::all_reduce_spec(Pass::backward, beta ? "dgamma,dbeta" : "dgamma", "tp", Elem::value,
                                beta ? 2 * hidden : hidden, p, r, cfg.reduce_algorithm)});
   }
+  // Every rank's one buffer, in the backward: the packed parameter gradients it all_reduces.
+  const spec::BufferSpec grads{beta ? "[dgamma | dbeta] all_reduce buffer [2·hidden]"
+                                    : "[dgamma] all_reduce buffer [hidden]",
+                               Elem::value, (beta ? 2 : 1) * hidden, "tp", Collective::all_reduce};
+  s.buffers.assign(static_cast<std::size_t>(p), spec::one_buffer(Pass::backward, grads));
   return s;
 }
 
@@ -64,20 +64,16 @@ spec::OpSpec sp_block_spec(const SequenceParallelNormConfig& norm, std::size_t h
                                                norm.tokens, hidden, ffn, false, p);
   const auto row = row_parallel_linear_spec(sp_block_row_config(norm, ffn_split), norm.tokens, ffn,
                                             hidden, false, p);
-  spec::OpSpec s{"megatron_sp_block",
-                 "norm",
-                 spec::JsonObject()
-                     .raw("norm", n.config_json)
-                     .field("ffn", ffn)
-                     .raw("ffn_split", spec::json_split(ffn_split))
-                     .raw("column", col.config_json)
-                     .raw("row", row.config_json)
-                     .str(),
-                 {{"tokens", norm.tokens}, {"hidden", hidden}, {"ffn", ffn}},
-                 n.mesh,
-                 {},
-                 {},
-                 {"x", "z", "a"}};
+  auto s = spec::op_spec("megatron_sp_block", "norm",
+                         spec::JsonObject()
+                             .raw("norm", n.config_json)
+                             .field("ffn", ffn)
+                             .raw("ffn_split", spec::json_split(ffn_split))
+                             .raw("column", col.config_json)
+                             .raw("row", row.config_json)
+                             .str(),
+                         {{"tokens", norm.tokens}, {"hidden", hidden}, {"ffn", ffn}}, n.mesh,
+                         {"x", "z", "a"});
   // The norm's x, gamma, beta; the linears' weights as w1, w2; the block's y and gradients.
   for (const auto& t : n.tensors) {
     if (t.role == Role::input || t.role == Role::parameter) s.tensors.push_back(t);
@@ -111,6 +107,15 @@ spec::OpSpec sp_block_spec(const SequenceParallelNormConfig& norm, std::size_t h
     auto c = spec::chain_calls(col, col_names, row, row_names, r);
     spec::append_calls(c, n.calls_of(r, Pass::backward));
     s.calls.push_back(std::move(c));
+    // Each part frees its buffers before it returns: the moments of norm, column, row.
+    const auto& nb = n.buffers[static_cast<std::size_t>(r)];
+    const auto linears = spec::chain_buffers(col, "column", row, "row", r);
+    spec::RankBuffers b;
+    spec::append_moments(b.forward, nb.forward, "norm");
+    spec::append_moments(b.forward, linears.forward);
+    spec::append_moments(b.backward, linears.backward);
+    spec::append_moments(b.backward, nb.backward, "norm");
+    s.buffers.push_back(std::move(b));
   }
   return s;
 }

@@ -45,14 +45,9 @@ std::string to_json(const VocabCrossEntropyConfig& cfg) {
 
 spec::OpSpec vocab_parallel_embedding_spec(const VocabEmbeddingConfig& cfg, std::size_t tokens,
                                            std::size_t hidden, int p) {
-  spec::OpSpec s{"vocab_parallel_embedding",
-                 "vocab",
-                 to_json(cfg),
-                 {{"tokens", tokens}, {"vocab", cfg.vocab}, {"hidden", hidden}},
-                 {{"tp", static_cast<std::size_t>(p)}},
-                 {},
-                 {},
-                 {"ids"}};
+  auto s = spec::op_spec("vocab_parallel_embedding", "vocab", to_json(cfg),
+                         {{"tokens", tokens}, {"vocab", cfg.vocab}, {"hidden", hidden}},
+                         {{"tp", static_cast<std::size_t>(p)}}, {"ids"});
   const auto w = Placement::shard(0, cfg.vocab_split);
   const auto y =
       cfg.sequence_parallel_output ? Placement::shard(0, cfg.token_split) : Placement::replicate();
@@ -74,19 +69,26 @@ spec::OpSpec vocab_parallel_embedding_spec(const VocabEmbeddingConfig& cfg, std:
     }
     s.calls.push_back(std::move(c));
   }
+  // Every rank's buffers: with SP output the full partial rows that are reduce_scattered, and
+  // backward the all_gathered dy (without, y is all_reduced in place and the backward makes no
+  // call).
+  spec::RankBuffers b;
+  if (cfg.sequence_parallel_output) {
+    b.forward.push_back({{"full partial rows [tokens, hidden] (reduce_scatter input)", Elem::value,
+                          tokens * hidden, "tp", Collective::reduce_scatter}});
+    b.backward.push_back({{"all_gathered dy [tokens, hidden]", Elem::value, tokens * hidden, "tp",
+                           Collective::all_gather}});
+  }
+  s.buffers.assign(static_cast<std::size_t>(p), b);
   return s;
 }
 
 spec::OpSpec vocab_parallel_cross_entropy_spec(const VocabCrossEntropyConfig& cfg,
                                                std::size_t tokens, int p) {
-  spec::OpSpec s{"vocab_parallel_cross_entropy",
-                 "vocab",
-                 to_json(cfg),
-                 {{"tokens", tokens}, {"vocab", cfg.vocab}},
-                 {{"tp", static_cast<std::size_t>(p)}},
-                 {},
-                 {},
-                 {"logits", "targets", "max", "sum_exp"}};
+  auto s =
+      spec::op_spec("vocab_parallel_cross_entropy", "vocab", to_json(cfg),
+                    {{"tokens", tokens}, {"vocab", cfg.vocab}},
+                    {{"tp", static_cast<std::size_t>(p)}}, {"logits", "targets", "max", "sum_exp"});
   const auto logits = Placement::shard(1, cfg.vocab_split);
   const auto rep = Placement::replicate();
   const std::size_t loss = cfg.reduction == LossReduction::none ? tokens : 1;
@@ -108,6 +110,13 @@ spec::OpSpec vocab_parallel_cross_entropy_spec(const VocabCrossEntropyConfig& cf
              Pass::forward, smoothing ? "sum_exp,target_logit,sum_logits" : "sum_exp,target_logit",
              "tp", Elem::acc, (smoothing ? 3 : 2) * tokens, p, r, cfg.reduce_algorithm)});
   }
+  // Every rank's one buffer: the packed per-token sums of the second all_reduce (the max is
+  // reduced in place).
+  const spec::BufferSpec sums{smoothing ? "sums all_reduce buffer [3·tokens] (acc)"
+                                        : "sums all_reduce buffer [2·tokens] (acc)",
+                              Elem::acc, (smoothing ? 3 : 2) * tokens, "tp",
+                              Collective::all_reduce};
+  s.buffers.assign(static_cast<std::size_t>(p), spec::one_buffer(Pass::forward, sums));
   return s;
 }
 

@@ -19,6 +19,7 @@ namespace {
 enum class Fault {
   average_outputs,     // out = mean of the independently normalized step outputs
   local_lse_merge,     // merge weights exp(lse_j − lse_own): the local lse, not the global
+  merge_by_block_max,  // the steps' outputs merged by their row maxima in place of their lse
   top_left_offdiag,    // off-diagonal steps evaluate the causal mask on chunk-local positions
   zigzag_off_by_one,   // zigzag: rank r takes chunk 2·cp − r instead of 2·cp − 1 − r
   nan_empty_rows,      // a fully masked row gives 0/0 = NaN instead of 0
@@ -28,6 +29,7 @@ enum class Fault {
   gather_no_reduce,    // all-gather backward keeps its own dk/dv slice without reduce_scatter
                        // (the only fault of the all-gather path; the others are the ring's)
   kv_head_r_mod_g,     // g < tp: rank r reads kv head r mod g instead of r / (tp/g)
+  kv_head_i_mod_g,     // 1 < g < h: query head i reads kv head i mod g instead of i / (h/g)
   kv_grad_not_summed,  // g < tp: the replicated kv projection's gradient is not summed
   bias_every_rank,     // the output projection's bias added on every tp rank
   // Wrong only when Lq != Lk (cross-attention, decode, chunked prefill):
@@ -90,6 +92,55 @@ Tensor<E> slice_elems(const std::vector<E>& buf, std::size_t first, const Shape&
   return t;
 }
 
+// merge_by_block_max: each row's largest visible score of one step, [batch, h, Lq] (−inf where
+// none is visible), in the block kernel's arithmetic (ops/attention/attention.hpp: the dot
+// product in A in index order, times A(scale)), so it is the kernel's own m.
+template <class T>
+Tensor<A<T>> block_row_max(const AttentionConfig& cfg, const Tensor<T>& q, const Tensor<T>& k,
+                           const std::vector<std::size_t>& qp, const std::vector<std::size_t>& kp) {
+  const std::size_t batch = q.dim(0), lq = q.dim(1), h = q.dim(2), d = q.dim(3);
+  const std::size_t lk = k.dim(1), g = k.dim(2), group = h / g;
+  const auto scale = static_cast<A<T>>(effective_scale(cfg));
+  Tensor<A<T>> m(Shape{batch, h, lq});
+  std::fill(m.values().begin(), m.values().end(), -std::numeric_limits<A<T>>::infinity());
+  for (std::size_t b = 0; b < batch; ++b) {
+    for (std::size_t i = 0; i < h; ++i) {
+      for (std::size_t t = 0; t < lq; ++t) {
+        A<T>& row = m[(b * h + i) * lq + t];
+        for (std::size_t s = 0; s < lk; ++s) {
+          if (!visible(cfg.mask, b, qp[t], kp[s])) continue;
+          A<T> dot = 0;
+          for (std::size_t e = 0; e < d; ++e) {
+            dot = dot + static_cast<A<T>>(q[((b * lq + t) * h + i) * d + e]) *
+                            static_cast<A<T>>(k[((b * lk + s) * g + i / group) * d + e]);
+          }
+          row = std::max(row, dot * scale);
+        }
+      }
+    }
+  }
+  return m;
+}
+
+// kv_head_i_mod_g: x with its heads (axis `axis`) reordered, head j of the result being head
+// from[j] of x.
+template <class E>
+Tensor<E> reorder_heads(const Tensor<E>& x, std::size_t axis,
+                        const std::vector<std::size_t>& from) {
+  std::size_t outer = 1, inner = 1;
+  for (std::size_t a = 0; a < axis; ++a) outer *= x.dim(a);
+  for (std::size_t a = axis + 1; a < x.ndim(); ++a) inner *= x.dim(a);
+  const std::size_t n = from.size();
+  Tensor<E> y(x.shape());
+  for (std::size_t o = 0; o < outer; ++o) {
+    for (std::size_t j = 0; j < n; ++j) {
+      std::copy_n(x.values().begin() + static_cast<std::ptrdiff_t>((o * n + from[j]) * inner),
+                  inner, y.values().begin() + static_cast<std::ptrdiff_t>((o * n + j) * inner));
+    }
+  }
+  return y;
+}
+
 template <class E>
 std::vector<E> concat2(const Tensor<E>& a, const Tensor<E>& b) {
   std::vector<E> out(a.values());
@@ -114,6 +165,7 @@ struct FaultyAttention {
       top_left.mask.alignment = CausalAlignment::top_left;
       return LibraryAttention{}.core(cp, top_left, cc, in);
     }
+    if (fault == Fault::kv_head_i_mod_g) return heads_interleaved(cp, cfg, cc, in);
     if (cc.algorithm == CpAlgorithm::all_gather) {
       if (fault != Fault::gather_no_reduce) {
         return LibraryAttention{}.core(cp, cfg, cc, in);
@@ -121,6 +173,27 @@ struct FaultyAttention {
       return gather_core(cp, cfg, cc, in);
     }
     return ring_core(cp, cfg, cc, in);
+  }
+
+  // kv_head_i_mod_g: query head i reads kv head i mod g (the kv heads tiled, [0, 1, .., g − 1,
+  // 0, 1, ..], where the kernel's i / (h/g) repeats each one h/g times). It is the library's core
+  // run on the query heads reordered so that its head j, which reads kv head j / (h/g), is query
+  // head (j mod (h/g))·g + j / (h/g); its out, lse and dq are put back in the query heads' order.
+  template <class T>
+  static CoreRankOutputs<T> heads_interleaved(Communicator& cp, const AttentionConfig& cfg,
+                                              const ContextParallelConfig& cc,
+                                              const CoreRankInputs<T>& in) {
+    const std::size_t h = in.q.dim(2), n = h / in.k.dim(2), g = in.k.dim(2);
+    std::vector<std::size_t> from(h), back(h);
+    for (std::size_t j = 0; j < h; ++j) {
+      from[j] = (j % n) * g + j / n;
+      back[from[j]] = j;
+    }
+    const CoreRankInputs<T> tiled{reorder_heads(in.q, 2, from), in.k, in.v,
+                                  in.dout.empty() ? in.dout : reorder_heads(in.dout, 2, from)};
+    auto o = LibraryAttention{}.core(cp, cfg, cc, tiled);
+    return {reorder_heads(o.out, 2, back), reorder_heads(o.lse, 1, back),
+            reorder_heads(o.dq, 2, back), std::move(o.dk), std::move(o.dv)};
   }
 
   template <class T>
@@ -194,6 +267,9 @@ struct FaultyAttention {
     Tensor<A<T>> lse(Shape{batch, h, mine.size()});
     std::fill(lse.values().begin(), lse.values().end(), -std::numeric_limits<A<T>>::infinity());
     Tensor<A<T>> own_lse;
+    Tensor<A<T>> max_lse(lse.shape());  // merge_by_block_max: the log-sum-exp of the row maxima
+    std::fill(max_lse.values().begin(), max_lse.values().end(),
+              -std::numeric_limits<A<T>>::infinity());
     std::size_t steps_seen = 0;
     std::vector<T> kv = concat2(in.k, in.v);
     for (int step = 0; step < p; ++step) {
@@ -213,6 +289,12 @@ struct FaultyAttention {
         ++steps_seen;
         Tensor<A<T>> scratch(out.shape());
         merge_attention_into(scratch, lse, part.out, part.lse);  // the lse itself stays right
+      } else if (fault == Fault::merge_by_block_max) {
+        // The library's merge with each step's row max m_j where its lse_j = m_j + log ℓ_j is
+        // due: out = Σ_j exp(m_j)·out_j / Σ_j exp(m_j), every ℓ_j lost; the lse merged right.
+        Tensor<A<T>> scratch(out.shape());
+        merge_attention_into(scratch, lse, part.out, part.lse);
+        merge_attention_into(out, max_lse, part.out, block_row_max(cfg, in.q, kc, qp, kp));
       } else if (fault == Fault::local_lse_merge) {
         if (step == 0) own_lse = part.lse;
         // out += exp(lse_j − lse_own)·out_j, lse = lse_own: never renormalized globally.
@@ -408,6 +490,13 @@ constexpr Mutant<AttentionImplementation> catalog[] = {
      "weights each step's output by exp(lse_j − lse_own), the local lse, and never "
      "renormalizes by the global one",
      &make<Fault::local_lse_merge>, false},
+    {"cp-merge-by-block-max",
+     "merges the ring steps' normalized outputs with weights exp(m_j − M) from each step's row "
+     "max m_j (M their log-sum-exp), the online-softmax rescale of a running sum not yet divided "
+     "by its row sum, instead of exp(lse_j − lse) with lse_j = m_j + log ℓ_j: each step's row "
+     "sum ℓ_j is lost, so a step with many visible keys weighs as much as one with a single "
+     "key of the same max (the lse itself is merged right)",
+     &make<Fault::merge_by_block_max>, false},
     {"cp-top-left-mask",
      "evaluates the causal mask on chunk-local positions on off-diagonal ring steps "
      "(top-left aligned)",
@@ -433,6 +522,12 @@ constexpr Mutant<AttentionImplementation> catalog[] = {
      &make<Fault::gather_no_reduce>, false},
     {"kv-head-r-mod-g", "g < tp: rank r reads kv head r mod g instead of r / (tp/g)",
      &make<Fault::kv_head_r_mod_g>, false},
+    {"kv-head-i-mod-g",
+     "1 < g < h: query head i reads kv head i mod g instead of i / (h/g), the kv heads tiled "
+     "([k0, k1, k0, k1]) where they are repeated in place ([k0, k0, k1, k1], PyTorch's "
+     "repeat_interleave and Llama's repeat_kv), as ONNX's Attention op expands them with Tile "
+     "(onnx/onnx pull request #7274 proposes repeat_interleave)",
+     &make<Fault::kv_head_i_mod_g>, false},
     {"kv-grad-not-summed",
      "g < tp: the replicated kv projection's weight and bias gradients are not summed over "
      "the ranks that share the kv head",

@@ -178,10 +178,6 @@ hp third_derivative_bound(const AttnCase& c, std::size_t coord) {
   return m3 * (1 + reference::pow2<hp>(-60));
 }
 
-struct Gradient {
-  std::vector<hp> value, error;
-};
-
 // The analytic gradient; `drop_d` evaluates it with D = 0 (dS = P·dP, the backward without
 // the softmax Jacobian's rank-one term: a wrong backward, for the check's teeth).
 Gradient analytic_gradient(const AttnCase& c, bool drop_d) {
@@ -197,41 +193,17 @@ Gradient analytic_gradient(const AttnCase& c, bool drop_d) {
   return out;
 }
 
+// wrong: the backward with D = 0, which must fail wherever the dropped term is visible.
 template <class T>
 void fd_case(bool wrong) {
   const AttnCase c = genCase<T>();
   RC_TAG(kind_name(c.cfg.mask.kind));
-  const Tensor<hp> theta = pack(c);
-  reference::FdOptions<hp> opt;
-  opt.smoothness = reference::Smoothness::smooth;
-  opt.third_derivative_bound = [&](std::size_t i, const hp&) {
-    return third_derivative_bound(c, i);
-  };
   const auto out_error =
       reference::attention_reference_error(c.cfg, c.q, c.k, c.v, Tensor<hp>()).out;
-  const auto fd = central_difference_gradient<hp>(
-      [&](const Tensor<hp>& th) { return loss(c, th, out_error); }, theta, opt);
-  const Gradient g = analytic_gradient(c, wrong);
-  RC_ASSERT(g.value.size() == fd.estimate.size());
-  const auto v = compare_gradient<hp>(fd, g.value, g.error);
-  if (!wrong) {
-    if (!v.pass) {
-      RC_FAIL(describe(c) + ": coordinate " + std::to_string(v.worst) +
-              " of (q, k, v): " + "central difference " + show_hp(fd.estimate[v.worst]) +
-              ", backward " + show_hp(g.value[v.worst]) + ", ratio " + show_hp(v.worst_ratio));
-    }
-    RC_TAG(v.worst_ratio < hp(1e-3) ? "worst ratio < 1e-3" : "worst ratio >= 1e-3");
-    return;
-  }
-  // Teeth: the backward with D = 0 must fail wherever the dropped term is visible.
-  const Gradient right = analytic_gradient(c, false);
-  bool visible = false;
-  for (std::size_t i = 0; i < g.value.size(); ++i) {
-    using std::abs;
-    if (abs(g.value[i] - right.value[i]) > 4 * (fd.tolerance[i] + right.error[i])) visible = true;
-  }
-  RC_PRE(visible);
-  RC_ASSERT(!v.pass);
+  check_smooth_gradient(
+      pack(c), [&](const Tensor<hp>& th) { return loss(c, th, out_error); },
+      [&](std::size_t i, const hp&) { return third_derivative_bound(c, i); },
+      [&](bool drop_d) { return analytic_gradient(c, drop_d); }, wrong, describe(c), "(q, k, v)");
 }
 
 RC_GTEST_PROP(attention_reference, backward_matches_central_differences_float64, ()) {

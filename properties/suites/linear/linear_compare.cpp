@@ -13,11 +13,9 @@
 namespace shardcheck::check {
 
 LinearCase case_of(const cases::CaseManifest& m, LinearCase* /*tag*/) {
-  LinearCase c;
+  auto c = case_at_mesh<LinearCase>(m);
   c.layer =
       m.op == "row_parallel_linear" ? LinearLayer::row_parallel : LinearLayer::column_parallel;
-  c.dtype = m.dtype;
-  c.world = m.world();
   c.tokens = m.size("tokens");
   c.in = m.size("in");
   c.out = m.size("out");

@@ -44,9 +44,7 @@ Tensor<T> stacked(const Tensor<T>& a, const Tensor<T>& b) {
 }  // namespace
 
 MlpCase case_of(const cases::CaseManifest& m, MlpCase* /*tag*/) {
-  MlpCase c;
-  c.dtype = m.dtype;
-  c.world = m.world();
+  auto c = case_at_mesh<MlpCase>(m);
   c.tokens = m.size("tokens");
   c.hidden = m.size("hidden");
   c.has_bias = m.input("b_up") != nullptr;

@@ -1,11 +1,18 @@
-// sequence_parallel_norm as a case on disk (docs/case-format.md, compare/compare.hpp): the
-// config's fields as ops/norm/norm_spec.cpp writes them (kind, eps, tokens, token_split,
-// reduce_algorithm), the sizes tokens, hidden, the mesh {"tp": P}; inputs x [tokens, hidden],
-// gamma [hidden], beta [hidden] (layer_norm only, required there), dy [tokens, hidden] (needed
-// for the gradients); outputs y, dx, dgamma, dbeta (layer_norm only), each optional.
-// megatron_sp_block is not comparable yet.
+// sequence_parallel_norm and megatron_sp_block as cases on disk (docs/case-format.md,
+// compare/compare.hpp), the mesh {"tp": P}.
+//   sequence_parallel_norm  the config's fields as ops/norm/norm_spec.cpp writes them (kind, eps,
+//            tokens, token_split, reduce_algorithm), the sizes tokens, hidden; inputs x [tokens,
+//            hidden], gamma [hidden], beta [hidden] (layer_norm only, required there), dy
+//            [tokens, hidden] (needed for the gradients); outputs y, dx, dgamma, dbeta
+//            (layer_norm only), each optional.
+//   megatron_sp_block  the config as sp_block_spec writes it: "norm" (the norm's fields above),
+//            "ffn", "ffn_split", and "column", "row", the linear layers' configs the block
+//            derives from those (given, each must be what it derives; their "kernel" is free);
+//            the sizes tokens, hidden, ffn; inputs as the norm's plus w1 [ffn, hidden], w2
+//            [hidden, ffn]; outputs as the norm's plus dw1, dw2.
 #include "compare/compare.hpp"
 #include "compare/config_fields.hpp"
+#include "ops/linear/linear_spec.hpp"
 #include "suites/norm/norm_case.hpp"
 #include "suites/norm/norm_mutants.hpp"
 #include "suites/upstream_gradient.hpp"
@@ -47,16 +54,71 @@ SequenceParallelNormConfig sp_norm_config(const cases::CaseManifest& m, cases::F
   return k;
 }
 
+// The kernel of the block's linear layer `key` ("column" or "row") when the config gives that
+// layer's config, which must otherwise be what the block derives: `derived(kernel)`, as
+// linear_spec.cpp's to_json writes it. @throws cases::CaseError naming the first field that
+// differs (or is unknown) and what the block derives there.
+template <class Derive>
+Kernel derived_linear(cases::Fields& f, const std::string& key, Kernel fallback, Derive derived) {
+  if (!f.has(key)) return fallback;
+  cases::Fields layer = f.object(key);
+  const Kernel k = kernel_or(layer, "kernel", fallback);
+  const nlohmann::json want = nlohmann::json::parse(derived(k));
+  for (const auto& [field, derived_value] : want.items()) {
+    if (field == "kernel" || !layer.has(field)) continue;
+    const nlohmann::json& given = layer.raw(field);
+    if (given != derived_value) {
+      layer.fail(field, "is " + given.dump() + " but the block derives " + derived_value.dump() +
+                            " from its norm, ffn and ffn_split; give the same or leave " + key +
+                            " out");
+    }
+  }
+  layer.done();  // a field the layer's config does not have, named with the ones it has
+  return k;
+}
+
+// megatron_sp_block's config (the file comment). @throws cases::CaseError: the norm's errors, an
+// ffn other than sizes.ffn, a linear layer's field other than the derived one, two kernels.
+BlockConfig block_config(const cases::CaseManifest& m, cases::Fields& f) {
+  BlockConfig b;
+  cases::Fields norm = f.has("norm")
+                           ? f.object("norm")
+                           : cases::Fields(nlohmann::json::object(), m.file, "config.norm");
+  b.norm = sp_norm_config(m, norm);
+  norm.done();
+  const std::size_t ffn = m.size("ffn");
+  b.ffn = f.size_or("ffn", ffn);
+  if (b.ffn != ffn) {
+    f.fail("ffn", "is " + std::to_string(b.ffn) + " but sizes.ffn is " + std::to_string(ffn) +
+                      "; give the same or leave the config's out");
+  }
+  b.ffn_split = split_or(f, "ffn_split", b.ffn_split);
+  b.kernel = derived_linear(f, "column", b.kernel, [&](Kernel k) {
+    return to_json(sp_block_column_config(b.norm, b.ffn, b.ffn_split, k));
+  });
+  const Kernel row = derived_linear(f, "row", b.kernel, [&](Kernel k) {
+    return to_json(sp_block_row_config(b.norm, b.ffn_split, k));
+  });
+  if (row != b.kernel) {
+    f.fail("row", "has kernel " + std::string(name(row)) + " but column has " +
+                      std::string(name(b.kernel)) +
+                      "; the block runs both linear layers with one kernel");
+  }
+  return b;
+}
+
 }  // namespace
 
 NormCase case_of(const cases::CaseManifest& m, NormCase* /*tag*/) {
-  NormCase c;
-  c.op = NormOp::norm;
-  c.dtype = m.dtype;
-  c.world = m.world();
+  auto c = case_at_mesh<NormCase>(m);
+  c.op = m.op == "megatron_sp_block" ? NormOp::block : NormOp::norm;
   c.hidden = m.size("hidden");
   cases::Fields f = m.config;
-  c.block.norm = sp_norm_config(m, f);
+  if (c.op == NormOp::block) {
+    c.block = block_config(m, f);
+  } else {
+    c.block.norm = sp_norm_config(m, f);
+  }
   f.done();
   // The contract: how the kernel forms layer_norm's xhat (reference/norm/norm_bound.hpp).
   using reference::NormXhat;
@@ -67,8 +129,8 @@ NormCase case_of(const cases::CaseManifest& m, NormCase* /*tag*/) {
   } else if (m.contract == "fused_rstd_mean") {
     c.xhat_forms = {NormXhat::fused};
   } else {
-    throw cases::CaseError(m.file + ": contract: is \"" + m.contract +
-                           "\" but sequence_parallel_norm knows \"two_pass\" (xhat = (x − "
+    throw cases::CaseError(m.file + ": contract: is \"" + m.contract + "\" but " + m.op +
+                           " knows \"two_pass\" (xhat = (x − "
                            "mean)·rstd, as lib/ops/norm) and \"fused_rstd_mean\" (xhat = "
                            "fma(x, rstd, −rstd·mean), as PyTorch's CPU LayerNorm); omit the field "
                            "for a bound that covers both");
@@ -96,13 +158,19 @@ void read_tensors(CaseReader& r, const NormCase& c, NormData<T>& d, NormRun<T>& 
   r.input("x", d.x);
   r.input("gamma", d.gamma);
   if (beta) r.input("beta", d.beta);
-  read_upstream_gradient(r, "dy", d.dy, {c.tokens(), c.hidden}, {"dx", "dgamma", "dbeta"});
+  if (c.op == NormOp::block) {
+    r.input("w1", d.w1);
+    r.input("w2", d.w2);
+  }
+  read_upstream_gradient(r, "dy", d.dy, {c.tokens(), c.hidden},
+                         {"dx", "dgamma", "dbeta", "dw1", "dw2"});
   read_listed_outputs<T>(r, c, run);
 }
 
 void register_norm_compare() {
-  CompareRegistry::instance().add("sequence_parallel_norm",
-                                  compare_as<NormCase, NormData, NormRun, &norm_mutants>);
+  for (const char* op : {"sequence_parallel_norm", "megatron_sp_block"}) {
+    CompareRegistry::instance().add(op, compare_as<NormCase, NormData, NormRun, &norm_mutants>);
+  }
 }
 
 }  // namespace shardcheck::check

@@ -145,10 +145,8 @@ void read_cross_entropy_config(cases::Fields& f, VocabCase& c) {
 }  // namespace
 
 VocabCase case_of(const cases::CaseManifest& m, VocabCase* /*tag*/) {
-  VocabCase c;
+  auto c = case_at_mesh<VocabCase>(m);
   c.op = m.op == "vocab_parallel_embedding" ? VocabOp::embedding : VocabOp::cross_entropy;
-  c.dtype = m.dtype;
-  c.world = m.world();
   c.tokens = m.size("tokens");
   c.vocab = m.size("vocab");
   cases::Fields f = m.config;

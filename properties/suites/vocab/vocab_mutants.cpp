@@ -20,8 +20,10 @@ enum class Bug {
   global_padding_idx_on_every_shard,
   smoothing_local_vocab_size,
   smoothing_local_mean,
+  smoothing_n_classes_of_shard,
   mean_by_local_count,
   local_max,
+  max_not_all_reduced,
   gathered_logits_as_sharded,
   target_from_rank0_only,
   owner_grad_missing_onehot,
@@ -161,7 +163,9 @@ struct MutantVocab {
       }
     }
     std::vector<A> local_m = m;
-    tp.all_reduce(std::span<A>(m), ReduceOp::max, cfg.reduce_algorithm);
+    if constexpr (B != Bug::max_not_all_reduced) {  // there each rank keeps its local max
+      tp.all_reduce(std::span<A>(m), ReduceOp::max, cfg.reduce_algorithm);
+    }
     std::vector<A> sums(k * tokens, A(0));
     std::vector<A> local_z(tokens, A(0));
     const bool by_class = !cfg.class_weight.empty(), by_token = !cfg.token_weight.empty();
@@ -172,6 +176,11 @@ struct MutantVocab {
       return B == Bug::class_weight_local_index ? cw(v) : cw(col0 + v);
     };
     constexpr bool unweighted_smoothing = B == Bug::smoothing_unweighted_with_class_weight;
+    // PyTorch's form of the loss, (1 − ε)·c_y·(lse − z_y) + (ε/V)·(Σ_v c_v·lse − Σ_v c_v·z_v),
+    // also without class weights (c_v = 1), where the library writes lse − Σ_v target_v·z_v:
+    // the two agree while ε/V is right.
+    constexpr bool pytorch_form = B == Bug::smoothing_n_classes_of_shard;
+    const bool class_form = by_class || pytorch_form;
     A c_total(0);
     for (std::size_t v = 0; v < classes; ++v) c_total += cw(v);
     if (unweighted_smoothing) c_total = static_cast<A>(classes);
@@ -206,10 +215,11 @@ struct MutantVocab {
     tp.all_reduce(std::span<A>(sums), ReduceOp::sum, cfg.reduce_algorithm);
     const A eps = static_cast<A>(cfg.label_smoothing);
     const A one = A(1) - eps;
-    const A vsize = static_cast<A>(
-        B == Bug::smoothing_local_vocab_size || B == Bug::smoothing_local_mean ? mine.size
-        : pad_in_smoothing                                                     ? cfg.vocab
-                                                                               : classes);
+    const A vsize = static_cast<A>(B == Bug::smoothing_local_vocab_size ||
+                                           B == Bug::smoothing_local_mean || pytorch_form
+                                       ? mine.size
+                                   : pad_in_smoothing ? cfg.vocab
+                                                      : classes);
     const A q = eps / vsize;
     std::size_t count = 0;
     A den(0);
@@ -231,7 +241,7 @@ struct MutantVocab {
                      : B == Bug::smoothing_local_mean ? local_z[t]
                                                       : sums[2 * tokens + t];
       A l;
-      if (by_class) {
+      if (class_form) {
         l = A(one * cw(yu)) * A(lse[t] - sums[tokens + t]);
         if (smooth) l += q * A(A(c_total * lse[t]) - zsum);
       } else {
@@ -254,7 +264,7 @@ struct MutantVocab {
       out.loss[0] = static_cast<T>(total);
     }
     // Backward, on the real shard.
-    const A qg = B == Bug::smoothing_local_vocab_size || pad_in_smoothing
+    const A qg = B == Bug::smoothing_local_vocab_size || pytorch_form || pad_in_smoothing
                      ? q
                      : eps / static_cast<A>(classes);
     A common(0);
@@ -269,7 +279,7 @@ struct MutantVocab {
       const A base = cfg.reduction == LossReduction::none ? static_cast<A>(in.dloss[t]) : common;
       const A s = by_token && B != Bug::token_weight_missing_in_backward ? A(base * tw(t)) : base;
       const A ky = by_class ? A(one * cw(static_cast<std::size_t>(y))) : one;
-      const A kk = by_class && smooth ? A(ky + A(qg * c_total)) : ky;
+      const A kk = class_form && smooth ? A(ky + A(qg * c_total)) : ky;
       for (std::size_t v = 0; v < mine.size; ++v) {
         const A zv = static_cast<A>(in.logits_shard(t, v));
         const A pv =
@@ -287,7 +297,7 @@ struct MutantVocab {
           } else {
             continue;
           }
-        } else if (by_class) {
+        } else if (class_form) {
           const A cv = B == Bug::class_weight_local_index ? cw(v) : cw(mine.offset + v);
           A c = qg * (unweighted_smoothing ? A(1) : cv);
           if (onehot) c += ky;
@@ -331,6 +341,14 @@ constexpr Mutant<VocabImplementation> catalog[] = {
      "the rank's columns divided by V_r, never all_reduced), as in Megatron-LM: the loss differs "
      "from rank to rank",
      &make<Bug::smoothing_local_mean>, false},
+    {"smoothing-n-classes-of-shard",
+     "label smoothing in PyTorch's form, (1 − ε)·nll + (ε/n)·Σ_v −log p_v, with the sum over "
+     "the whole vocabulary (all_reduced) but n read from the shard's logits (aten's n_classes = "
+     "input.size(class_dim) on the rank's [tokens, V_r]): ε/V_r where ε/V is meant, so log S "
+     "weighs (1 − ε) + ε·V/V_r in the loss and the gradient's softmax term is scaled by the "
+     "same; smoothing-local-vocab-size is the same slip in the form lse − Σ_v target_v·z_v, "
+     "which keeps log S at weight 1 (with class weights the two coincide)",
+     &make<Bug::smoothing_n_classes_of_shard>, false},
     {"mean-by-local-count",
      "the mean reduction divides by the number of non-ignored tokens whose target this rank "
      "owns (a count built from the ownership mask) instead of the global count",
@@ -340,6 +358,14 @@ constexpr Mutant<VocabImplementation> catalog[] = {
      "(the all_reduced global max is computed but not used): right for ordinary logits, inf or "
      "0 once exp(m_r) overflows or underflows (|logits| ~ 1e4)",
      &make<Bug::local_max>, false},
+    {"max-not-all-reduced",
+     "the all_reduce(max) of the row maxima is left out: each rank shifts its exponentials by "
+     "its own local max m_r and the shifted sums are all_reduced as if they shared one shift, so "
+     "S = Σ_r Σ_{v of rank r} exp(z_v − m_r) mixes the ranks' scales; the loss (log S + m_r, "
+     "different "
+     "on every rank) and the softmax exp(z_v − m_r)/S of the gradient are wrong wherever the "
+     "ranks' maxima differ",
+     &make<Bug::max_not_all_reduced>, false},
     {"gathered-logits-as-sharded",
      "the logits are all_gathered first and the full rows are then fed to the sharded algorithm "
      "as if they were the rank's shard: the sum of exponentials counts every column P times, so "
