@@ -42,20 +42,14 @@ std::vector<Term> kept_of(const spec::OpSpec& s, int r, ElementBytes e) {
   return kept;
 }
 
-// Whether the caller makes buffer b's collective itself (and so the op holds no buffer for it).
-using Dropped = bool (*)(const spec::BufferSpec& b);
-bool none_dropped(const spec::BufferSpec& /*b*/) { return false; }
-
 // The peak of one pass: its first moment with the most bytes, as terms (none: no buffer).
-std::vector<Term> peak_of(const std::vector<spec::Moment>& moments, ElementBytes e,
-                          Dropped dropped) {
+std::vector<Term> peak_of(const std::vector<spec::Moment>& moments, ElementBytes e) {
   std::vector<Term> best;
   std::uint64_t most = 0;
   for (const auto& m : moments) {
     std::vector<Term> terms;
-    for (const auto& b : m) {
-      if (!dropped(b)) terms.push_back({b.name, b.elements * element_size(b.elem, e)});
-    }
+    terms.reserve(m.size());
+    for (const auto& b : m) terms.push_back({b.name, b.elements * element_size(b.elem, e)});
     if (sum(terms) > most || (best.empty() && !terms.empty() && sum(terms) == most)) {
       most = sum(terms);
       best = std::move(terms);
@@ -66,10 +60,9 @@ std::vector<Term> peak_of(const std::vector<spec::Moment>& moments, ElementBytes
 
 // Rank r's activations from the op's spec (ops/op_spec.hpp: the kept tensors and the collective
 // buffers are declared with the op; this sizes them).
-OpActivations activations_of(const spec::OpSpec& s, int r, ElementBytes e,
-                             Dropped dropped = none_dropped) {
+OpActivations activations_of(const spec::OpSpec& s, int r, ElementBytes e) {
   const auto& b = s.buffers.at(static_cast<std::size_t>(r));
-  return {kept_of(s, r, e), peak_of(b.forward, e, dropped), peak_of(b.backward, e, dropped)};
+  return {kept_of(s, r, e), peak_of(b.forward, e), peak_of(b.backward, e)};
 }
 
 }  // namespace
@@ -122,13 +115,10 @@ OpActivations head_layer_activations(const HeadParallelConfig& cfg, std::size_t 
                                      bool grads_reduced_over_cp) {
   // The spec's world rank: cp_rank·tp + tp_rank (tp_rank alone without context parallelism).
   const int r = cfg.context_parallel ? cp_rank * tp + tp_rank : tp_rank;
-  // Without the cp group's pack: the caller all_reduces the parameter gradients over cp itself
-  // (the spec's calls it drops are the same, ops/model/model_spec.cpp).
-  const Dropped cp_all_reduce = [](const spec::BufferSpec& b) {
-    return b.group == "cp" && b.op == Collective::all_reduce;
-  };
-  return activations_of(attention_layer_spec(cfg, batch, cp, tp), r, e,
-                        grads_reduced_over_cp ? none_dropped : cp_all_reduce);
+  return activations_of(grads_reduced_over_cp
+                            ? attention_layer_spec(cfg, batch, cp, tp)
+                            : attention_layer_spec_grads_left_to_caller(cfg, batch, cp, tp),
+                        r, e);
 }
 
 }  // namespace shardcheck::budget

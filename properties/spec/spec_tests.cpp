@@ -5,6 +5,7 @@
 // is checked elsewhere, byte for byte: properties/budget/ (every rank's ledger against the
 // spec's calls) and each suite's declared_traffic property.
 #include "engine/slicing.hpp"
+#include "ops/attention/attention_spec.hpp"
 #include "ops/op_spec.hpp"
 #include "runtime/errors.hpp"
 
@@ -179,6 +180,45 @@ TEST(OpSpec, ChainedBuffersAreTaggedByPartInRunOrder) {
               HasSubstr("\"buffers\": {\"forward\": [[{\"name\": \"y partial\", \"elem\": "
                         "\"T\", \"elements\": 4, \"group\": \"tp\", \"collective\": "
                         "\"reduce_scatter\"}]], \"backward\": [[{\"name\": \"dy gathered\""));
+}
+
+// The whole model's layer (its gradients summed over dp × cp by the model's finalize) is the
+// layer's spec less exactly the cp all_reduces (the parameter pack and dbo) and their buffers.
+TEST(OpSpec, ALayerWhoseCallerSumsOverCpLosesExactlyTheCpAllReduces) {
+  HeadParallelConfig layer;
+  layer.attention.q_heads = 4;
+  layer.attention.kv_heads = 2;
+  layer.attention.head_dim = 2;
+  layer.attention.mask.q_len = layer.attention.mask.k_len = 7;
+  layer.hidden = 6;
+  layer.has_bias = true;
+  layer.context_parallel = ContextParallelConfig{};
+  layer.context_parallel->seq_len = 7;
+  const auto full = attention_layer_spec(layer, 1, 2, 4);
+  const auto left = attention_layer_spec_grads_left_to_caller(layer, 1, 2, 4);
+  expect_consistent(left);
+  const auto over_cp = [](const auto& x) {
+    return x.group == "cp" && x.op == Collective::all_reduce;
+  };
+  ASSERT_EQ(left.calls.size(), full.calls.size());
+  for (std::size_t r = 0; r < full.calls.size(); ++r) {
+    auto kept = full.calls[r];
+    std::erase_if(kept, over_cp);
+    EXPECT_EQ(full.calls[r].size() - kept.size(), 2U) << "rank " << r << ": the pack and dbo";
+    ASSERT_EQ(left.calls[r].size(), kept.size()) << "rank " << r;
+    for (std::size_t i = 0; i < kept.size(); ++i) {
+      EXPECT_EQ(left.calls[r][i].tensor, kept[i].tensor) << "rank " << r << " call " << i;
+    }
+    EXPECT_EQ(left.buffers[r].forward.size(), full.buffers[r].forward.size());
+    std::size_t cp_buffers = 0;
+    for (const auto& m : full.buffers[r].backward)
+      cp_buffers += std::count_if(m.begin(), m.end(), over_cp);
+    EXPECT_GT(cp_buffers, 0U) << "rank " << r << ": the full layer declares its cp pack";
+    for (const auto& m : left.buffers[r].backward) {
+      EXPECT_FALSE(m.empty());
+      EXPECT_EQ(std::count_if(m.begin(), m.end(), over_cp), 0) << "rank " << r;
+    }
+  }
 }
 
 TEST(OpSpec, EveryFamilysExampleSpecsAreConsistentAndPrintable) {

@@ -443,6 +443,21 @@ spec::OpSpec attention_layer_spec(const HeadParallelConfig& cfg, std::size_t bat
   return s;
 }
 
+spec::OpSpec attention_layer_spec_grads_left_to_caller(const HeadParallelConfig& cfg,
+                                                       std::size_t batch, int cp, int tp) {
+  auto s = attention_layer_spec(cfg, batch, cp, tp);
+  // all_reduce_layer_grads_over_cp's calls and its pack: the only all_reduces over cp.
+  const auto over_cp = [](const auto& x) {
+    return x.group == "cp" && x.op == Collective::all_reduce;
+  };
+  for (auto& calls : s.calls) std::erase_if(calls, over_cp);
+  for (auto& b : s.buffers) {
+    for (auto& m : b.backward) std::erase_if(m, over_cp);
+    std::erase_if(b.backward, [](const spec::Moment& m) { return m.empty(); });
+  }
+  return s;
+}
+
 std::vector<spec::OpSpec> attention_example_specs() {
   AttentionConfig att;
   att.q_heads = 4;

@@ -40,6 +40,13 @@ spec::OpSpec context_parallel_attention_spec(const AttentionConfig& cfg,
                                              const ContextParallelConfig& cc, std::size_t batch,
                                              int cp);
 spec::OpSpec attention_layer_spec(const HeadParallelConfig& cfg, std::size_t batch, int cp, int tp);
+// The layer as a caller that sums its parameter gradients over cp itself runs it
+// (attention_layer_backward_partial, then all_reduce_replicated_kv_grads, without
+// all_reduce_layer_grads_over_cp): attention_layer_spec without the cp all_reduces, their calls
+// and their buffers. The whole model runs its layers so (ops/model/model_spec.hpp), leaving every
+// gradient's sum over dp × cp to its finalize, as Megatron-LM's finalize_model_grads does.
+spec::OpSpec attention_layer_spec_grads_left_to_caller(const HeadParallelConfig& cfg,
+                                                       std::size_t batch, int cp, int tp);
 
 // The lengths L_j of the cp ranks' pieces of the sequence under cc's layout and split (the keys'
 // pieces; the queries' too under self-attention).

@@ -124,16 +124,6 @@ spec::RankCalls rank_calls(const ModelConfig& c, const ModelParallelConfig& par,
     return sp ? split_sizes(par.token_split, tokens, par.tp)[static_cast<std::size_t>(m.tp)]
               : tokens;
   };
-  // The layer's attention backward without the cp all_reduces of its parameters' gradients
-  // (the model sums every gradient over dp × cp once, in the finalize).
-  auto attention_backward = [&](const spec::OpSpec& s) {
-    spec::RankCalls out;
-    for (const auto& call : s.calls_of(tp_cp_rank, Pass::backward)) {
-      if (call.group == "cp" && call.op == Collective::all_reduce) continue;
-      out.push_back(call);
-    }
-    return out;
-  };
   const int pp_rank = m.pp;
   for (const Piece& mb : mbs) {  // forward
     const std::size_t tokens = mb.size * Lc;
@@ -173,13 +163,14 @@ spec::RankCalls rank_calls(const ModelConfig& c, const ModelParallelConfig& par,
       calls.push_back(spec::recv_spec(Pass::backward, "dx", "pp", Elem::value, rows(tokens) * H,
                                       par.pp, pp_rank));
     }
-    const auto att = attention_layer_spec(model_attention_config(c, par, mbs[k].size, seq_len),
-                                          mbs[k].size, par.cp, par.tp);
+    // The layer's parameter gradients are summed over dp × cp once, in the finalize below.
+    const auto att = attention_layer_spec_grads_left_to_caller(
+        model_attention_config(c, par, mbs[k].size, seq_len), mbs[k].size, par.cp, par.tp);
     const auto mlp = parallel_mlp_spec(mlp_cfg(tokens), tokens, H, c.linear_bias, par.tp);
     for (std::size_t l = 0; l < layers; ++l) {
       add(mlp.calls_of(m.tp, Pass::backward));
       norm_backward();
-      add(attention_backward(att));
+      add(att.calls_of(tp_cp_rank, Pass::backward));
       norm_backward();
     }
     if (!first) {
@@ -254,16 +245,17 @@ spec::OpSpec model_train_step_spec(const ModelConfig& cfg, const ModelParallelCo
        {"dp", static_cast<std::size_t>(par.dp)},
        {"cp", static_cast<std::size_t>(par.cp)},
        {"tp", static_cast<std::size_t>(par.tp)}});
-  // Each rank's local shape of every dense parameter (model_local_param_shapes).
-  const ModelParams<double> dense = model_param_shapes(cfg);
+  // The dense parameters, names and shapes in for_each_param's order: the one rank's of a mesh of
+  // one (no tensor is made; properties/suites/model/model_shapes_tests.cpp checks the two agree).
+  const std::vector<NamedShape> dense = model_local_param_shapes(cfg, ModelParallelConfig{}, 0);
+  // Each rank's local shape of each (its first dimension 0 on a rank without the tensor).
   std::map<std::string, std::vector<std::vector<std::size_t>>> local;
-  ModelParams<double> d2 = dense;
-  for_each_param(d2, d2, [&](const std::string& n, const Tensor<double>& t, auto&) {
-    if (t.empty()) return;
-    std::vector<std::size_t> none = t.shape();  // a rank without the tensor: its first dim 0
+  for (const NamedShape& p : dense) {
+    if (p.shape.empty()) continue;
+    std::vector<std::size_t> none = p.shape;
     none[0] = 0;
-    local[n].assign(static_cast<std::size_t>(world), none);
-  });
+    local[p.name].assign(static_cast<std::size_t>(world), none);
+  }
   for (int r = 0; r < world; ++r) {
     const ModelCoordinates m = model_coordinates(cfg, par, r);
     for (const NamedShape& p : model_local_param_shapes(cfg, par, r)) {
@@ -276,8 +268,9 @@ spec::OpSpec model_train_step_spec(const ModelConfig& cfg, const ModelParallelCo
   const HeadParallelConfig hp = model_attention_config(cfg, par, 0, 1);
   for (int t = 0; t < par.tp; ++t) heads.push_back(head_assignment(hp, par.tp, t));
   const auto rep = Placement::replicate();
-  for_each_param(d2, d2, [&](const std::string& n, const Tensor<double>& t, auto&) {
-    if (t.empty()) return;
+  for (const NamedShape& p : dense) {
+    if (p.shape.empty()) continue;
+    const std::string& n = p.name;
     const std::vector<Placement> pl{rep, rep, rep, tp_placement(cfg, par, n, heads)};
     const std::string where = n == "embedding" ? "first stage (and a tied copy on the last)"
                               : n == "output"  ? "last stage"
@@ -286,7 +279,7 @@ spec::OpSpec model_train_step_spec(const ModelConfig& cfg, const ModelParallelCo
                                   : "last stage";
     auto add = [&](std::string name, Role role, Elem elem) {
       auto ts = spec::tensor_of(
-          elem, std::move(name), role, t.shape(), pl,
+          elem, std::move(name), role, p.shape, pl,
           "held on the " + where +
               (n.find("w_up") != std::string::npos || n.find("b_up") != std::string::npos
                    ? "; rank r holds [W_gate,r; W_up,r]"
@@ -297,7 +290,7 @@ spec::OpSpec model_train_step_spec(const ModelConfig& cfg, const ModelParallelCo
     add(n, Role::parameter, Elem::value);
     add("d" + n, Role::grad_input, Elem::acc);
     add("new." + n, Role::output, Elem::value);
-  });
+  }
   s.tensors.push_back(spec::tensor_of(Elem::acc, "loss", Role::output, {1}, {rep, rep, rep, rep},
                                       "the last stage's ranks"));
   s.tensors.push_back(
