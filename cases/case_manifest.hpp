@@ -72,6 +72,9 @@ struct CaseManifest {
   // tests judge a kernel by its error relative to such a baseline's); each name is an output's.
   std::vector<TensorFiles> baseline;
   std::string baseline_implementation;
+  // Not read from case.json: the outputs whose element values the caller wants kept in the
+  // verdict (TensorCheck::values), as a run keeps its links' sources (compare/run_verdict.hpp).
+  std::vector<std::string> keep_values;
 
   // The size called `name`. @throws CaseError naming the file and "sizes.<name>" when absent.
   std::size_t size(const std::string& name) const;

@@ -89,6 +89,50 @@ RunManifest parse_run_manifest(const std::string& json, const std::string& file,
     s.dir = (fs::path(dir) / path).string();
     m.steps.push_back(std::move(s));
   }
+  if (top.has("links")) {
+    const nlohmann::json& links = top.raw("links");
+    if (!links.is_array()) {
+      top.fail("links", R"(give an array of {"from": step, "output": name, "to": step, )"
+                        R"("input": name})");
+    }
+    nlohmann::json link_index = nlohmann::json::object();
+    for (std::size_t k = 0; k < links.size(); ++k) link_index[std::to_string(k)] = links[k];
+    Fields all(link_index, file, "links");
+    // A step named as written in "steps" ("a", "a/" and "./a/." are one).
+    const auto step_of = [&](Fields& link, const std::string& key) {
+      const std::string path = link.string(key);
+      const std::string norm = (fs::path(path).lexically_normal() / "").string();
+      const auto it = std::find(seen.begin(), seen.end(), norm);
+      if (it == seen.end()) {
+        std::string names;
+        for (const auto& st : steps) {
+          names += (names.empty() ? "" : ", ") +
+                   (st.is_string() ? st.get<std::string>() : st.value("case", std::string()));
+        }
+        link.fail(key, "is " + path + ", which is not a step of the run; give one of " + names);
+      }
+      return static_cast<std::size_t>(it - seen.begin());
+    };
+    for (std::size_t k = 0; k < links.size(); ++k) {
+      const std::string at = std::to_string(k);
+      if (!links[k].is_object()) {
+        all.fail(at, R"(give {"from": step, "output": name, "to": step, "input": name})");
+      }
+      Fields link = all.object(at);
+      RunLink l;
+      l.from = step_of(link, "from");
+      l.output = link.string("output");
+      l.to = step_of(link, "to");
+      l.input = link.string("input");
+      if (l.to <= l.from) {
+        all.fail(at, "runs from step " + std::to_string(l.from + 1) + " to step " +
+                         std::to_string(l.to + 1) +
+                         "; a link runs along the dataflow, from a step to a later one");
+      }
+      link.done();
+      m.links.push_back(std::move(l));
+    }
+  }
   top.done();
   return m;
 }

@@ -9,7 +9,11 @@
 //     "name": "llama block, step 3",            optional: the run's name in the report
 //     "steps": ["00_embedding",                 case directories, relative to run.json's,
 //               {"case": "01_attention",        in dataflow order; a step may carry a name
-//                "name": "layer 0 attention"}]
+//                "name": "layer 0 attention"}],
+//     "links": [{"from": "00_embedding",        optional: step `to`'s input `input` is step
+//                "output": "y",                 `from`'s output `output` as the implementation
+//                "to": "01_attention",          passed it on; compare checks it bit for bit
+//                "input": "x"}]                 (docs/case-format.md, "Dataflow links")
 //   }
 //
 // This file reads the run's JSON only; the cases are read and judged one by one by `shardcheck
@@ -29,10 +33,21 @@ struct RunStep {
   std::string name;  // as written, or the path as written when the step has no name
 };
 
+// A dataflow link: step `to`'s input `input` is step `from`'s output `output`, handed on as it
+// was (the same elements in row-major order, bit for bit; the shapes may differ, as a [b·L, H]
+// output read as a [b, L, H] input).
+struct RunLink {
+  std::size_t from = 0;  // the producing step's index (0-based)
+  std::string output;
+  std::size_t to = 0;  // the consuming step's index, after `from`
+  std::string input;
+};
+
 struct RunManifest {
   std::string file;  // run.json's path, for messages
   std::string name;  // "" when not given
   std::vector<RunStep> steps;
+  std::vector<RunLink> links;  // in the order written
 };
 
 // Whether `dir` holds a run.json.
@@ -41,7 +56,10 @@ bool is_run_dir(const std::string& dir);
 // Reads `path`: a directory holding run.json, or the file itself.
 // @throws CaseError naming the file and the field: unreadable, malformed JSON, another format
 // version, no steps, a step that is not a path or {"case", "name"}, an empty or absolute path,
-// one that leaves the run's directory (".."), a step written twice, an unknown field.
+// one that leaves the run's directory (".."), a step written twice, an unknown field; links
+// that are not an array of {"from", "output", "to", "input"}, name a directory that is not a
+// step, or run against the dataflow (`to` not after `from`). Whether the steps' cases give the
+// tensors a link names is checked when the cases are read (compare/run_verdict.hpp).
 RunManifest read_run_manifest(const std::string& path);
 // The same from JSON text; `file` names it in errors and `dir` is where its paths point.
 RunManifest parse_run_manifest(const std::string& json, const std::string& file,

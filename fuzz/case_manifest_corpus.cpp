@@ -84,6 +84,15 @@ std::vector<Target> targets() {
        R"({"shardcheck_run": 1, "name": "block 0", "steps": ["00_norm", )"
        R"({"case": "01_attention", "name": "layer 0 attention"}]})",
        "", 0, "shardcheck_case"},
+      {"run-linked",
+       R"({"shardcheck_run": 1, "steps": ["00_norm", "01_attention", "./02_mlp/"], "links": [)"
+       R"({"from": "00_norm", "output": "y", "to": "01_attention", "input": "x"}, )"
+       R"({"from": "01_attention/", "output": "y", "to": "02_mlp", "input": "x"}]})",
+       "", 0, "shardcheck_case"},
+      {"run-link-against-the-dataflow",
+       R"({"shardcheck_run": 1, "steps": ["a", "b"], "links": [)"
+       R"({"from": "b", "output": "y", "to": "a", "input": "x"}]})",
+       "", 0, "shardcheck_case"},
       {"run-step-leaves-the-run", R"({"shardcheck_run": 1, "steps": ["a/../../b", "./a/."]})", "",
        0, "shardcheck_case"},
       {"bad-json", manifest(col, y).substr(0, 60), "", 0, "JSON: malformed at byte"},

@@ -14,7 +14,8 @@
 //     written per dimension, has at least one dimension, every zigzag or partial dimension names
 //     an axis, no axis twice, and its normalized text parses back to itself.
 // A run manifest accepted has at least one step, each with a non-empty name and a directory
-// below the run's ("fuzz/..."), no directory twice.
+// below the run's ("fuzz/..."), no directory twice; every link runs from one of its steps to a
+// later one (the tensors it names are checked against the cases, not here).
 // Then every field of the config object is read as each JSON type and as an object, each read
 // either returning or throwing CaseError (the getters family bindings use, cases/json_fields.hpp).
 // SHARDCHECK_FUZZ_VERBOSE=1 prints every input.
@@ -137,6 +138,13 @@ void check_run(const shardcheck::cases::RunManifest& m, const std::string& text)
       violation("the step " + s.dir + " twice", text);
     }
     dirs.push_back(norm);
+  }
+  for (const auto& l : m.links) {
+    if (l.to >= m.steps.size() || l.from >= l.to) {
+      violation("a link from step " + std::to_string(l.from) + " to step " + std::to_string(l.to) +
+                    " of " + std::to_string(m.steps.size()) + " was accepted",
+                text);
+    }
   }
 }
 

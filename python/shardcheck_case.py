@@ -202,18 +202,34 @@ class Run:
         run = sc.Run("block 0, step 3")
         run.step(norm_case, "00_norm")
         run.step(attn_case, "01_attention", name="layer 0 attention")
+        run.link("00_norm", "y", "01_attention", "x")   # attention's x is norm's y, bit for bit
         run.write("dumps/step3")        # dumps/step3/run.json and a folder per step
     """
 
     def __init__(self, name=""):
         self.name = name
         self.steps = []  # (case, folder, name or None)
+        self.links = []  # {"from", "output", "to", "input"}
 
     def step(self, case, folder, name=None):
         """Appends `case` as the next step, written to RUN_DIR/folder."""
         if any(f == folder for _, f, _ in self.steps):
             raise ValueError("%s: already a step of this run" % folder)
         self.steps.append((case, folder, name))
+
+    def link(self, from_folder, output, to_folder, input_name):
+        """Declares that step to_folder's input `input_name` is step from_folder's output
+        `output` as the implementation handed it on: compare checks it bit for bit (docs/
+        case-format.md, "Dataflow links")."""
+        folders = [f for _, f, _ in self.steps]
+        for f in (from_folder, to_folder):
+            if f not in folders:
+                raise ValueError("%s: not a step of this run (add it with step() first)" % f)
+        if folders.index(to_folder) <= folders.index(from_folder):
+            raise ValueError("a link runs along the dataflow: %s is not after %s"
+                             % (to_folder, from_folder))
+        self.links.append({"from": from_folder, "output": output, "to": to_folder,
+                           "input": input_name})
 
     def write(self, directory):
         """Writes every step's case, then run.json last (atomically)."""
@@ -227,6 +243,8 @@ class Run:
         m = {"shardcheck_run": RUN_FORMAT_VERSION, "steps": steps}
         if self.name:
             m["name"] = self.name
+        if self.links:
+            m["links"] = self.links
         _atomic_write(os.path.join(directory, "run.json"),
                       json.dumps(m, indent=2).encode() + b"\n")
         return directory

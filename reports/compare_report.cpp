@@ -170,9 +170,19 @@ std::string to_json(const CompareReport& r) {
                {"tensor", f->tensor},
                {"where", f->where}};
     }
+    ordered_json links = ordered_json::array();
+    for (const auto& l : run.links) {
+      links.push_back({{"from", l.link.from + 1},
+                       {"output", l.link.output},
+                       {"to", l.link.to + 1},
+                       {"input", l.link.input},
+                       {"identical", l.problem.empty()},
+                       {"problem", l.problem}});
+    }
     runs.push_back({{"run", run.file},
                     {"name", run.name},
                     {"steps", steps},
+                    {"links", links},
                     {"failed", run.failed()},
                     {"first_failure", first},
                     {"summary", run.summary()}});
@@ -232,6 +242,12 @@ std::string to_markdown(const CompareReport& r) {
       const auto& c = run.steps[k];
       o << "| " << k + 1 << " | " << run.step_names[k] << " | " << c.dir << " | " << c.verdict.op
         << " | " << (c.verdict.pass() ? "pass" : "**FAIL**") << " |\n";
+    }
+    if (!run.links.empty()) {
+      o << "\n" << run.links.size() << " dataflow links, " << run.broken_links() << " broken.\n";
+    }
+    for (const auto& l : run.links) {
+      if (!l.problem.empty()) o << "\n- Link broken: " << l.problem << "\n";
     }
   }
   bool any = false;

@@ -13,6 +13,9 @@ What it shows (and checks, so ctest runs it: label "compare"):
   - two planted bugs fail on the tensors they break: the row-parallel bias added on every rank
     before the all_reduce (y, and db, since autograd gives the bias P times its gradient), and the column-parallel input gradient averaged over the ranks
     instead of summed (dx: an all_reduce with op=AVG);
+  - torch.nn.functional.linear in bfloat16 passes when the case declares its accumulator
+    ("accumulate": "bfloat16"): torch's CPU backward for small bfloat16 matmuls accumulates in
+    bfloat16, outside the default contract (float32 accumulation), which it fails;
   - the report's tolerance table for all of them.
 Needs python3-torch (Debian's, 1.13; scripts/setup installs it).
 """
@@ -43,13 +46,21 @@ def add_inputs(case, x, w, b, dy):
         case.input(name, np_of(t))
 
 
-def torch_linear(dtype):
-    """torch's own op: F.linear forward, autograd backward, as the dense layer (P = 1)."""
-    x, w, b, dy = inputs(dtype)
+def torch_linear(dtype, accumulate=None):
+    """torch's own op: F.linear forward, autograd backward, as the dense layer (P = 1); in
+    bfloat16 from float32 draws rounded, with the case's accumulator `accumulate`."""
+    if dtype == torch.bfloat16:
+        x, w, b, dy = (t.to(torch.bfloat16) for t in inputs(torch.float32))
+        case = sc.Case("column_parallel_linear", "bfloat16",
+                       {"tokens": TOKENS, "in": IN, "out": OUT}, {"tp": 1}, {},
+                       "torch %s F.linear" % torch.__version__, accumulate=accumulate)
+    else:
+        x, w, b, dy = inputs(dtype)
+        case = base_case("column_parallel_linear", dtype, 1, {},
+                         "torch %s F.linear" % torch.__version__)
     xs, ws, bs = (t.clone().requires_grad_() for t in (x, w, b))
     y = F.linear(xs, ws, bs)
     y.backward(dy)
-    case = base_case("column_parallel_linear", dtype, 1, {}, "torch %s F.linear" % torch.__version__)
     add_inputs(case, x, w, b, dy)
     for name, t in (("y", y), ("dx", xs.grad), ("dw", ws.grad), ("db", bs.grad)):
         case.output(name, np_of(t))
@@ -124,6 +135,17 @@ code, out = checks.compare(good, "--report", os.path.join(WORK, "report"))
 print(out)
 checks.expect("torch's F.linear and the hand-sharded layers pass in float64 and float32 (exit 0)",
               all_passed(code, out, 6), out)
+
+# bfloat16: judged under the default contract, torch's backward fails (its dx and dw accumulate
+# in bfloat16; one run, 2026-12-05: dx 32x, dw 83x the bound), which is reported but not
+# asserted (another CPU's kernel may accumulate in float32); declared, every tensor passes.
+bf16 = os.path.join(WORK, "bfloat16")
+torch_linear(torch.bfloat16).write(os.path.join(bf16, "default"))
+code, out = checks.compare(os.path.join(bf16, "default"))
+print(out)
+torch_linear(torch.bfloat16, "bfloat16").write(os.path.join(bf16, "declared"))
+checks.expect_passes("torch's F.linear in bfloat16 with \"accumulate\": \"bfloat16\"",
+                     os.path.join(bf16, "declared"), 1)
 
 # Autograd carries the bias bug into db too: the bias counted P times gets P times the gradient.
 # The diagnosis: the suite's bias-on-every-rank explains y but gets db right, so it partly

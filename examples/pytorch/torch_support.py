@@ -30,8 +30,12 @@ DTYPES = {torch.float64: "float64", torch.float32: "float32"}
 
 
 def np_of(t):
-    """A tensor's values as a NumPy array (detached, on the CPU)."""
-    return t.detach().cpu().numpy()
+    """A tensor's values as a NumPy array (detached, on the CPU); a bfloat16 tensor's as its raw
+    bits (uint16), the form python/shardcheck_case.py takes for "bfloat16"."""
+    t = t.detach().cpu()
+    if t.dtype == torch.bfloat16:
+        return t.contiguous().view(torch.int16).numpy().view("uint16")
+    return t.numpy()
 
 
 def chunk_sizes(n, p):

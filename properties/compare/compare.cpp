@@ -120,13 +120,36 @@ std::vector<std::string> diagnosis_lines(const CompareResult& r) {
   return out;
 }
 
-std::string default_contract(DType t) {
-  const std::string acc(name(acc_dtype(t)));
-  return "default: inputs and outputs in " + std::string(name(t)) +
-         ", every dot product and "
-         "sum accumulated in " +
-         acc + " in any order and rounded once to " + std::string(name(t)) +
+std::string default_contract(DType t, std::optional<DType> accumulate) {
+  const DType a = accumulate.value_or(acc_dtype(t));
+  const std::string store(name(t));
+  return std::string(a == acc_dtype(t) ? "default" : "declared accumulate") +
+         ": inputs and outputs in " + store + ", every dot product and sum accumulated in " +
+         std::string(name(a)) + " in any order and rounded once to " + store +
          " (docs/tolerances.md)";
+}
+
+std::optional<DType> require_accumulate_holds(const cases::CaseManifest& m) {
+  if (!m.accumulate) return std::nullopt;
+  // Each format holds the values of those before it in its list, and rounds no finer.
+  const auto holds = [](DType a, DType t) {
+    switch (t) {
+      case DType::bfloat16:
+        return a == DType::bfloat16 || a == DType::float32 || a == DType::float64;
+      case DType::float16: return a == DType::float16 || a == DType::float32 || a == DType::float64;
+      case DType::float32: return a == DType::float32 || a == DType::float64;
+      default: return a == t;
+    }
+  };
+  if (holds(*m.accumulate, m.dtype)) return m.accumulate;
+  std::string takes;
+  for (const DType a : {DType::bfloat16, DType::float16, DType::float32, DType::float64}) {
+    if (holds(a, m.dtype)) takes += (takes.empty() ? "" : ", ") + std::string(name(a));
+  }
+  throw cases::CaseError(m.file + ": accumulate: is " + std::string(name(*m.accumulate)) +
+                         " but an accumulator must hold every " + std::string(name(m.dtype)) +
+                         " value and round no finer; give one of " + takes +
+                         " (docs/compare.md, \"Contract\")");
 }
 
 CompareResult compare_case(const cases::CaseManifest& m) {

@@ -121,8 +121,26 @@ void register_builtin_compares();
 // op's spec (a config the op refuses: sizes that do not split).
 CompareResult compare_case(const cases::CaseManifest& m);
 
-// The contract every builtin bound assumes, in words (docs/compare.md).
-std::string default_contract(DType t);
+// The contract every builtin bound assumes, in words (docs/compare.md): accumulation in
+// `accumulate`, acc_t<T> (acc_dtype) unless the case declared another.
+std::string default_contract(DType t, std::optional<DType> accumulate = std::nullopt);
+
+// A family whose bounds hold for a declared accumulator (the manifest's "accumulate") other than
+// acc_t<T> defines, beside its case type, `bool takes_declared_accumulate(const Case*)` returning
+// true, and its case_of reads the manifest's accumulate (checked by require_accumulate_holds) into
+// the case, whose expected() bounds then assume it. This fallback, for the others, says they take
+// acc_t<T> only: compare_as refuses another.
+template <class Case>
+constexpr bool takes_declared_accumulate(const Case* /*tag*/) {
+  return false;
+}
+
+// The manifest's accumulate, when it gives one that holds every value of the storage dtype
+// exactly and rounds no finer than it: the storage dtype itself (16-bit accumulation, as small
+// CPU matmuls in bfloat16 do) or a wider format (float32 or float64 for bfloat16 and float16;
+// float64 for float32). @throws cases::CaseError naming the field and the accumulators the dtype
+// takes.
+std::optional<DType> require_accumulate_holds(const cases::CaseManifest& m);
 
 // A family whose ops take a declared contract (the manifest's "contract") defines, beside its
 // case type, `std::optional<std::string> contract_words(const Case&, DType)`: the contract the
@@ -250,11 +268,14 @@ template <class Case, template <class> class Data, template <class> class Run,
 CompareResult compare_as(const cases::CaseManifest& m) {
   const Case c = case_of(m, static_cast<Case*>(nullptr));
   const spec::OpSpec s = spec_of(m, c);
-  if (m.accumulate && *m.accumulate != acc_dtype(m.dtype)) {
+  if (m.accumulate && *m.accumulate != acc_dtype(m.dtype) &&
+      !takes_declared_accumulate(static_cast<const Case*>(nullptr))) {
     throw cases::CaseError(m.file + ": accumulate: is " + std::string(name(*m.accumulate)) +
                            " but the bounds of " + s.op + " in " + std::string(name(m.dtype)) +
                            " assume " + std::string(name(acc_dtype(m.dtype))) +
-                           " accumulation; omit the field or give that type (docs/compare.md)");
+                           " accumulation; omit the field or give that type (only "
+                           "column_parallel_linear and row_parallel_linear take another: "
+                           "docs/compare.md, \"Contract\")");
   }
   CompareResult out;
   out.dir = m.dir;
@@ -266,7 +287,7 @@ CompareResult compare_as(const cases::CaseManifest& m) {
                            " takes no declared contract; omit the field (its bounds assume " +
                            default_contract(m.dtype) + ")");
   } else {
-    out.contract = default_contract(m.dtype);
+    out.contract = default_contract(m.dtype, m.accumulate);
   }
   visit_dtype(m.dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -292,7 +313,9 @@ CompareResult compare_as(const cases::CaseManifest& m) {
         }
       }
       for (auto& t : v.tensors) {
-        t.values = {};
+        if (std::find(m.keep_values.begin(), m.keep_values.end(), t.name) == m.keep_values.end()) {
+          t.values = {};
+        }
         t.bounds = {};
       }
       if (!m.baseline.empty()) {

@@ -11,8 +11,10 @@
 #include "testing/compare_test_util.hpp"
 #include "testing/ops_test_util.hpp"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -21,6 +23,7 @@ namespace shardcheck::check::compare_tests {
 namespace {
 
 using namespace compare_test;  // case files written and compared (compare_test_util.hpp)
+using ::testing::HasSubstr;
 
 fs::path case_dir(const std::string& name) { return fresh_dir("shardcheck_compare_tests_" + name); }
 
@@ -207,6 +210,67 @@ TEST(Compare, a_baseline_is_judged_the_same_way_and_gives_the_error_ratio) {
   EXPECT_LT(baseline_error_ratio(worse.verdict.tensors[0], *worse.baseline_of("y")), 1.0);
 }
 
+// 16-bit accumulation, as torch's CPU path for small bfloat16 matmuls does (docs/compare.md,
+// "PyTorch, measured"): every product and partial sum of each dot rounded to bfloat16. Outside
+// the default contract (float32 accumulation); within a declared "accumulate": "bfloat16".
+TEST(Compare, bfloat16_accumulation_fails_the_default_and_passes_when_declared) {
+  // P = 1; tokens 48, in 64, out 7.
+  const LinearFiles f{LinearLayer::column_parallel, 1, 48, 64, 7};
+  auto fill = [](Shape s, std::uint32_t v) {  // values in [-1, 1) with 8 significant bits
+    Tensor<bfloat16> t(std::move(s));
+    for (std::size_t i = 0; i < t.size(); ++i) {
+      v = v * 1664525U + 1013904223U;
+      t[i] = bfloat16(static_cast<float>(v >> 8U) / 8388608.0F - 1.0F);
+    }
+    return t;
+  };
+  const auto x = fill({f.tokens, f.in}, 1), w = fill({f.out, f.in}, 2);
+  const auto dy = fill({f.tokens, f.out}, 3);
+  // Σ_k a(k)·b(k) with every step rounded to bfloat16, in order.
+  auto dot16 = [](std::size_t n, auto a, auto b) {
+    bfloat16 acc(0.0F);
+    for (std::size_t k = 0; k < n; ++k) {
+      const bfloat16 p(static_cast<float>(a(k)) * static_cast<float>(b(k)));
+      acc = bfloat16(static_cast<float>(acc) + static_cast<float>(p));
+    }
+    return acc;
+  };
+  Tensor<bfloat16> y({f.tokens, f.out}), dw({f.out, f.in});
+  for (std::size_t t = 0; t < f.tokens; ++t) {
+    for (std::size_t o = 0; o < f.out; ++o) {
+      y(t, o) = dot16(
+          f.in, [&](std::size_t i) { return x(t, i); }, [&](std::size_t i) { return w(o, i); });
+    }
+  }
+  for (std::size_t o = 0; o < f.out; ++o) {
+    for (std::size_t i = 0; i < f.in; ++i) {
+      dw(o, i) = dot16(
+          f.tokens, [&](std::size_t t) { return dy(t, o); },
+          [&](std::size_t t) { return x(t, i); });
+    }
+  }
+  const fs::path d = case_dir("bf16_accumulation");
+  write_tensor(d / "x.npy", x);
+  write_tensor(d / "w.npy", w);
+  write_tensor(d / "dy.npy", dy);
+  write_tensor(d / "y.npy", y);
+  write_tensor(d / "dw.npy", dw);
+  const std::string outputs = R"({"y": "y.npy", "dw": "dw.npy"})";
+  const std::string inputs = R"({"x": "x.npy", "w": "w.npy", "dy": "dy.npy"})";
+  write_text(d / "case.json", manifest(f, "bfloat16", outputs, "", inputs));
+  const auto by_default = compare_dir(d);
+  EXPECT_FALSE(by_default.verdict.pass()) << "bfloat16 accumulation judged as float32's";
+  EXPECT_THAT(by_default.contract, HasSubstr("default: "));
+  write_text(d / "case.json",
+             manifest(f, "bfloat16", outputs, R"(, "accumulate": "bfloat16")", inputs));
+  const auto declared = compare_dir(d);
+  EXPECT_TRUE(declared.verdict.pass()) << declared.verdict.explain();
+  EXPECT_THAT(declared.contract,
+              HasSubstr("declared accumulate: inputs and outputs in bfloat16, every dot product "
+                        "and sum accumulated in bfloat16"));
+  EXPECT_THAT(declared.verdict.case_text, HasSubstr("accumulate=bfloat16"));
+}
+
 // ---------------------------------------------------------------- bad input, by message
 
 TEST(CompareBadInput, every_error_names_the_file_and_the_field) {
@@ -245,9 +309,19 @@ TEST(CompareBadInput, every_error_names_the_file_and_the_field) {
       {"unknown top-level field",
        manifest(f, "float32", outs, R"(, "seed": 3)"),
        {"the manifest: unknown field seed"}},
-      {"accumulate other than the bound's",
+      {"accumulate narrower than the dtype",
        manifest(f, "float32", outs, R"(, "accumulate": "float16")"),
-       {"accumulate: is float16 but the bounds of row_parallel_linear in float32 assume float32"}},
+       {"accumulate: is float16 but an accumulator must hold every float32 value and round no "
+        "finer; give one of float32, float64"}},
+      {"accumulate that does not hold bfloat16",
+       manifest(f, "bfloat16", outs, R"(, "accumulate": "float16")"),
+       {"accumulate: is float16 but an accumulator must hold every bfloat16 value",
+        "give one of bfloat16, float32, float64"}},
+      {"accumulate too narrow for the contraction's length",
+       with(manifest(f, "bfloat16", outs, R"(, "accumulate": "bfloat16")"), R"("tokens": 5)",
+            R"("tokens": 300)"),
+       {"accumulate: is bfloat16 but the longest contraction has 300 terms",
+        "has an a-priori bound only up to 255 terms", "give a wider accumulator"}},
       {"a contract for an op that takes none",
        manifest(f, "float32", outs, R"(, "contract": "split_k")"),
        {"contract: is \"split_k\" but row_parallel_linear takes no declared contract; omit the "

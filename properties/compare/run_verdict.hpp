@@ -22,12 +22,24 @@ struct RunResult {
   std::vector<std::string> step_names;  // one per step, in dataflow order
   std::vector<CompareResult> steps;     // each step's case, judged
 
+  // A dataflow link checked: step `to`'s input against step `from`'s output as the case gives
+  // it (materialized from its pieces as the op's verdict materialized it), element by element
+  // in row-major order, bit for bit.
+  struct LinkCheck {
+    cases::RunLink link;
+    std::string problem;  // "" when the input is the output; else what differs, in words
+  };
+  std::vector<LinkCheck> links;  // in run.json's order
+  std::size_t broken_links() const;
+
   struct FirstFailure {
     std::size_t step = 0;  // 0-based
     std::string tensor;    // the first failing tensor in the op's order ("" for a non-tensor check)
     std::string where;     // "worst element [3, 1] on rank 2, 1.7 of the bound", or the problem
   };
-  // The first step that fails, or nothing when every step passes.
+  // The first step that fails, or nothing when every step passes. A step fails when its verdict
+  // does, or when an input a link names is not the output it links to (then `tensor` is that
+  // input, and `where` says what differs: the dump changed it between the ops).
   std::optional<FirstFailure> first_failure() const;
   std::size_t failed() const;  // how many steps fail
   // One line: "run block-3 (dump/run.json): 5 steps; steps 1-2 passed, the first failure is
@@ -36,8 +48,10 @@ struct RunResult {
   std::string summary() const;
 };
 
-// Every step of the run judged, in its order; every case is read before any is judged, so bad
-// input anywhere stops the run before a verdict. @throws cases::CaseError as compare_case.
+// Every step of the run judged, in its order, then its links; every case is read before any is
+// judged, so bad input anywhere stops the run before a verdict. @throws cases::CaseError as
+// compare_case, and naming run.json's link when its output is not among the producing case's
+// outputs or its input not among the consuming case's inputs.
 RunResult judge_run(const cases::RunManifest& m);
 
 // Where tensor `t` of a failing case fails, in words: its layout problem, the ranks whose

@@ -194,6 +194,22 @@ expect("the report's runs give the first failure",
        runs[0]["first_failure"]["tensor"] == "y" and
        [s["passed"] for s in runs[0]["steps"]] == [True, False, True], json.dumps(runs))
 
+# A dataflow link the dump does not keep: step 2's x is not step 1's y (each step drew its own
+# inputs), so the link is broken at step 2 although each op is right on what it was given.
+linked = sc.Run("linked")
+linked.step(column_parallel("float32"), "00_fc1")
+linked.step(row_parallel("float32"), "01_proj")
+linked.link("00_fc1", "y", "01_proj", "x")
+code, out = compare(linked.write(os.path.join(WORK, "linked")))
+expect("a broken link fails the step it feeds, naming both tensors (exit 1)",
+       code == 1 and "link broken: step 2 (01_proj)'s x is not step 1 (00_fc1)'s y" in out and
+       "the first failure is step 2 of 2" in out and "1 link broken" in out, out)
+try:
+    linked.link("01_proj", "y", "00_fc1", "x")
+    expect("a link against the dataflow is refused by the writer", False, "")
+except ValueError as e:
+    expect("a link against the dataflow is refused by the writer", "is not after" in str(e), "")
+
 # Per-dimension placements, as a trainer's dump annotates them: dw is "o i(tp)" (S(1)).
 case = row_parallel("float32")
 x_, w_, b_, dy_ = data("float32", 1)

@@ -139,15 +139,24 @@ Command compare_command() {
       print_case(out, r);
       failed += r.verdict.pass() ? 0 : 1;
     }
-    for (const auto& run : rep.runs) out << run.summary() << "\n";
+    std::size_t broken = 0;
+    for (const auto& run : rep.runs) {
+      for (const auto& l : run.links) {
+        if (!l.problem.empty()) out << "link broken: " << l.problem << "\n";
+      }
+      broken += run.broken_links();
+      out << run.summary() << "\n";
+    }
     out << "compare: " << rep.cases.size() << " cases, " << rep.cases.size() - failed << " passed, "
-        << failed << " failed\n";
+        << failed << " failed";
+    if (broken > 0) out << "; " << broken << (broken == 1 ? " link" : " links") << " broken";
+    out << "\n";
     if (a->report_dir) {
       report::write_compare_report(rep, *a->report_dir);
       out << "report: " << *a->report_dir << "/report.md, " << *a->report_dir << "/report.json, "
           << *a->report_dir << "/report.html\n";
     }
-    return failed == 0 ? 0 : 1;
+    return failed == 0 && broken == 0 ? 0 : 1;
   };
   return c;
 }

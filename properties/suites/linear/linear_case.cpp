@@ -41,6 +41,7 @@ std::string LinearCase::describe() const {
     s += " kernel=" + std::string(name(row.kernel));
   }
   s += has_bias ? " bias" : " no_bias";
+  if (accumulate) s += " accumulate=" + std::string(name(*accumulate));
   s += " profile=" + gen::to_string(profile);
   return s;
 }

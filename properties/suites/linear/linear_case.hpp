@@ -12,6 +12,7 @@
 
 #include <rapidcheck.h>
 
+#include <optional>
 #include <string>
 
 namespace shardcheck::check {
@@ -31,6 +32,9 @@ struct LinearCase {
   ColumnParallelConfig column;  // used when layer == column_parallel
   RowParallelConfig row;        // used when layer == row_parallel
   gen::Profile profile = gen::Profile::unit;
+  // The accumulator the bounds assume (reference/bounds.hpp, Arithmetic): acc_t<T> when unset;
+  // a case on disk may declare another ("accumulate", compare/compare.hpp).
+  std::optional<DType> accumulate;
 
   // "tokens=5 in=7 out=4 P=3 out_split=explicit[2,0,2] bias gather_output profile=wide"
   std::string describe() const;

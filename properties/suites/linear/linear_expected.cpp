@@ -7,9 +7,9 @@
 namespace shardcheck::check {
 namespace {
 
-template <class T>
-ExpectedTensor expect(const reference::Contraction<reference::hp>& c) {
-  auto b = reference::bounds<reference::hp>(c, reference::arithmetic_of<T>());
+ExpectedTensor expect(const reference::Contraction<reference::hp>& c,
+                      const reference::Arithmetic& arith) {
+  auto b = reference::bounds<reference::hp>(c, arith);
   return {c.value, std::move(b.bound)};
 }
 
@@ -27,11 +27,16 @@ LinearExpected expected(const LinearCase& c, const LinearData<T>& d) {
       column ? split_sizes(c.column.out_split, c.out, c.world) : std::vector<std::size_t>{};
   const auto fwd = reference::linear<hp>(d.x, d.w, d.b, in_parts);
   const auto bwd = reference::linear_backward<hp>(d.x, d.w, c.has_bias, d.dy, out_parts);
+  // acc_t<T>, or the accumulator the case declares (reference/bounds.hpp: its steps (a), (e)).
+  const reference::Arithmetic arith =
+      c.accumulate
+          ? reference::Arithmetic{reference::format_of<T>(), reference::format_of(*c.accumulate)}
+          : reference::arithmetic_of<T>();
   LinearExpected e;
-  e.y = expect<T>(fwd);
-  e.dx = expect<T>(bwd.dx);
-  e.dw = expect<T>(bwd.dw);
-  if (c.has_bias) e.db = expect<T>(bwd.db);
+  e.y = expect(fwd, arith);
+  e.dx = expect(bwd.dx, arith);
+  e.dw = expect(bwd.dw, arith);
+  if (c.has_bias) e.db = expect(bwd.db, arith);
   return e;
 }
 
