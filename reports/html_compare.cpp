@@ -1,6 +1,8 @@
 // report.html of `shardcheck compare`: the failing cases with the command that re-judges each,
-// the bound-ratio distribution and assert_close contrast per op x dtype x P over the cases, the
-// worst tensors' per-element errors along the sharded axis, and the cases and tolerance tables.
+// the whole runs (each step in dataflow order with its verdict, the first failure and the broken
+// dataflow links), the bound-ratio distribution and assert_close contrast per op x dtype x P over
+// the cases, the worst tensors' per-element errors along the sharded axis, and the cases and
+// tolerance tables.
 #include "reports/compare_report.hpp"
 #include "reports/html_page.hpp"
 
@@ -89,6 +91,41 @@ std::string cases_table(const CompareReport& r) {
                      rows);
 }
 
+// Each run: its line (the first failure, or that every step passed), its steps' table and its
+// broken links, with the command that re-judges it.
+std::string runs(const CompareReport& r) {
+  std::string out =
+      "<p>Each whole run's steps in dataflow order, each judged on its own inputs; a step also "
+      "fails when an input its dataflow link names is not the output it links to "
+      "(docs/case-format.md, \"A whole run\").</p>\n";
+  for (const auto& run : r.runs) {
+    const bool ok = !run.first_failure().has_value();
+    out += "<article class=\"run\">\n<h3>" + escape(run.name.empty() ? run.file : run.name) +
+           "</h3>\n<p class=\"" + (ok ? "good" : "bad") + "\">" + escape(run.summary()) + "</p>\n";
+    std::vector<std::vector<std::string>> rows;
+    for (std::size_t k = 0; k < run.steps.size(); ++k) {
+      const auto& c = run.steps[k];
+      bool broken = false;
+      for (const auto& l : run.links) broken = broken || (l.link.to == k && !l.problem.empty());
+      rows.push_back({std::to_string(k + 1), escape(run.step_names[k]), escape(c.dir),
+                      escape(c.verdict.op), c.verdict.pass() ? "pass" : "<strong>FAIL</strong>",
+                      broken ? "<strong>broken</strong>" : "-"});
+    }
+    out += html::table("The steps of " + escape(run.file),
+                       {"step", "name", "case", "op", "verdict", "link into it"}, rows);
+    if (!run.links.empty()) {
+      out += "<p>" + std::to_string(run.links.size()) + " dataflow links, " +
+             std::to_string(run.broken_links()) + " broken.</p>\n";
+    }
+    for (const auto& l : run.links) {
+      if (!l.problem.empty())
+        out += "<p class=\"bad\">Link broken: " + escape(l.problem) + "</p>\n";
+    }
+    out += html::replay("shardcheck compare " + run.file) + "</article>\n";
+  }
+  return out;
+}
+
 std::string tolerances(const CompareReport& r) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& t : tolerance_table(r)) {
@@ -128,6 +165,7 @@ std::string to_html(const CompareReport& r) {
                             " passed, " + std::to_string(failed) + " failed</li></ul>\n";
   std::vector<html::Section> sections;
   if (!fails.empty()) sections.push_back({"failures", "Failures", fails});
+  if (!r.runs.empty()) sections.push_back({"runs", "Runs", runs(r)});
   sections.push_back({"numerics", "Bound ratios", numerics(r, plots)});
   sections.push_back({"profiles", "Worst cases along the sharded axis", profiles(r, plots)});
   sections.push_back({"cases", "Cases", cases_table(r)});

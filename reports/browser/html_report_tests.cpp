@@ -4,6 +4,7 @@
 // The rendering itself is tested in a browser: check_page.mjs (ctest -L html).
 #include "engine/collector.hpp"
 #include "engine/tensor_check.hpp"
+#include "reports/compare_report.hpp"
 #include "reports/html_page.hpp"
 #include "reports/nightly_page.hpp"
 #include "reports/report.hpp"
@@ -128,6 +129,34 @@ TEST(Html, APageOfAFailingRunHasItsReplayCommandAndNoNetworkAddress) {
     EXPECT_NE(page.find("\"" + std::string(id) + "\": {"), std::string::npos) << id;
   }
   EXPECT_NE(page.find("\"boundaries\": [2]"), std::string::npos);
+}
+
+// A compare report with a whole run: the Runs section holds its line, a row per step and its
+// broken link, escaped.
+TEST(Html, ACompareReportShowsEachRunsStepsAndBrokenLinks) {
+  report::CompareReport r;
+  r.command = "shardcheck compare dumps/step3";
+  check::RunResult run;
+  run.file = "dumps/step3/run.json";
+  run.name = "block <0>";
+  for (const char* n : {"00_norm", "01_attention"}) {
+    check::CompareResult c;
+    c.dir = std::string("dumps/step3/") + n;
+    c.verdict.op = "sequence_parallel_norm";
+    run.step_names.emplace_back(n);
+    run.steps.push_back(c);
+  }
+  run.links.push_back({{0, "y", 1, "x"}, "step 2 (01_attention)'s x is not step 1 (00_norm)'s y"});
+  r.runs.push_back(run);
+  for (const auto& c : run.steps) r.cases.push_back(c);
+  const std::string page = report::to_html(r);
+  for (const char* part :
+       {"<section id=\"runs\"", "<h3>block &lt;0&gt;</h3>", "the first failure is step 2 of 2",
+        "dumps/step3/01_attention", "<strong>broken</strong>", "1 dataflow links, 1 broken.",
+        "Link broken: step 2 (01_attention)&#39;s x is not step 1 (00_norm)&#39;s y",
+        "shardcheck compare dumps/step3/run.json"}) {
+    EXPECT_NE(page.find(part), std::string::npos) << part;
+  }
 }
 
 // The nightly page (reports/nightly_page.hpp): one figure per quantity, a gap (null) where a
