@@ -15,7 +15,9 @@ dgamma/dbeta never summed over the sequence-parallel ranks (each rank reports it
 dgamma, dbeta fail), eps added outside the sqrt and the variance computed with N-1 (rstd, so
 xhat, is off: y, dx, dgamma fail, dbeta passes; eps outside the sqrt is an error of ~1e-5
 relative that torch.testing.assert_close's float32 default passes); a misspelt kind is bad input
-(exit 2). ctest runs it (label "compare").
+(exit 2). Then Megatron-LM's sequence-parallel block (megatron_sp_block) ported the same way:
+it passes in the three dtypes, and two planted bugs are diagnosed by name. ctest runs it (label
+"compare").
 """
 
 import os
@@ -188,6 +190,84 @@ sequence_parallel_norm("float32", "layer_norm", bug="eps_outside_sqrt", contract
 code, out = compare(d)
 expect("eps outside the sqrt under the default contract fails on y and dx only (exit 1)",
        code == 1 and failing_tensors(out) == ["dx", "y"], out)
+
+# Megatron-LM's sequence-parallel block (megatron_sp_block): the SP norm on each rank's tokens,
+# g (all_gather of z along tokens), the column-parallel fc1 and row-parallel fc2 without biases,
+# ḡ (reduce_scatter of fc2's partial products); its backward is the conjugates: ḡ's all_gather
+# of dy, fc2's and fc1's backward, g's reduce_scatter of the partial dz, the norm's backward and
+# the all_reduce of dgamma/dbeta. Tokens split [3, 0, 4], ffn 5 split [2, 2, 1]. Each product
+# in the accumulator (NumPy's float32 or float64 matmul), rounded once to the dtype; each sum
+# over the ranks in the dtype.
+FFN, BLOCK_TOKENS, BLOCK_FFN = 5, [3, 0, 4], [2, 2, 1]
+
+
+def cuts(sizes):
+    ends = np.cumsum(sizes)
+    return list(zip(ends - sizes, ends))
+
+
+def sp_block(dtype, kind, bug=None, seed=3):
+    """The block on P simulated ranks; `bug`: "unreduced" (dgamma/dbeta never all-reduced) or
+    "g_backward_no_reduce" (g's backward keeps each rank's rows of its own partial dz)."""
+    x, gamma, beta, dy = data(dtype, kind, seed)
+    acc = x.dtype.type
+    rng = np.random.default_rng(seed + 100)
+    w1 = to_dtype(dtype, (0.5 * rng.standard_normal((FFN, HIDDEN))).astype(acc))
+    w2 = to_dtype(dtype, (0.5 * rng.standard_normal((HIDDEN, FFN))).astype(acc))
+    tc, fc = cuts(BLOCK_TOKENS), cuts(BLOCK_FFN)
+    zero = np.zeros_like(x)
+    z = np.concatenate([to_dtype(dtype, norm_rank(kind, x[lo:hi], gamma, beta, zero[lo:hi],
+                                                  EPS, None)[0]) for lo, hi in tc])  # g
+    a = [to_dtype(dtype, z @ w1[lo:hi].T) for lo, hi in fc]                 # fc1, [T, F_r]
+    y = sum_in_dtype(dtype, [to_dtype(dtype, a[r] @ w2[:, lo:hi].T)         # fc2, then ḡ
+                             for r, (lo, hi) in enumerate(fc)])
+    da = [to_dtype(dtype, dy @ w2[:, lo:hi]) for lo, hi in fc]              # fc2 backward
+    dw2 = np.concatenate([to_dtype(dtype, dy.T @ a[r]) for r in range(P)], axis=1)
+    dz_parts = [to_dtype(dtype, da[r] @ w1[lo:hi]) for r, (lo, hi) in enumerate(fc)]
+    dw1 = np.concatenate([to_dtype(dtype, da[r].T @ z) for r in range(P)], axis=0)
+    dz = sum_in_dtype(dtype, dz_parts)                                      # g backward
+    ranks = []
+    for r, (lo, hi) in enumerate(tc):
+        up = dz_parts[r][lo:hi] if bug == "g_backward_no_reduce" else dz[lo:hi]
+        ranks.append(norm_rank(kind, x[lo:hi], gamma, beta, up, EPS, None))
+    case = sc.Case("megatron_sp_block", dtype, {"tokens": TOKENS, "hidden": HIDDEN, "ffn": FFN},
+                   {"tp": P}, {"norm": {"kind": kind, "eps": EPS, "token_split":
+                                        {"kind": "explicit", "sizes": BLOCK_TOKENS}},
+                               "ffn_split": {"kind": "explicit", "sizes": BLOCK_FFN}},
+                   "numpy " + np.__version__, contract="two_pass")
+    for name, t in (("x", x), ("gamma", gamma), ("beta", beta), ("w1", w1), ("w2", w2),
+                    ("dy", dy)):
+        if t is not None:
+            case.input(name, t)
+    case.output("y", y)
+    case.output("dx", np.concatenate([to_dtype(dtype, r[1]) for r in ranks], axis=0))
+    for i, name in enumerate(["dgamma"] + (["dbeta"] if beta is not None else [])):
+        local = [to_dtype(dtype, r[2 + i]) for r in ranks]
+        case.output_ranks(name, local if bug == "unreduced" else
+                          [sum_in_dtype(dtype, local)] * P, "R")
+    case.output("dw1", dw1)
+    case.output("dw2", dw2)
+    return case
+
+
+blocks = os.path.join(WORK, "sp_block")
+for dtype in ("float64", "float32", "bfloat16"):
+    for kind in ("layer_norm", "rms_norm"):
+        sp_block(dtype, kind).write(os.path.join(blocks, "%s_%s" % (kind, dtype)))
+checks.expect_correct_cases(
+    blocks, 6, 6, "the NumPy SP block passes in float64, float32, bfloat16 (exit 0)",
+    "the correct SP block's float32 and bfloat16 results do round (a nonzero error)")
+for bug, bad, want in (
+        ("unreduced", ["dbeta", "dgamma"], "diagnosis: matches param-grads-not-reduced "),
+        ("g_backward_no_reduce", ["dbeta", "dgamma", "dx"],
+         "diagnosis: matches g-backward-split-without-reduce ")):
+    d = os.path.join(WORK, "sp_block_" + bug)
+    sp_block("float32", "layer_norm", bug=bug).write(d)
+    code, out = compare(d)
+    expect("the SP block's planted bug %s fails on %s (exit 1)" % (bug, ", ".join(bad)),
+           code == 1 and failing_tensors(out) == bad, out)
+    expect("the SP block's planted bug %s is diagnosed: %s" % (bug, want.strip()), want in out,
+           out)
 
 bad_dir = os.path.join(WORK, "bad")
 case = sequence_parallel_norm("float32", "rms_norm")
