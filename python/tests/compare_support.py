@@ -1,7 +1,8 @@
 """What the end-to-end tests of `shardcheck compare` (python/tests/test_compare_*.py) share: the
 split sizes the ops use, and running the command with each expectation printed and counted.
 
-    from compare_support import Session, chunks, offsets
+    from compare_support import Session, chunks, numpy_or_exit, offsets
+    np = numpy_or_exit()                      # NumPy, or exit naming its Debian package
     session = Session(sys.argv[1])            # the shardcheck binary
     code, out = session.compare(case_dir)     # exit status, stdout + stderr
     session.expect("what must hold", cond, out)
@@ -15,6 +16,15 @@ import sys
 
 # shardcheck_case.py sits in python/, one folder up.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+
+def numpy_or_exit():
+    """NumPy, or the script exits saying how to install it."""
+    try:
+        import numpy
+    except ImportError:
+        sys.exit("numpy is missing: scripts/setup installs python3-numpy (Debian)")
+    return numpy
 
 
 def chunks(n, p):

@@ -12,11 +12,12 @@ i // (h/g). Arithmetic as lib/ops/attention/attention.hpp documents: the accumul
 for float64 and float32 otherwise, and out, dq, dk, dv are rounded once to the dtype at the end.
 
 The correct implementation passes (exit 0) in float64, float32 and bfloat16, in both layouts,
-with causal, padding and explicit masks; three planted bugs fail (exit 1) on the tensor they
-break: the softmax merge weighted by each block's local max instead of its lse, a causal mask
-aligned top-left within each block (local positions) under zigzag, and the GQA kv head of query
-head i taken as i % g, each diagnosed (the mask only partly: the suite's signature keeps the
-right mask in its backward); a wrong-shaped rank piece is a layout failure; a misspelt config
+with causal, padding and explicit masks; four planted bugs fail (exit 1) on the tensor they
+break: the softmax merge weighted by each block's local max instead of its lse, the merge of each
+pair weighted by exp(lse_j − the larger lse) and never divided by the weights' sum (PyTorch's
+example plants it too), a causal mask aligned top-left within each block (local positions) under
+zigzag, and the GQA kv head of query head i taken as i % g, each diagnosed (the mask only partly:
+the suite's signature keeps the right mask in its backward); a wrong-shaped rank piece is a layout failure; a misspelt config
 field and a gradient without dout are bad input (exit 2). ctest runs it (label "compare").
 """
 
@@ -112,12 +113,14 @@ def block_forward(acc, scale, q, k, v, vis):
     return out, lse, np.where(empty, -np.inf, m).astype(acc)
 
 
-def merge(o1, l1, o2, l2, w1, w2):
+def merge(o1, l1, o2, l2, w1, w2, by_larger=False):
     """The log-sum-exp merge of two partials by their weights' logs w (lse for the correct
-    merge), guarded for −inf (an empty partial leaves the other unchanged)."""
+    merge), guarded for −inf (an empty partial leaves the other unchanged). by_larger: the weights
+    taken relative to the larger of w1, w2 instead of the merged lse, so never normalized."""
     new = np.logaddexp(l1, l2)
-    a = np.where(np.isneginf(w1), 0, exp(w1 - np.where(np.isneginf(new), 0, new)))
-    b = np.where(np.isneginf(w2), 0, exp(w2 - np.where(np.isneginf(new), 0, new)))
+    ref = np.maximum(w1, w2) if by_larger else new
+    a = np.where(np.isneginf(w1), 0, exp(w1 - np.where(np.isneginf(ref), 0, ref)))
+    b = np.where(np.isneginf(w2), 0, exp(w2 - np.where(np.isneginf(ref), 0, ref)))
     return (o1 * a[:, None] + o2 * b[:, None]).astype(o1.dtype), new.astype(l1.dtype)
 
 
@@ -147,6 +150,8 @@ def ring_attention(dtype, layout, mask, bug=None):
                         run_o, _ = merge(run_o, run_m, o, m, run_m, m)
                         run_m = np.logaddexp(run_m, m)
                         run_l = np.logaddexp(run_l, l)
+                    elif bug == "merge_by_larger_lse":  # exp(lse_j − max), never normalized
+                        run_o, run_l = merge(run_o, run_l, o, l, run_l, l, by_larger=True)
                     else:
                         run_o, run_l = merge(run_o, run_l, o, l, run_l, l)
                 out[b, tq, i] = run_o
@@ -237,7 +242,9 @@ session.expect_correct_cases(
     good, n, 5 * n, "the correct ring attention passes in every dtype, layout and mask (exit 0)",
     "the correct implementation's results do round (a nonzero error)")
 
-# The diagnosis: the merge by the blocks' maxima and GQA's i % g are the suite's signatures;
+# The diagnosis: the merge by the blocks' maxima, the merge by the larger lse (whose backward,
+# like the suite's, runs on the merged out: dq and dk fail through rowsum(dout·out), dv, which
+# does not read out, passes) and GQA's i % g are the suite's signatures;
 # the suite's top-left mask keeps the right mask in its backward, so it explains out and lse
 # only.
 for bug, layout, tensors, forward_only, want in (
@@ -246,7 +253,9 @@ for bug, layout, tensors, forward_only, want in (
         ("local_causal", "zigzag", ("out", "lse", "dq", "dk", "dv"), False,
          "diagnosis: partly matches cp-top-left-mask "),
         ("gqa_mod", "zigzag", ("out", "lse", "dq", "dk", "dv"), False,
-         "diagnosis: matches kv-head-i-mod-g ")):
+         "diagnosis: matches kv-head-i-mod-g "),
+        ("merge_by_larger_lse", "zigzag", ("out", "dq", "dk"), False,
+         "diagnosis: matches cp-merge-by-larger-lse ")):
     d = os.path.join(WORK, bug)
     attention_case("float32", layout, causal(), bug, forward_only=forward_only).write(d)
     code, out = compare(d)

@@ -17,21 +17,22 @@ namespace shardcheck::check {
 namespace {
 
 enum class Fault {
-  average_outputs,     // out = mean of the independently normalized step outputs
-  local_lse_merge,     // merge weights exp(lse_j − lse_own): the local lse, not the global
-  merge_by_block_max,  // the steps' outputs merged by their row maxima in place of their lse
-  top_left_offdiag,    // off-diagonal steps evaluate the causal mask on chunk-local positions
-  zigzag_off_by_one,   // zigzag: rank r takes chunk 2·cp − r instead of 2·cp − 1 − r
-  nan_empty_rows,      // a fully masked row gives 0/0 = NaN instead of 0
-  local_kv_backward,   // the ring backward uses the local K/V at every step
-  step_lse_backward,   // the ring backward uses each step's own out/lse, not the global ones
-  dkv_not_returned,    // dK/dV never make the last hop back to their owner
-  gather_no_reduce,    // all-gather backward keeps its own dk/dv slice without reduce_scatter
-                       // (the only fault of the all-gather path; the others are the ring's)
-  kv_head_r_mod_g,     // g < tp: rank r reads kv head r mod g instead of r / (tp/g)
-  kv_head_i_mod_g,     // 1 < g < h: query head i reads kv head i mod g instead of i / (h/g)
-  kv_grad_not_summed,  // g < tp: the replicated kv projection's gradient is not summed
-  bias_every_rank,     // the output projection's bias added on every tp rank
+  average_outputs,      // out = mean of the independently normalized step outputs
+  local_lse_merge,      // merge weights exp(lse_j − lse_own): the local lse, not the global
+  merge_by_block_max,   // the steps' outputs merged by their row maxima in place of their lse
+  merge_by_larger_lse,  // each step merged by exp(lse − max(lse_acc, lse_j)), never normalized
+  top_left_offdiag,     // off-diagonal steps evaluate the causal mask on chunk-local positions
+  zigzag_off_by_one,    // zigzag: rank r takes chunk 2·cp − r instead of 2·cp − 1 − r
+  nan_empty_rows,       // a fully masked row gives 0/0 = NaN instead of 0
+  local_kv_backward,    // the ring backward uses the local K/V at every step
+  step_lse_backward,    // the ring backward uses each step's own out/lse, not the global ones
+  dkv_not_returned,     // dK/dV never make the last hop back to their owner
+  gather_no_reduce,     // all-gather backward keeps its own dk/dv slice without reduce_scatter
+                        // (the only fault of the all-gather path; the others are the ring's)
+  kv_head_r_mod_g,      // g < tp: rank r reads kv head r mod g instead of r / (tp/g)
+  kv_head_i_mod_g,      // 1 < g < h: query head i reads kv head i mod g instead of i / (h/g)
+  kv_grad_not_summed,   // g < tp: the replicated kv projection's gradient is not summed
+  bias_every_rank,      // the output projection's bias added on every tp rank
   // Wrong only when Lq != Lk (cross-attention, decode, chunked prefill):
   causal_top_left,      // the causal mask always top-left aligned, whatever the config declares
   ring_skip_self_attn,  // the ring skips a key chunk when it starts after the last query
@@ -295,6 +296,29 @@ struct FaultyAttention {
         Tensor<A<T>> scratch(out.shape());
         merge_attention_into(scratch, lse, part.out, part.lse);
         merge_attention_into(out, max_lse, part.out, block_row_max(cfg, in.q, kc, qp, kp));
+      } else if (fault == Fault::merge_by_larger_lse) {
+        // The library's two-way merge with its division by l = exp(lse_acc − M) + exp(lse_j − M)
+        // left out: out ← exp(lse_acc − M)·out + exp(lse_j − M)·out_j, M = max(lse_acc, lse_j)
+        // (an empty side, lse −inf, contributes nothing); the lse merged right.
+        const Tensor<A<T>> acc_lse = lse;
+        Tensor<A<T>> scratch(out.shape());
+        merge_attention_into(scratch, lse, part.out, part.lse);
+        for (std::size_t b = 0; b < batch; ++b) {
+          for (std::size_t t = 0; t < mine.size(); ++t) {
+            for (std::size_t i = 0; i < h; ++i) {
+              const std::size_t li = (b * h + i) * mine.size() + t;
+              const A<T> la = acc_lse[li], lb = part.lse[li], m = std::max(la, lb);
+              constexpr A<T> empty = -std::numeric_limits<A<T>>::infinity();
+              const A<T> wa = la == empty ? A<T>(0) : std::exp(la - m);
+              const A<T> wb = lb == empty ? A<T>(0) : std::exp(lb - m);
+              for (std::size_t e = 0; e < d; ++e) {
+                const std::size_t oi = ((b * mine.size() + t) * h + i) * d + e;
+                const A<T> kept = wa == 0 ? A<T>(0) : wa * out[oi];
+                out[oi] = wb == 0 ? kept : kept + wb * part.out[oi];
+              }
+            }
+          }
+        }
       } else if (fault == Fault::local_lse_merge) {
         if (step == 0) own_lse = part.lse;
         // out += exp(lse_j − lse_own)·out_j, lse = lse_own: never renormalized globally.
@@ -497,6 +521,14 @@ constexpr Mutant<AttentionImplementation> catalog[] = {
      "sum ℓ_j is lost, so a step with many visible keys weighs as much as one with a single "
      "key of the same max (the lse itself is merged right)",
      &make<Fault::merge_by_block_max>, false},
+    {"cp-merge-by-larger-lse",
+     "merges each ring step into the running output with weights exp(lse_acc − M) and "
+     "exp(lse_j − M), M = max(lse_acc, lse_j) the larger lse, and never divides by their sum: "
+     "the rescale FlashAttention's online softmax applies to running sums not yet normalized, "
+     "applied to outputs already divided by their row sums, so every merge of two non-empty "
+     "steps scales the output up by a factor in (1, 2] (a hand-written ring attention's bug, "
+     "the PyTorch example's merge_by_max; the lse itself is merged right)",
+     &make<Fault::merge_by_larger_lse>, false},
     {"cp-top-left-mask",
      "evaluates the causal mask on chunk-local positions on off-diagonal ring steps "
      "(top-left aligned)",
