@@ -130,6 +130,7 @@ std::string to_json(const CompareReport& r) {
                       {"rank", d.rank}});
       }
       cj["diagnosis"] = {{"signatures_tried", c.signatures_tried}, {"matches", dj}};
+      if (!c.diagnosis_cut.empty()) cj["diagnosis"]["cut"] = c.diagnosis_cut;
     }
     cases.push_back(cj);
   }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 #include <sstream>
 
 namespace shardcheck::check {
@@ -95,9 +96,76 @@ double element_residual(const TensorCheck& a, const TensorCheck& b) {
   return worst;
 }
 
+KeptIndices keep_along(const std::vector<std::size_t>& pieces, std::size_t per_piece,
+                       const std::vector<std::size_t>& must) {
+  // Each piece's required indices: two at each end, and the must indices inside it.
+  std::vector<std::set<std::size_t>> kept(pieces.size());
+  std::size_t need = per_piece;
+  std::size_t offset = 0;
+  for (std::size_t k = 0; k < pieces.size(); ++k) {
+    const std::size_t n = pieces[k];
+    for (std::size_t j = 0; j < std::min<std::size_t>(n, 2); ++j) {
+      kept[k].insert(offset + j);
+      kept[k].insert(offset + n - 1 - j);
+    }
+    for (const std::size_t i : must) {
+      if (i >= offset && i < offset + n) kept[k].insert(i);
+    }
+    need = std::max(need, kept[k].size());
+    offset += n;
+  }
+  // Every piece filled to min(its size, need): evenly spaced, then the first ones left.
+  KeptIndices out;
+  offset = 0;
+  for (std::size_t k = 0; k < pieces.size(); ++k) {
+    const std::size_t n = pieces[k];
+    const std::size_t target = std::min(n, need);
+    const std::size_t spread = target - std::min(target, kept[k].size());
+    for (std::size_t j = 0; j < spread; ++j)
+      kept[k].insert(offset + (2 * j + 1) * n / (2 * spread));
+    for (std::size_t j = 0; j < n && kept[k].size() < target; ++j) kept[k].insert(offset + j);
+    out.index.insert(out.index.end(), kept[k].begin(), kept[k].end());
+    out.sizes.push_back(kept[k].size());
+    offset += n;
+  }
+  return out;
+}
+
+std::vector<std::size_t> flat_indices(std::size_t cols_of_full,
+                                      const std::vector<std::size_t>& rows,
+                                      const std::vector<std::size_t>& cols) {
+  std::vector<std::size_t> flat;
+  flat.reserve(rows.size() * cols.size());
+  for (const std::size_t i : rows) {
+    for (const std::size_t j : cols) flat.push_back(i * cols_of_full + j);
+  }
+  return flat;
+}
+
+std::vector<TensorCheck> cut_checks(const std::vector<TensorCheck>& given,
+                                    const std::map<std::string, std::vector<std::size_t>>& kept) {
+  std::vector<TensorCheck> out;
+  out.reserve(given.size());
+  for (const auto& t : given) {
+    TensorCheck c = t;
+    const auto it = kept.find(t.name);
+    if (it != kept.end() && !t.values.empty()) {
+      c.values.resize(it->second.size());
+      c.bounds.resize(it->second.size());
+      for (std::size_t k = 0; k < it->second.size(); ++k) {
+        c.values[k] = t.values[it->second[k]];
+        c.bounds[k] = t.bounds[it->second[k]];
+      }
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 std::vector<std::string> diagnosis_lines(const CompareResult& r) {
   std::vector<std::string> out;
   if (r.verdict.pass() || r.signatures_tried == 0) return out;
+  const std::string cut = r.diagnosis_cut.empty() ? "" : "; diagnosed on " + r.diagnosis_cut;
   for (const auto& d : r.diagnosis) {
     std::ostringstream os;
     os.precision(2);
@@ -111,11 +179,11 @@ std::vector<std::string> diagnosis_lines(const CompareResult& r) {
         os << (k ? ", " : "") << d.unexplained[k];
       }
     }
-    os << "): " << d.description;
+    os << cut << "): " << d.description;
     out.push_back(os.str());
   }
   if (out.empty()) {
-    out.push_back("no known signature (of " + std::to_string(r.signatures_tried) + ")");
+    out.push_back("no known signature (of " + std::to_string(r.signatures_tried) + cut + ")");
   }
   return out;
 }
@@ -152,7 +220,7 @@ std::optional<DType> require_accumulate_holds(const cases::CaseManifest& m) {
                          " (docs/compare.md, \"Contract\")");
 }
 
-CompareResult compare_case(const cases::CaseManifest& m) {
+CompareResult compare_case(const cases::CaseManifest& m, const CompareOptions& options) {
   register_builtin_compares();
   const CompareFn* fn = CompareRegistry::instance().find(m.op);
   if (fn == nullptr) {
@@ -161,7 +229,7 @@ CompareResult compare_case(const cases::CaseManifest& m) {
     throw cases::CaseError(m.file + ": op: \"" + m.op +
                            "\" is not an op compare knows; give one of " + ops);
   }
-  return (*fn)(m);
+  return (*fn)(m, options);
 }
 
 }  // namespace shardcheck::check

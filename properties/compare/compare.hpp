@@ -25,6 +25,7 @@
 #include "engine/family.hpp"
 #include "engine/rank_family.hpp"
 #include "engine/verdict.hpp"
+#include "tensor/tensor.hpp"
 
 #include <algorithm>
 #include <cstddef>
@@ -69,6 +70,26 @@ struct Diagnosis {
 inline constexpr double kDiagnosisResidual = 16.0;
 inline constexpr double kDiagnosisShare = 16.0;
 
+// How large a case must be for its diagnosis to run on a cut-down case (docs/compare.md,
+// "Diagnosis at real sizes"), and how much of it a cut keeps. `above` is in the family's own
+// measure of a signature run's work (the linear layers: multiply-adds of one product, tokens ×
+// in × out; parallel_mlp: tokens × hidden × ffn); a family that cannot be cut safely has no
+// diagnosis_cut and always runs the full case. A
+// cut keeps about `rows` token rows and `columns` output features (a family says which
+// dimensions), spread over the ranks' shards, always with every shard boundary's first and last
+// two and the worst element of every tensor the case gives.
+struct DiagnosisCutSize {
+  double above = 1U << 30U;  // 14 linear signatures here take ~10 s (64 s each at 9.2e10)
+  std::size_t rows = 64;
+  std::size_t columns = 256;
+};
+
+// What a comparison may be told beyond the case: the tests lower the cut's threshold to force
+// the cut-down path on moderate cases.
+struct CompareOptions {
+  DiagnosisCutSize cut;
+};
+
 // What the comparison of one case concluded.
 struct CompareResult {
   std::string dir;             // the case's directory
@@ -84,6 +105,10 @@ struct CompareResult {
   // when empty and signatures_tried > 0), and how many the family has.
   std::vector<Diagnosis> diagnosis;
   std::size_t signatures_tried = 0;
+  // The cut-down case the signatures ran on, in words ("64 of 2048 tokens and 256 of 11008
+  // output features, every shard boundary and the worst elements kept"); empty when they ran on
+  // the whole case.
+  std::string diagnosis_cut;
 };
 
 // max over elements of |a − b| / bound (a's bounds) for two checks of one tensor with kept
@@ -92,14 +117,15 @@ struct CompareResult {
 double element_residual(const TensorCheck& a, const TensorCheck& b);
 
 // "matches bias-on-every-rank at rank 1 (residual 0.02 of the bound; fails in y, db): <what the
-// bug is>" for each diagnosis, or "no known signature (of 17)"; empty when nothing failed.
+// bug is>" for each diagnosis, or "no known signature (of 17)"; empty when nothing failed. After
+// a cut-down diagnosis the parenthesis ends with "; diagnosed on <diagnosis_cut>".
 std::vector<std::string> diagnosis_lines(const CompareResult& r);
 
 // The implementation's largest error over the baseline's (FlashAttention's tests pass a kernel
 // at most 2x a same-dtype baseline's error): 1 when both are 0, inf when only the baseline's is.
 double baseline_error_ratio(const TensorCheck& impl, const TensorCheck& baseline);
 
-using CompareFn = std::function<CompareResult(const cases::CaseManifest&)>;
+using CompareFn = std::function<CompareResult(const cases::CaseManifest&, const CompareOptions&)>;
 
 // The ops `compare` knows, by op name.
 class CompareRegistry {
@@ -119,7 +145,7 @@ void register_builtin_compares();
 // Judges the case `m`. @throws cases::CaseError (bad input: an unknown op, a config field the
 // op does not take, a tensor of the wrong shape or type, a missing file) and UsageError from the
 // op's spec (a config the op refuses: sizes that do not split).
-CompareResult compare_case(const cases::CaseManifest& m);
+CompareResult compare_case(const cases::CaseManifest& m, const CompareOptions& options = {});
 
 // The contract every builtin bound assumes, in words (docs/compare.md): accumulation in
 // `accumulate`, acc_t<T> (acc_dtype) unless the case declared another.
@@ -209,14 +235,79 @@ void check_given(CaseVerdict& v, const cases::CaseManifest& m, const spec::OpSpe
   v.failures.insert(v.failures.end(), all.failures.begin(), all.failures.end());
 }
 
+// A cut-down of a case for the diagnosis: a smaller case of the same family with the same world
+// size, split kinds and shard boundaries (explicit splits of each rank's kept elements), its
+// inputs and expected values taken from the full case's, and for each output tensor the case
+// may give, the flat (row-major) indices of the full tensor it keeps, in the cut tensor's
+// order. A family cuts only where every signature's output on the cut case equals its output on
+// the full case at the kept elements (rows and output features of a linear layer are
+// independent), up to the order in which a ring reduction adds the ranks' partials (its chunks
+// follow the buffer's length); see diagnosis_cut below.
+template <class T, class Case, template <class> class Data, class Expected>
+struct DiagnosisCut {
+  Case c;
+  Data<T> d;
+  Expected e;
+  std::map<std::string, std::vector<std::size_t>> kept;
+  std::string words;  // CompareResult::diagnosis_cut
+};
+
+// A family whose diagnosis can run on a cut-down case defines, beside its case type,
+// `std::optional<DiagnosisCut<T, Case, Data, Expected>> diagnosis_cut(const Case&, const
+// Data<T>&, const Expected&, const CaseVerdict& given, const DiagnosisCutSize&)`: the cut when
+// the case is larger than size.above and a cut keeps every tensor `given` (the case's checked
+// outputs, with kept values) exact, nullopt to run the full case. This fallback, for the
+// others, always runs the full case.
+template <class T, class Case, template <class> class Data, class Expected>
+std::optional<DiagnosisCut<T, Case, Data, Expected>> diagnosis_cut(
+    const Case& /*c*/, const Data<T>& /*d*/, const Expected& /*e*/, const CaseVerdict& /*given*/,
+    const DiagnosisCutSize& /*size*/) {
+  return std::nullopt;
+}
+
+// The indices a cut keeps along one dimension of a case, and how many in each piece.
+struct KeptIndices {
+  std::vector<std::size_t> index;  // sorted, into the full dimension
+  std::vector<std::size_t> sizes;  // one per piece: the cut's explicit split of the dimension
+};
+
+// Along a dimension cut into `pieces` (their sizes in order; one piece when it is not split):
+// in every piece its first two and last two elements (each shard boundary), the `must` indices
+// inside it (the worst elements), and others spread evenly, up to `per_piece` in each, or as
+// many as the piece needing the most boundary and must indices keeps, so that pieces of equal
+// size keep equally many (a floor(n/P) split stays exact); a smaller piece is kept whole.
+KeptIndices keep_along(const std::vector<std::size_t>& pieces, std::size_t per_piece,
+                       const std::vector<std::size_t>& must);
+
+// The flat row-major indices of a [rows, cols] tensor at rows × cols (each sorted), row by row.
+std::vector<std::size_t> flat_indices(std::size_t cols_of_full,
+                                      const std::vector<std::size_t>& rows,
+                                      const std::vector<std::size_t>& cols);
+
+// The elements of t at the flat indices `kept`, as a tensor of `shape`. @pre the product of
+// shape is kept.size().
+template <class V>
+Tensor<V> select_flat(const Tensor<V>& t, const std::vector<std::size_t>& kept, Shape shape) {
+  Tensor<V> out(std::move(shape));
+  for (std::size_t k = 0; k < kept.size(); ++k) out[k] = t[kept[k]];
+  return out;
+}
+
+// `given`'s tensors with their kept values and bounds cut to `kept` (a tensor without an entry
+// is kept whole); everything else, the pass/fail, the bound ratio, the worst element and its
+// rank, is the full tensor's.
+std::vector<TensorCheck> cut_checks(const std::vector<TensorCheck>& given,
+                                    const std::map<std::string, std::vector<std::size_t>>& kept);
+
 // Runs each signature (a mutant of the family) on the case's inputs and keeps those whose
-// outputs match the case's checked tensors (out.verdict, with kept values) as
-// kDiagnosisResidual and kDiagnosisShare say, and fail somewhere. A signature that throws on the
-// case is skipped.
+// outputs match the case's checked tensors (`given`, with kept values) as kDiagnosisResidual
+// and kDiagnosisShare say, and fail somewhere. A signature that throws on the case is skipped.
+// On a cut-down case `given` holds the case's values at the kept elements and c, d, e are the
+// cut's; a signature's residual there is at most its residual over the whole case.
 template <class T, class Case, template <class> class Data, template <class> class Run,
           class Expected, class I>
-void diagnose(CompareResult& out, const Case& c, const Data<T>& d, const Expected& e,
-              std::span<const Mutant<I>> signatures) {
+void diagnose(CompareResult& out, const std::vector<TensorCheck>& given, const Case& c,
+              const Data<T>& d, const Expected& e, std::span<const Mutant<I>> signatures) {
   for (const auto& sig : signatures) {
     ++out.signatures_tried;
     CaseVerdict sv;
@@ -229,7 +320,7 @@ void diagnose(CompareResult& out, const Case& c, const Data<T>& d, const Expecte
     }
     Diagnosis dg{sig.name, sig.description, 0, {}, {}, -1};
     bool contradicted = false;  // a tensor where the case passes and the signature does not
-    for (const auto& t : out.verdict.tensors) {
+    for (const auto& t : given) {
       if (!t.problem.empty() || t.values.empty()) continue;
       const auto it = std::find_if(sv.tensors.begin(), sv.tensors.end(),
                                    [&](const TensorCheck& x) { return x.name == t.name; });
@@ -265,7 +356,8 @@ void diagnose(CompareResult& out, const Case& c, const Data<T>& d, const Expecte
 // for example &linear_mutants), the diagnosis.
 template <class Case, template <class> class Data, template <class> class Run,
           auto Signatures = nullptr>
-CompareResult compare_as(const cases::CaseManifest& m) {
+CompareResult compare_as(const cases::CaseManifest& m,
+                         [[maybe_unused]] const CompareOptions& options) {
   const Case c = case_of(m, static_cast<Case*>(nullptr));
   const spec::OpSpec s = spec_of(m, c);
   if (m.accumulate && *m.accumulate != acc_dtype(m.dtype) &&
@@ -309,7 +401,15 @@ CompareResult compare_as(const cases::CaseManifest& m) {
         const KeepElementValues keep;  // for the diagnosis; dropped below
         check_given<T, Case, Data, Run>(v, m, s, c, e);
         if constexpr (!std::is_null_pointer_v<decltype(Signatures)>) {
-          if (!v.pass()) diagnose<T, Case, Data, Run>(out, c, d, e, Signatures());
+          if (!v.pass()) {
+            if (auto cut = diagnosis_cut(c, d, e, v, options.cut)) {
+              out.diagnosis_cut = cut->words;
+              diagnose<T, Case, Data, Run>(out, cut_checks(v.tensors, cut->kept), cut->c, cut->d,
+                                           cut->e, Signatures());
+            } else {
+              diagnose<T, Case, Data, Run>(out, v.tensors, c, d, e, Signatures());
+            }
+          }
         }
       }
       for (auto& t : v.tensors) {

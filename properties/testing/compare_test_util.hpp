@@ -83,8 +83,9 @@ void write_tensor(const std::filesystem::path& p, const Tensor<T>& t) {
 }
 
 // The case in directory d, judged.
-inline CompareResult compare_dir(const std::filesystem::path& d) {
-  return compare_case(cases::read_case_manifest(d.string()));
+inline CompareResult compare_dir(const std::filesystem::path& d,
+                                 const CompareOptions& options = {}) {
+  return compare_case(cases::read_case_manifest(d.string()), options);
 }
 
 // The CaseError's message judging d gives; "not a CaseError: ..." for another exception, "no

@@ -14,6 +14,9 @@
 #include "suites/upstream_gradient.hpp"
 
 #include <algorithm>
+#include <numeric>
+#include <optional>
+#include <vector>
 
 namespace shardcheck::check {
 namespace {
@@ -59,6 +62,49 @@ MlpCase case_of(const cases::CaseManifest& m, MlpCase* /*tag*/) {
   read_reduction_fields(f, k);
   f.done();
   return c;
+}
+
+// The diagnosis of a large MLP case on a cut-down one (docs/compare.md, "Diagnosis at real
+// sizes"): some token rows, the hidden and ffn features intact (fc2 sums over ffn, fc1's dx over
+// it too). y and dx [tokens, hidden] are exact at the kept rows, since every token row goes
+// through the layer alone; the weight and bias gradients, sums over tokens, are not, so a case
+// that gives any of them keeps the full run. Under sequence parallelism the token split becomes
+// an explicit split of each rank's kept rows (no mlp signature depends on the split's sizes).
+template <class T>
+std::optional<DiagnosisCut<T, MlpCase, MlpData, MlpExpected>> diagnosis_cut(
+    const MlpCase& c, const MlpData<T>& d, const MlpExpected& e, const CaseVerdict& given,
+    const DiagnosisCutSize& size) {
+  const double work =
+      static_cast<double>(c.tokens) * static_cast<double>(c.hidden) * static_cast<double>(c.ffn());
+  if (work <= size.above || c.tokens <= size.rows) return std::nullopt;
+  std::vector<std::size_t> worst_token;
+  for (const auto& t : given.tensors) {
+    if (t.name != "y" && t.name != "dx") return std::nullopt;
+    if (!t.worst_index.empty() && !t.values.empty()) worst_token.push_back(t.worst_index[0]);
+  }
+  const bool sp = c.cfg.sequence_parallel;
+  const auto pieces =
+      sp ? split_sizes(c.cfg.token_split, c.tokens, c.world) : std::vector<std::size_t>{c.tokens};
+  const KeptIndices tk =
+      keep_along(pieces, std::max<std::size_t>(4, (size.rows + pieces.size() - 1) / pieces.size()),
+                 worst_token);
+  const std::size_t tokens = tk.index.size();
+  std::vector<std::size_t> features(c.hidden);
+  std::iota(features.begin(), features.end(), std::size_t{0});
+  const auto kept = flat_indices(c.hidden, tk.index, features);
+
+  DiagnosisCut<T, MlpCase, MlpData, MlpExpected> cut{c, d, e, {{"y", kept}, {"dx", kept}}, ""};
+  cut.c.tokens = cut.c.cfg.tokens = tokens;
+  cut.c.cfg.token_split = sp ? SplitPolicy::explicit_sizes(tk.sizes) : SplitPolicy::chunk();
+  cut.d.x = select_flat(d.x, kept, {tokens, c.hidden});
+  cut.d.dy = select_flat(d.dy, kept, {tokens, c.hidden});
+  for (ExpectedTensor* x : {&cut.e.y, &cut.e.dx}) {
+    x->value = select_flat(x->value, kept, {tokens, c.hidden});
+    x->bound = select_flat(x->bound, kept, {tokens, c.hidden});
+  }
+  cut.words = std::to_string(tokens) + " of " + std::to_string(c.tokens) +
+              " tokens, every shard boundary and the worst elements kept";
+  return cut;
 }
 
 template <class T>
