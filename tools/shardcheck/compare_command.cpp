@@ -100,8 +100,9 @@ Command compare_command() {
       "known bug signatures (the suite's mutants, run on the case's inputs) the outputs match "
       "(docs/compare.md, \"Diagnosis\"). Every case is read before anything is printed or "
       "written. A whole run (a directory holding run.json: a dump's cases in dataflow order, "
-      "docs/case-format.md) is judged step by step, each op on its own inputs, and the first "
-      "step that fails is named with its tensor and rank.";
+      "docs/case-format.md) is judged step by step, each op on its own inputs, its dataflow "
+      "links (run.json's \"links\") are checked bit for bit, and the first step that fails is "
+      "named with its tensor and rank.";
   c.operands = "CASE...";
   c.operands_help =
       "case directories, case.json files, directories of case directories, or run directories "
@@ -111,7 +112,8 @@ Command compare_command() {
                 "tensor, and the tolerance table per op x dtype x P x tensor), each atomically",
                 "none", [a](const std::string& v) { a->report_dir = v; }}};
   c.exit_status =
-      "0 every tensor of every case passed; 1 a tensor failed; 2 bad input (a malformed or "
+      "0 every tensor of every case passed; 1 a tensor failed or a run's dataflow link is "
+      "broken; 2 bad input (a malformed or "
       "missing file, an unknown op or config field, a wrong shape or element type), on one line "
       "naming the file and the field, with nothing written.";
   c.examples = {"shardcheck compare cases/linear_ok",
