@@ -210,9 +210,9 @@ TEST(CompareRunBadInput, every_error_names_the_file_and_the_field) {
             {"steps.0: unknown field op"}},
            {R"({"shardcheck_run": 1, "steps": ["00_in_proj"], "seed": 1})", {"unknown field seed"}},
            {R"({"shardcheck_run": 1, "steps": ["00_in_proj"], "links": {}})",
-            {"links: give an array of {\"from\": step, \"output\": name, \"to\": step"}},
+            {R"(links: give an array of {"from": step, "output": name, "to": step)"}},
            {R"({"shardcheck_run": 1, "steps": ["00_in_proj"], "links": [3]})",
-            {"links.0: give {\"from\": step"}},
+            {R"(links.0: give {"from": step)"}},
            {R"({"shardcheck_run": 1, "steps": ["00_in_proj", "01_mid"], "links": [)"
             R"({"from": "00_in_proj", "output": "y", "to": "02_x", "input": "x"}]})",
             {"links.0.to: is 02_x, which is not a step of the run; give one of 00_in_proj, "

@@ -9,6 +9,7 @@
 #include <bit>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 namespace shardcheck::check {
 
@@ -126,10 +127,16 @@ RunResult judge_run(const cases::RunManifest& m) {
         "step " + std::to_string(l.from + 1) + " (" + m.steps[l.from].name + ")";
     const std::string to_name =
         "step " + std::to_string(l.to + 1) + " (" + m.steps[l.to].name + ")";
-    run.links.push_back({l, t == from.verdict.tensors.end()
-                                ? to_name + "'s " + l.input + " cannot be checked: " + from_name +
-                                      " did not judge " + l.output
-                                : link_problem(l, from_name, *t, to_name, in, shape)});
+    std::string problem;
+    if (t == from.verdict.tensors.end()) {
+      problem = to_name;
+      problem += "'s " + l.input + " cannot be checked: ";
+      problem += from_name;
+      problem += " did not judge " + l.output;
+    } else {
+      problem = link_problem(l, from_name, *t, to_name, in, shape);
+    }
+    run.links.push_back({l, std::move(problem)});
   }
   // The kept values served the links; the report does not need them.
   for (auto& s : run.steps) {
