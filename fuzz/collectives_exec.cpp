@@ -181,32 +181,39 @@ std::span<const std::byte> RankBuffers::output(DType t) const {
   return std::span<const std::byte>(v).subspan(out_offset * e, out_count * e);
 }
 
+std::vector<RankBuffers> prepare_rank(const Program& prog, int w) {
+  std::vector<RankBuffers> bufs;
+  for (const Action& a : prog.actions[static_cast<std::size_t>(w)]) {
+    bufs.push_back(prepare(prog, w, a));
+  }
+  return bufs;
+}
+
+void run_rank(const Program& prog, Communicator& world, std::vector<RankBuffers>& bufs) {
+  const int w = world.world_rank();
+  std::vector<std::unique_ptr<Communicator>> owned;
+  const std::vector<Communicator*> comms = open_groups(prog, world, owned);
+  const auto& acts = prog.actions[static_cast<std::size_t>(w)];
+  for (std::size_t j = 0; j < acts.size(); ++j) {
+    const Action& act = acts[j];
+    if (act.stop) return;
+    if (act.raise) throw InjectedFault("injected by the fuzz program: " + prog.deviation_text);
+    Communicator& c = *comms[static_cast<std::size_t>(act.spec.group)];
+    RankBuffers& rb = bufs[j];
+    rb.seen_rank = c.rank();
+    rb.seen_size = c.size();
+    rb.seen_members = c.members();
+    visit_dtype(act.spec.dtype, [&](auto t) { call<decltype(t)>(c, act, rb); });
+    rb.executed = true;
+  }
+}
+
 Execution execute(const Program& prog, std::chrono::milliseconds timeout) {
   Execution ex;
   ex.bufs.resize(static_cast<std::size_t>(prog.world));
-  for (int w = 0; w < prog.world; ++w) {
-    for (const Action& a : prog.actions[static_cast<std::size_t>(w)]) {
-      ex.bufs[static_cast<std::size_t>(w)].push_back(prepare(prog, w, a));
-    }
-  }
+  for (int w = 0; w < prog.world; ++w) ex.bufs[static_cast<std::size_t>(w)] = prepare_rank(prog, w);
   auto rank_main = [&](Communicator& world) {
-    const int w = world.world_rank();
-    std::vector<std::unique_ptr<Communicator>> owned;
-    const std::vector<Communicator*> comms = open_groups(prog, world, owned);
-    const auto& acts = prog.actions[static_cast<std::size_t>(w)];
-    auto& bufs = ex.bufs[static_cast<std::size_t>(w)];
-    for (std::size_t j = 0; j < acts.size(); ++j) {
-      const Action& act = acts[j];
-      if (act.stop) return;
-      if (act.raise) throw InjectedFault("injected by the fuzz program: " + prog.deviation_text);
-      Communicator& c = *comms[static_cast<std::size_t>(act.spec.group)];
-      RankBuffers& rb = bufs[j];
-      rb.seen_rank = c.rank();
-      rb.seen_size = c.size();
-      rb.seen_members = c.members();
-      visit_dtype(act.spec.dtype, [&](auto t) { call<decltype(t)>(c, act, rb); });
-      rb.executed = true;
-    }
+    run_rank(prog, world, ex.bufs[static_cast<std::size_t>(world.world_rank())]);
   };
   RunOptions options;
   options.timeout = timeout;

@@ -45,4 +45,10 @@ inline constexpr std::byte sentinel{0xA5};
 
 Execution execute(const Program& prog, std::chrono::milliseconds timeout);
 
+// What execute() does for one rank, for another launcher (the MPI backend's corpus replay,
+// properties/mpi/mpi_equivalence_test.cpp): world rank w's buffers, prepared; and its actions run
+// on its world communicator (deviations included: a stop returns, a raise throws InjectedFault).
+std::vector<RankBuffers> prepare_rank(const Program& prog, int w);
+void run_rank(const Program& prog, Communicator& world, std::vector<RankBuffers>& bufs);
+
 }  // namespace shardcheck::fuzz

@@ -56,38 +56,13 @@ bool verbose() {
   std::abort();
 }
 
-// The exception type of an exception_ptr, as the prediction names them.
-std::string type_of(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const CollectiveMismatch&) {
-    return "CollectiveMismatch";
-  } catch (const DeadlockError&) {
-    return "DeadlockError";
-  } catch (const UsageError&) {
-    return "UsageError";
-  } catch (const TimeoutError&) {
-    return "TimeoutError";
-  } catch (const PeerAborted&) {
-    return "PeerAborted";
-  } catch (const RankFailure&) {
-    return "RankFailure";
-  } catch (const InjectedFault&) {
-    return "InjectedFault";
-  } catch (const std::exception& x) {
-    return std::string("std::exception: ") + x.what();
-  } catch (...) {
-    return "unknown exception";
-  }
-}
-
 bool contains(const std::vector<int>& v, int x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
 
 void check_failure(const Program& prog, const Prediction& pred, const RankFailure& f) {
   const std::string expected(name(pred.expect));
-  const std::string cause = type_of(f.cause());
+  const std::string cause = exception_type(f.cause());
   if (cause != expected) {
     violation(prog, pred,
               "run() failed with " + cause + " on rank " + std::to_string(f.rank()) +
@@ -100,7 +75,7 @@ void check_failure(const Program& prog, const Prediction& pred, const RankFailur
   }
   // Every other rank either stopped because of the primary failure, or failed the same way.
   for (const RankError& e : f.all()) {
-    const std::string t = type_of(e.error);
+    const std::string t = exception_type(e.error);
     if (t != expected && t != "PeerAborted") {
       violation(prog, pred,
                 // NOLINTNEXTLINE(performance-inefficient-string-concatenation): once, then abort
@@ -112,7 +87,7 @@ void check_failure(const Program& prog, const Prediction& pred, const RankFailur
     // Every rank of the disagreeing step is told, and the message names the step.
     for (int w : pred.ranks) {
       bool told = false;
-      for (const RankError& e : f.all()) told |= e.rank == w && type_of(e.error) == expected;
+      for (const RankError& e : f.all()) told |= e.rank == w && exception_type(e.error) == expected;
       if (!told) {
         violation(prog, pred,
                   "world rank " + std::to_string(w) +
@@ -169,7 +144,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       }
       check_failure(prog, pred, f);
     } catch (...) {
-      violation(prog, pred, "run() threw " + type_of(ex.failure) + " instead of RankFailure");
+      violation(prog, pred,
+                "run() threw " + exception_type(ex.failure) + " instead of RankFailure");
     }
     return 0;
   }

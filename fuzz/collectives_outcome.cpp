@@ -1,5 +1,7 @@
 #include "collectives_outcome.hpp"
 
+#include "runtime/errors.hpp"
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -185,6 +187,30 @@ Prediction predict(const Program& prog) {
   out.expect = out.ranks.empty() ? Expect::success : Expect::deadlock;
   out.why = os.str();
   return out;
+}
+
+std::string exception_type(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const CollectiveMismatch&) {
+    return "CollectiveMismatch";
+  } catch (const DeadlockError&) {
+    return "DeadlockError";
+  } catch (const UsageError&) {
+    return "UsageError";
+  } catch (const TimeoutError&) {
+    return "TimeoutError";
+  } catch (const PeerAborted&) {
+    return "PeerAborted";
+  } catch (const RankFailure&) {
+    return "RankFailure";
+  } catch (const InjectedFault&) {
+    return "InjectedFault";
+  } catch (const std::exception& x) {
+    return std::string("std::exception: ") + x.what();
+  } catch (...) {
+    return "unknown exception";
+  }
 }
 
 }  // namespace shardcheck::fuzz

@@ -17,6 +17,7 @@
 
 #include "collectives_program.hpp"
 
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -34,5 +35,10 @@ struct Prediction {
 };
 
 Prediction predict(const Program& prog);
+
+// The exception type of an exception_ptr, as the prediction names them (name(Expect)):
+// "CollectiveMismatch", "DeadlockError", "UsageError", "InjectedFault", and also "TimeoutError",
+// "PeerAborted", "RankFailure", "std::exception: <what>" or "unknown exception".
+std::string exception_type(const std::exception_ptr& e);
 
 }  // namespace shardcheck::fuzz

@@ -49,19 +49,19 @@ std::string_view name(Collective op) noexcept;
 std::string_view name(Algorithm algo) noexcept;
 
 struct LedgerEntry {
-  Collective op;
+  Collective op = Collective::barrier;
   std::shared_ptr<const std::vector<int>> group;  // world ranks, in group order
-  DType dtype;
+  DType dtype = DType::float32;
   // Elements of the op's full buffer: all_reduce, broadcast, reduce: the buffer; all_gather,
   // reduce_scatter, gather, scatter: the sum of the per-rank counts; all_to_all: what this
   // rank sends; send, recv, ring_shift: this rank's message.
-  std::uint64_t count;
-  std::uint64_t bytes_sent;
-  std::uint64_t bytes_recv;
-  Algorithm algorithm;
-  ReduceOp reduce_op;  // meaningful for reduce, all_reduce, reduce_scatter
-  int peer;            // send/recv: the other rank's group rank; otherwise -1
-  std::uint64_t step;  // this call's sequence number on its group (0-based)
+  std::uint64_t count = 0;
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t bytes_recv = 0;
+  Algorithm algorithm = Algorithm::none;
+  ReduceOp reduce_op = ReduceOp::sum;  // meaningful for reduce, all_reduce, reduce_scatter
+  int peer = -1;                       // send/recv: the other rank's group rank; otherwise -1
+  std::uint64_t step = 0;              // this call's sequence number on its group (0-based)
 
   std::string to_string()
       const;  // e.g. "all_reduce ring float32 x1024 [0,1,2,3] sent 6144 recv 6144"

@@ -28,8 +28,10 @@
 //   template <class T> void own_check(Own, CaseVerdict&, const Case&, const Data<T>&, const Run&);
 #pragma once
 
+#include "engine/case_driver.hpp"
 #include "engine/expected.hpp"
 #include "engine/family.hpp"
+#include "engine/rank_bytes.hpp"
 #include "engine/traffic.hpp"
 #include "engine/verdict.hpp"
 #include "runtime/launcher.hpp"
@@ -52,21 +54,47 @@ struct RankRun {
   std::string error;             // the implementation threw: nothing else is set
 };
 
-// Runs fn(comm) on `world` ranks; rank r's result becomes outputs[r]. An exception from any rank
-// (the runtime names the rank) becomes RankRun::error, so the verdict reports it as the failure.
+// Runs fn(comm) on `world` ranks; rank r's result becomes outputs[r]. With a case driver set (an
+// MPI run, case_driver.hpp), through it: rank r on process r, then every rank's outputs and
+// ledger on every process; a case with more ranks than processes is discarded with the reason
+// (the command line caps --max-world at the processes, so only a suite that draws past it does).
+// @throws RankFailure when a rank threw (the same on every process of an MPI run).
+template <class Outputs, class Fn>
+RankRun<Outputs> outputs_of_ranks(int world, Fn&& fn) {
+  RankRun<Outputs> out;
+  if (const auto* d = case_driver()) {
+    if (world > d->processes()) {
+      throw rc::detail::CaseResult(rc::detail::CaseResult::Type::Discard,
+                                   "the case needs " + std::to_string(world) +
+                                       " ranks; mpirun started " + std::to_string(d->processes()) +
+                                       " processes");
+    }
+    auto g = d->run(world, [&](Communicator& comm) { return to_bytes(fn(comm)); });
+    out.outputs.reserve(g.outputs.size());
+    for (const auto& bytes : g.outputs) out.outputs.push_back(from_bytes<Outputs>(bytes));
+    out.ledgers = std::move(g.ledgers);
+    return out;
+  }
+  out.outputs.resize(static_cast<std::size_t>(world));
+  auto result = run(world, [&](Communicator& comm) {
+    out.outputs[static_cast<std::size_t>(comm.rank())] = fn(comm);
+  });
+  out.ledgers = std::move(result.ledgers);
+  return out;
+}
+
+// outputs_of_ranks, where an exception from any rank (the runtime names the rank) becomes
+// RankRun::error, so the verdict reports it as the failure.
 template <class Outputs, class Fn>
 RankRun<Outputs> run_on_ranks(int world, Fn&& fn) {
-  RankRun<Outputs> out;
-  out.outputs.resize(static_cast<std::size_t>(world));
   try {
-    auto result = run(world, [&](Communicator& comm) {
-      out.outputs[static_cast<std::size_t>(comm.rank())] = fn(comm);
-    });
-    out.ledgers = std::move(result.ledgers);
+    return outputs_of_ranks<Outputs>(world, fn);
   } catch (const std::exception& e) {
+    RankRun<Outputs> out;
+    out.outputs.resize(static_cast<std::size_t>(world));
     out.error = e.what();
+    return out;
   }
-  return out;
 }
 
 // run_on_ranks with each rank's inputs made first, on this thread: inputs(r) for every rank r
@@ -188,8 +216,11 @@ struct RankFamily : FloatTypes, FamilyTypes<Interface, Case, Options, Own> {
   template <class T>
   static void check_case(const Row& p, const Interface& impl, const Case& c) {
     const Data<T> d = *gen_data<T>(c);
-    const auto run = run_ranks(impl, c, d);
     const spec::OpSpec s = op_spec(c);
+    same_case(s.op + " " + std::string(name(c.dtype)) + " " + c.describe());
+    const auto run = run_ranks(impl, c, d);
+    // Under mpirun only the checker compares; the case ends with its outcome (runner.cpp).
+    if (const auto* driver = case_driver(); driver != nullptr && !driver->checker()) return;
     CaseVerdict v;
     if (!begin_verdict(v, s.op, c.dtype, s.world(), c.describe(), run.error)) return;
     if (s.mesh.size() >= 2) {

@@ -1,9 +1,11 @@
 #include "engine/runner.hpp"
 
+#include "engine/case_driver.hpp"
 #include "engine/verdict.hpp"
 #include "runtime/errors.hpp"
 
 #include <rapidcheck.h>
+#include <rapidcheck/GenerationFailure.h>
 #include <rapidcheck/detail/TestListenerAdapter.h>
 
 #include <chrono>
@@ -24,6 +26,47 @@ void require_known(const Suite& suite, const std::vector<Info>& infos, const std
   }
   throw UsageError("suite '" + suite.name() + "' has no " + what + " '" + name + "'; " + listed +
                    ": " + known);
+}
+
+// One case under a case driver (case_driver.hpp, "Lockstep"): the checker's outcome is every
+// process's. The checker ends the case as run_case did (its exception rethrown unchanged, so its
+// messages are those of a run without a driver); the other processes end it with the outcome the
+// checker sent: "p" passed, "f<message>" failed, "d<message>" discarded (RapidCheck's own rule,
+// rapidcheck/detail/Property.hpp: a CaseResult as it is, a GenerationFailure discards, any other
+// exception fails).
+void run_case_in_lockstep(const CaseDriver& d, const Suite& suite, const std::string& property,
+                          const std::string& impl, const RunConfig& config) {
+  std::string outcome = "p";
+  std::exception_ptr mine;
+  try {
+    suite.run_case(property, impl, config);
+  } catch (const rc::detail::CaseResult& r) {
+    mine = std::current_exception();
+    if (r.type != rc::detail::CaseResult::Type::Success) {
+      outcome = (r.type == rc::detail::CaseResult::Type::Discard ? "d" : "f") + r.description;
+    }
+  } catch (const rc::GenerationFailure& e) {  // RapidCheck discards the case
+    mine = std::current_exception();
+    outcome = std::string("d") + e.what();
+  } catch (const std::exception& e) {
+    mine = std::current_exception();
+    outcome = std::string("f") + e.what();
+  } catch (...) {
+    mine = std::current_exception();
+    outcome = "fan exception that is not a std::exception";
+  }
+  const std::string agreed = d.agree(outcome);
+  if (d.checker()) {
+    if (mine) std::rethrow_exception(mine);
+    return;
+  }
+  if (outcome != "p" && outcome != agreed) {
+    d.abandon("ended a case with\n  " + outcome + "\nwhere process 0 ended it with\n  " + agreed);
+  }
+  if (agreed == "p") return;
+  throw rc::detail::CaseResult(agreed[0] == 'd' ? rc::detail::CaseResult::Type::Discard
+                                                : rc::detail::CaseResult::Type::Failure,
+                               agreed.substr(1));
 }
 
 }  // namespace
@@ -56,14 +99,21 @@ PropertyOutcome run_property(const Suite& suite, const std::string& property,
   int ran = 0;          // cases run so far (shrinking candidates included)
   const auto body = [&] {
     // The first case always runs, so a property never passes on no case at all.
-    if (params.deadline && !failed && ran > 0 &&
-        std::chrono::steady_clock::now() >= *params.deadline) {
+    bool skip = params.deadline && !failed && ran > 0 &&
+                std::chrono::steady_clock::now() >= *params.deadline;
+    const auto* driver = case_driver();
+    if (driver != nullptr) skip = driver->agree(skip ? "skip" : "run") == "skip";
+    if (skip) {
       ++skipped;
       return;
     }
     ++ran;
     try {
-      suite.run_case(property, impl, config);
+      if (driver != nullptr) {
+        run_case_in_lockstep(*driver, suite, property, impl, config);
+      } else {
+        suite.run_case(property, impl, config);
+      }
     } catch (const rc::detail::CaseResult& r) {
       failed = failed || r.type == rc::detail::CaseResult::Type::Failure;
       throw;

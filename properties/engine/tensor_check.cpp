@@ -57,7 +57,7 @@ std::string TensorCheck::summary() const {
 }
 
 std::string TensorCheck::explain() const {
-  if (!problem.empty()) return name + ": " + problem;
+  if (!problem.empty()) return name + ": " + problem + "\n";
   std::string s;
   if (!divergent_ranks.empty()) {
     s += name + " is replicated (" + placement + ") but ranks";

@@ -1,5 +1,6 @@
 #include "tools/shardcheck/cli.hpp"
 
+#include "engine/case_driver.hpp"
 #include "runtime/errors.hpp"
 #include "tools/shardcheck/budget_command.hpp"
 #include "tools/shardcheck/command_line.hpp"
@@ -141,6 +142,11 @@ int dispatch(const std::vector<std::string>& args, const std::string& line, std:
   if (c == nullptr) {
     program_error((name[0] == '-' ? "unknown option '" : "unknown command '") + name +
                   "'; the commands are " + command_names());
+  }
+  if (check::case_driver() != nullptr && name != "check" && name != "mutants" && name != "help" &&
+      name != "version" && name != "list") {
+    program_error("under mpirun only check and mutants run (and list, help, version); run " + name +
+                  " without mpirun");
   }
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   if (asks_for_help(rest)) {

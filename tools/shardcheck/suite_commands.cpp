@@ -1,5 +1,6 @@
 #include "tools/shardcheck/suite_commands.hpp"
 
+#include "engine/case_driver.hpp"
 #include "engine/format_number.hpp"
 #include "engine/replay.hpp"
 #include "engine/runner.hpp"
@@ -39,6 +40,7 @@ struct SuiteRun {
   bool shrink = true;
   bool dtype_given = false;
   bool cases_given = false;
+  bool max_world_given = false;
   std::optional<long long> time_seconds;  // --time: the campaign's budget
   std::optional<std::string> replay_db;   // --replay-db FILE
 };
@@ -68,6 +70,7 @@ std::vector<Option> run_options(const std::shared_ptr<SuiteRun>& o) {
        std::to_string(d.config.max_world),
        [o](const std::string& v) {
          o->config.max_world = parse_whole<int>("--max-world", v, 1, max_world_limit);
+         o->max_world_given = true;
        }},
       {"--dtype", "LIST", "the element types cases draw from, comma-separated",
        dtype_list(d.config.dtypes),
@@ -152,7 +155,8 @@ report::Report new_report(const SuiteRun& o, const std::string& command_line) {
 
 void finish_report(report::Report& rep, const check::Collector& collector, const SuiteRun& o,
                    std::ostream& out) {
-  if (!o.report_dir) return;
+  const auto* d = check::case_driver();
+  if (!o.report_dir || (d != nullptr && !d->checker())) return;
   rep.collector = &collector;
   report::write_report(rep, *o.report_dir);
   out << "report: " << *o.report_dir << "/report.md, " << *o.report_dir << "/report.json, "
@@ -296,7 +300,33 @@ void check_property(const check::Suite& s, const check::PropertyInfo& p, const S
   rep.properties.push_back(std::move(result));
 }
 
-int run_check(const SuiteRun& o, const std::string& command_line, std::ostream& out) {
+// Under mpirun (a case driver is set: engine/case_driver.hpp) a case's ranks are the processes:
+// --max-world is at most their number (the default is lowered to it, and says so), and only
+// process 0 writes the report (the others run the same cases in lockstep and print nothing; they
+// create the report directory too, so a bad --report stops every process alike). --time and
+// --replay-db are refused: a campaign decides by the clock and by files, which the processes
+// would not share.
+SuiteRun fit_to_processes(SuiteRun o, std::ostream& out) {
+  const auto* d = check::case_driver();
+  if (d == nullptr) return o;
+  if (o.time_seconds) usage_error("--time is not supported under mpirun; give --cases");
+  if (o.replay_db) usage_error("--replay-db is not supported under mpirun; run it without mpirun");
+  const int p = d->processes();
+  if (o.config.max_world > p) {
+    if (o.max_world_given) {
+      usage_error("--max-world " + std::to_string(o.config.max_world) +
+                  " needs as many processes; mpirun started " + std::to_string(p) +
+                  " (mpirun -np " + std::to_string(o.config.max_world) + ", or --max-world " +
+                  std::to_string(p) + ")");
+    }
+    o.config.max_world = p;
+    out << "max-world " << p << ": the processes mpirun started\n";
+  }
+  return o;
+}
+
+int run_check(const SuiteRun& given, const std::string& command_line, std::ostream& out) {
+  const SuiteRun o = fit_to_processes(given, out);
   if (o.time_seconds && o.cases_given) {
     usage_error("--time and --cases both given: --time runs as many cases as fit; give one");
   }
@@ -358,7 +388,8 @@ report::MutantOutcome try_mutant(const check::Suite& s, const check::Implementat
   return mo;
 }
 
-int run_mutants(const SuiteRun& o, const std::string& command_line, std::ostream& out) {
+int run_mutants(const SuiteRun& given, const std::string& command_line, std::ostream& out) {
+  const SuiteRun o = fit_to_processes(given, out);
   const auto suites = selected(o);
   prepare_report_dir(o);
   check::Collector collector;

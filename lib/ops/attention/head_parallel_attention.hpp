@@ -114,6 +114,14 @@ struct AttentionLayerGrads {
   Tensor<T> dwq, dbq, dwk, dbk, dwv, dbv, dwo, dbo;  // the shapes of the rank's weights
 };
 
+// f(every member), in declaration order (the check engine sends a rank's results between MPI
+// processes member by member).
+template <class T, class F>
+void fields(AttentionLayerGrads<T>& o, F&& f) {
+  f(o.dx, o.dwq, o.dbq, o.dwk, o.dbk, o.dwv, o.dbv, o.dwo, o.dbo);
+}
+static_assert(sizeof(AttentionLayerGrads<double>) == 9 * sizeof(Tensor<double>));
+
 // What the forward keeps for the backward.
 template <class T>
 struct AttentionLayerOutput {

@@ -245,6 +245,13 @@ struct ModelStepResult {
   std::vector<Tensor<T>> input_grads;
 };
 
+// f(every member), in declaration order (the check engine sends a rank's results between MPI
+// processes member by member).
+template <class T, class F>
+void fields(ModelStepResult<T>& o, F&& f) {
+  f(o.loss, o.tokens, o.grads, o.grad_norm, o.clip_coef, o.params, o.input_grads);
+}
+
 // One training step on one rank of the mesh: forward and backward over every micro-batch,
 // finalize the gradients, clip, SGD. Every rank of `world` calls it with the same cfg, par,
 // opt and batch and its own shards (shard_model_params). @pre world.size() == pp·dp·cp·tp.

@@ -60,6 +60,15 @@ struct TransformerLayerParams {
   Tensor<T> w_down, b_down;           // [H, F], [H]
 };
 
+// f(every member), in declaration order (the check engine sends a rank's results between MPI
+// processes member by member).
+template <class T, class F>
+void fields(TransformerLayerParams<T>& o, F&& f) {
+  f(o.norm1_gamma, o.norm1_beta, o.wq, o.bq, o.wk, o.bk, o.wv, o.bv, o.wo, o.bo, o.norm2_gamma,
+    o.norm2_beta, o.w_up, o.b_up, o.w_down, o.b_down);
+}
+static_assert(sizeof(TransformerLayerParams<double>) == 16 * sizeof(Tensor<double>));
+
 // The model's parameters: embedding E [V, H], the layers, the final norm [H], and the output
 // projection W_out [V, H] (empty when tied_embedding: W = E). The same struct of acc_t<T> (or
 // high-precision) tensors holds gradients.
@@ -70,6 +79,13 @@ struct ModelParams {
   Tensor<T> final_gamma, final_beta;
   Tensor<T> output;
 };
+
+// f(every member), in declaration order (the check engine sends a rank's results between MPI
+// processes member by member).
+template <class T, class F>
+void fields(ModelParams<T>& o, F&& f) {
+  f(o.embedding, o.layers, o.final_gamma, o.final_beta, o.output);
+}
 
 // One global batch: `sequences` sequences of `seq_len` tokens, row-major [sequences, seq_len].
 // targets[b, t] is the id the model must predict at position t (the next token, already

@@ -43,6 +43,12 @@ struct CoreRankOutputs {
   Tensor<T> dq, dk, dv;  // the shapes of q, k, v
 };
 
+template <class T, class F>  // f(every member): the MPI case driver's bytes (engine/rank_bytes.hpp)
+void fields(CoreRankOutputs<T>& o, F&& f) {
+  f(o.out, o.lse, o.dq, o.dk, o.dv);
+}
+static_assert(sizeof(CoreRankOutputs<double>) == 5 * sizeof(Tensor<double>));
+
 // Under cfg.sequence_parallel, x, dy, y and dx are the tp rank's token rows [rows_r, hidden]
 // instead: cfg.token_split of the rank's positions flattened [batch·L_r, hidden] (batch-major).
 template <class T>
@@ -56,6 +62,12 @@ struct LayerRankOutputs {
   Tensor<T> y;                   // [batch, L_r, hidden]
   AttentionLayerGrads<T> grads;  // dx [batch, L_r, hidden], the rank's weight-gradient shards
 };
+
+template <class T, class F>  // f(every member): the MPI case driver's bytes (engine/rank_bytes.hpp)
+void fields(LayerRankOutputs<T>& o, F&& f) {
+  f(o.y, o.grads);
+}
+static_assert(sizeof(LayerRankOutputs<double>) == 10 * sizeof(Tensor<double>));
 
 // The interface (AttentionImplementation) and AttentionAdapter<Impl>, which adapts a type with
 // member templates core<T> and layer<T> (engine/implementation.hpp).

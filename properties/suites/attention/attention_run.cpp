@@ -1,9 +1,9 @@
 #include "suites/attention/attention_run.hpp"
 
 #include "engine/instantiate.hpp"
+#include "engine/rank_family.hpp"
 #include "engine/slicing.hpp"
 #include "layout/device_mesh.hpp"
-#include "runtime/launcher.hpp"
 
 #include <numeric>
 
@@ -90,28 +90,29 @@ AttentionRun<T> run_ranks(const AttentionImplementation& impl, const AttentionCa
       layer_in[i] = {layer_piece(c, d.x, r), layer_piece(c, d.dy, r), d.w};
     }
   }
-  if (core) {
-    out.core.resize(n);
-  } else {
-    out.layer.resize(n);
+  auto run = run_on_ranks<AttentionRankOutputs<T>>(p, [&](Communicator& world) {
+    const auto r = static_cast<std::size_t>(world.rank());
+    AttentionRankOutputs<T> o;
+    if (core) {
+      o.core = impl.core(world, c.attention(), c.context(), core_in[r]);
+      return o;
+    }
+    MeshGroups mesh(world, DeviceMesh({{"cp", c.cp}, {"tp", c.tp}}));
+    o.layer =
+        c.core_in_layer
+            ? layer_around_core(impl, mesh.along("tp"), mesh.along("cp"), c.layer, layer_in[r])
+            : impl.layer(mesh.along("tp"), mesh.along("cp"), c.layer, layer_in[r]);
+    return o;
+  });
+  for (auto& o : run.outputs) {
+    if (core) {
+      out.core.push_back(std::move(o.core));
+    } else {
+      out.layer.push_back(std::move(o.layer));
+    }
   }
-  try {
-    auto result = run(p, [&](Communicator& world) {
-      const auto r = static_cast<std::size_t>(world.rank());
-      if (core) {
-        out.core[r] = impl.core(world, c.attention(), c.context(), core_in[r]);
-        return;
-      }
-      MeshGroups mesh(world, DeviceMesh({{"cp", c.cp}, {"tp", c.tp}}));
-      out.layer[r] =
-          c.core_in_layer
-              ? layer_around_core(impl, mesh.along("tp"), mesh.along("cp"), c.layer, layer_in[r])
-              : impl.layer(mesh.along("tp"), mesh.along("cp"), c.layer, layer_in[r]);
-    });
-    out.ledgers = std::move(result.ledgers);
-  } catch (const std::exception& e) {
-    out.error = e.what();
-  }
+  out.ledgers = std::move(run.ledgers);
+  out.error = std::move(run.error);
   return out;
 }
 

@@ -15,6 +15,18 @@
 
 namespace shardcheck::check {
 
+// What one rank returns: the op's outputs (the other op's stay empty).
+template <class T>
+struct AttentionRankOutputs {
+  CoreRankOutputs<T> core;
+  LayerRankOutputs<T> layer;
+};
+
+template <class T, class F>  // f(every member): the MPI case driver's bytes (engine/rank_bytes.hpp)
+void fields(AttentionRankOutputs<T>& o, F&& f) {
+  f(o.core, o.layer);
+}
+
 template <class T>
 struct AttentionRun {
   std::vector<CoreRankOutputs<T>> core;    // by world rank (the core op)

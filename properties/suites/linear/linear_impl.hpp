@@ -53,6 +53,12 @@ struct LinearRankOutputs {
   Tensor<T> y, dx, dw, db;  // db empty without bias
 };
 
+template <class T, class F>  // f(every member): the MPI case driver's bytes (engine/rank_bytes.hpp)
+void fields(LinearRankOutputs<T>& o, F&& f) {
+  f(o.y, o.dx, o.dw, o.db);
+}
+static_assert(sizeof(LinearRankOutputs<double>) == 4 * sizeof(Tensor<double>));
+
 // The interface (LinearImplementation) and LinearAdapter<Impl>, which adapts a type with member
 // templates column_parallel<T> and row_parallel<T> (engine/implementation.hpp).
 #define SHARDCHECK_LINEAR_METHODS(M, T)                                                  \

@@ -46,6 +46,12 @@ struct MlpRankOutputs {
   Tensor<T> y, dx, dw_gate, dw_up, db_gate, db_up, dw_down, db_down;
 };
 
+template <class T, class F>  // f(every member): the MPI case driver's bytes (engine/rank_bytes.hpp)
+void fields(MlpRankOutputs<T>& o, F&& f) {
+  f(o.y, o.dx, o.dw_gate, o.dw_up, o.db_gate, o.db_up, o.dw_down, o.db_down);
+}
+static_assert(sizeof(MlpRankOutputs<double>) == 8 * sizeof(Tensor<double>));
+
 // The interface (MlpImplementation) and MlpAdapter<Impl>, which adapts a type with a member
 // template parallel_mlp<T> (engine/implementation.hpp).
 #define SHARDCHECK_MLP_METHODS(M, T)    \

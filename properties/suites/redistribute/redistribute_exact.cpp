@@ -2,6 +2,7 @@
 // where every reduction of the case is exact, so every result is compared bit for bit. Also the
 // helpers every check shares: the pieces of a global tensor, the run on the ranks and the first
 // differing element.
+#include "engine/rank_family.hpp"
 #include "engine/tensor_check.hpp"
 #include "engine/verdict.hpp"
 #include "layout/materialize_mesh.hpp"
@@ -36,21 +37,38 @@ std::vector<Tensor<T>> pieces_of_terms(const std::vector<Tensor<T>>& terms,
   return pieces;
 }
 
+// What one rank returns: its piece under `to` and its ledger's entries of the redistribution.
+template <class T>
+struct RedistributeRankOutputs {
+  Tensor<T> piece;
+  std::vector<LedgerEntry> ledger;
+};
+
+template <class T, class F>  // f(every member): the MPI case driver's bytes (engine/rank_bytes.hpp)
+void fields(RedistributeRankOutputs<T>& o, F&& f) {
+  f(o.piece, o.ledger);
+}
+
 template <class T>
 RedistributeRun<T> run_redistribute(const RedistributeImplementation& impl,
                                     const RedistributeCase& c, const std::vector<Tensor<T>>& in,
                                     const std::vector<Placement>& from,
                                     const std::vector<Placement>& to) {
+  auto run =
+      outputs_of_ranks<RedistributeRankOutputs<T>>(c.mesh.world_size(), [&](Communicator& world) {
+        MeshGroups groups(world, c.mesh);
+        world.ledger().clear();
+        RedistributeRankOutputs<T> o;
+        o.piece = impl.redistribute(groups, in[static_cast<std::size_t>(world.rank())], c.global,
+                                    from, to);
+        o.ledger = world.ledger().entries();
+        return o;
+      });
   RedistributeRun<T> o;
-  o.pieces.resize(in.size());
-  o.ledgers.resize(in.size());
-  run(c.mesh.world_size(), [&](Communicator& world) {
-    MeshGroups groups(world, c.mesh);
-    const auto r = static_cast<std::size_t>(world.rank());
-    world.ledger().clear();
-    o.pieces[r] = impl.redistribute(groups, in[r], c.global, from, to);
-    o.ledgers[r] = world.ledger().entries();
-  });
+  for (auto& r : run.outputs) {
+    o.pieces.push_back(std::move(r.piece));
+    o.ledgers.push_back(std::move(r.ledger));
+  }
   return o;
 }
 

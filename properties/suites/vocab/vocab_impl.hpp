@@ -50,6 +50,12 @@ struct VocabRankOutputs {
   Tensor<T> loss, dlogits;  // cross_entropy
 };
 
+template <class T, class F>  // f(every member): the MPI case driver's bytes (engine/rank_bytes.hpp)
+void fields(VocabRankOutputs<T>& o, F&& f) {
+  f(o.y, o.dw, o.loss, o.dlogits);
+}
+static_assert(sizeof(VocabRankOutputs<double>) == 4 * sizeof(Tensor<double>));
+
 // The interface (VocabImplementation) and VocabAdapter<Impl>, which adapts a type with member
 // templates embedding<T> and cross_entropy<T> (engine/implementation.hpp).
 #define SHARDCHECK_VOCAB_METHODS(M, T)                                                     \
