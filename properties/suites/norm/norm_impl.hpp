@@ -42,12 +42,6 @@ struct NormRankOutputs {
   Tensor<T> y, dx, dgamma, dbeta;  // dbeta empty without beta
 };
 
-template <class T, class F>  // f(every member): the MPI case driver's bytes (engine/rank_bytes.hpp)
-void fields(NormRankOutputs<T>& o, F&& f) {
-  f(o.y, o.dx, o.dgamma, o.dbeta);
-}
-static_assert(sizeof(NormRankOutputs<double>) == 4 * sizeof(Tensor<double>));
-
 // The Megatron-LM sequence-parallel block (Korthikanti et al. 2022, Fig. 5), no linear biases:
 //   z_r = norm(x_r)                                  local
 //   z   = g(z_r) = all_gather_tokens                 backward: reduce_scatter_tokens
@@ -79,6 +73,12 @@ void fields(BlockRankOutputs<T>& o, F&& f) {
   f(o.y, o.dx, o.dgamma, o.dbeta, o.dw1, o.dw2);
 }
 static_assert(sizeof(BlockRankOutputs<double>) == 6 * sizeof(Tensor<double>));
+
+template <class T, class F>  // f(every member): the MPI case driver's bytes (engine/rank_bytes.hpp)
+void fields(NormRankOutputs<T>& o, F&& f) {
+  f(o.y, o.dx, o.dgamma, o.dbeta);
+}
+static_assert(sizeof(NormRankOutputs<double>) == 4 * sizeof(Tensor<double>));
 
 // The interface (NormImplementation) and NormAdapter<Impl>, which adapts a type with member
 // templates norm<T> and block<T> (engine/implementation.hpp).
