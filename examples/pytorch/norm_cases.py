@@ -14,6 +14,11 @@ What it shows (and checks, so ctest runs it: label "compare"):
   - a planted bug fails on the tensors it breaks: the weight gradients never summed over the
     sequence-parallel ranks (each rank keeps its local sum: Megatron-LM's
     sequence_parallel LayerNorm bug, dgamma and dbeta fail, y and dx pass);
+  - Megatron-LM's sequence-parallel block (megatron_sp_block: the SP norm, g, column-parallel
+    fc1, row-parallel fc2, ḡ) hand-sharded in torch over P = 3 (tokens 3, 0, 4; ffn 2, 2, 1),
+    LayerNorm and RMSNorm, float64 and float32, passes; its two planted bugs fail and are
+    diagnosed: dgamma/dbeta never summed (param-grads-not-reduced) and g's backward keeping each
+    rank's rows of its own partial dz (g-backward-split-without-reduce);
   - the report's tolerance table for all of them.
 Needs python3-torch (Debian's, 1.13; scripts/setup installs it).
 """
@@ -105,6 +110,65 @@ def layer_norm_hidden_1(dtype, contract=None):
     return case
 
 
+# Megatron-LM's sequence-parallel block (megatron_sp_block; docs/norm.md): the SP norm on each
+# rank's tokens, g (all_gather of z along tokens), the column-parallel fc1 and row-parallel fc2
+# without biases, ḡ (reduce_scatter of fc2's partial products). Its backward is autograd's: each
+# rank's fc1 reads the gathered z, so autograd sums the ranks' partial dz into each z_r (g's
+# reduce_scatter), and each rank's norm weights are its own leaves, summed over the ranks (the
+# all_reduce of dgamma/dbeta). Tokens split [3, 0, 4], ffn 5 split [2, 2, 1].
+FFN, BLOCK_TOKENS, BLOCK_FFN = 5, [3, 0, 4], [2, 2, 1]
+
+
+def sp_block(kind, dtype, bug=None):
+    """The block on 3 simulated ranks; `bug`: "unreduced" (dgamma/dbeta never all-reduced) or
+    "g_backward_no_reduce" (g's backward keeps each rank's rows of its own partial dz: rank r's
+    fc1 sees the other ranks' rows of z detached)."""
+    x, gamma, beta, dy = inputs(dtype)
+    if kind == "rms_norm":
+        beta = None
+    w1 = 0.5 * torch.randn(FFN, HIDDEN, dtype=dtype)
+    w2 = 0.5 * torch.randn(HIDDEN, FFN, dtype=dtype)
+    p = len(BLOCK_TOKENS)
+    xs = [t.clone().requires_grad_() for t in torch.split(x, BLOCK_TOKENS)]
+    gs = [gamma.clone().requires_grad_() for _ in range(p)]
+    bs = [beta.clone().requires_grad_() if beta is not None else None for _ in range(p)]
+    zs = [rms_norm(xr, gr, EPS) if kind == "rms_norm"
+          else F.layer_norm(xr, (HIDDEN,), gr, br, EPS) for xr, gr, br in zip(xs, gs, bs)]
+    w1s = [t.clone().requires_grad_() for t in torch.split(w1, BLOCK_FFN)]
+    w2s = [t.clone().requires_grad_() for t in torch.split(w2, BLOCK_FFN, dim=1)]
+    y = None
+    for r in range(p):
+        z = torch.cat([zs[s] if s == r or bug != "g_backward_no_reduce" else zs[s].detach()
+                       for s in range(p)])                           # g: all_gather
+        part = (z @ w1s[r].t()) @ w2s[r].t()                          # fc1, fc2 on rank r
+        y = part if y is None else y + part                           # ḡ: reduce_scatter's sum
+    y.backward(dy)
+    config = {"norm": {"kind": kind, "eps": EPS,
+                       "token_split": {"kind": "explicit", "sizes": BLOCK_TOKENS}},
+              "ffn_split": {"kind": "explicit", "sizes": BLOCK_FFN}}
+    case = sc.Case("megatron_sp_block", DTYPES[dtype],
+                   {"tokens": TOKENS, "hidden": HIDDEN, "ffn": FFN}, {"tp": p}, config,
+                   "torch %s, hand-sharded SP block" % torch.__version__)
+    for name, t in (("x", x), ("gamma", gamma), ("beta", beta), ("w1", w1), ("w2", w2),
+                    ("dy", dy)):
+        if t is not None:
+            case.input(name, np_of(t))
+    case.output("y", np_of(y))
+    case.output("dx", np_of(torch.cat([xr.grad for xr in xs])))
+    for name, leaves in (("dgamma", gs), ("dbeta", bs)):
+        if leaves[0] is None:
+            continue
+        local = [t.grad for t in leaves]
+        total = local[0]
+        for g in local[1:]:
+            total = total + g  # the all_reduce over the sequence-parallel ranks
+        case.output_ranks(name, [np_of(t) for t in (local if bug == "unreduced"
+                                                     else [total] * p)], "R")
+    case.output("dw1", np_of(torch.cat([t.grad for t in w1s])))
+    case.output("dw2", np_of(torch.cat([t.grad for t in w2s], dim=1)))
+    return case
+
+
 shutil.rmtree(WORK, ignore_errors=True)
 good = os.path.join(WORK, "good")
 n = 0
@@ -127,6 +191,21 @@ for kind, bad in (("layer_norm", ["dgamma", "dbeta"]), ("rms_norm", ["dgamma"]))
     sequence_parallel(kind, torch.float32, 3, bug="unreduced").write(d)
     checks.expect_fails("planted bug: %s weight gradients never summed over the ranks" % kind, d,
                         bad)
+
+blocks = os.path.join(WORK, "sp_block")
+for dtype, tag in DTYPES.items():
+    for kind in ("layer_norm", "rms_norm"):
+        sp_block(kind, dtype).write(os.path.join(blocks, "%s_%s" % (kind, tag)))
+checks.expect_passes("the hand-sharded torch SP block passes in float64 and float32", blocks, 4)
+for bug, bad, want in (
+        ("unreduced", ["dgamma", "dbeta"], "diagnosis: matches param-grads-not-reduced "),
+        ("g_backward_no_reduce", ["dx", "dgamma", "dbeta"],
+         "diagnosis: matches g-backward-split-without-reduce ")):
+    d = os.path.join(WORK, "sp_block_" + bug)
+    sp_block("layer_norm", torch.float32, bug=bug).write(d)
+    out = checks.expect_fails("planted bug in the torch SP block: " + bug, d, bad)
+    checks.expect("the torch SP block's planted bug %s is diagnosed: %s" % (bug, want.strip()),
+                  want in out, out)
 
 # LayerNorm at hidden = 1 under the default contract, which covers both xhat orders: passes in
 # float64 and float32; declared as the library's two_pass order it fails (y about 160x, dgamma

@@ -29,34 +29,50 @@ TEST(misuse, recv_too_small_is_a_usage_error_on_that_rank) {
   EXPECT_LT(f.elapsed, kPrompt);
 }
 
-TEST(misuse, root_out_of_range_is_a_usage_error) {
-  const auto f = run_expecting_failure(3, misuse_programs::root_out_of_range);
-  expect_primary<UsageError>(f, 0, {"broadcast", "root 3"});
-  EXPECT_LT(f.elapsed, kPrompt);
-}
-
-TEST(misuse, counts_of_the_wrong_length_are_a_usage_error) {
-  const auto f = run_expecting_failure(3, misuse_programs::counts_of_the_wrong_length);
-  expect_primary<UsageError>(f, 0, {"all_gather", "2 entries", "3 ranks"});
-  EXPECT_LT(f.elapsed, kPrompt);
-}
-
-TEST(misuse, send_size_differing_from_its_count_is_a_usage_error_on_that_rank) {
-  const auto f = run_expecting_failure(3, [](Communicator& c) {
-    const std::vector<std::size_t> counts = {1, 2, 2};
-    std::vector<float> x(c.rank() == 2 ? 1 : counts[static_cast<std::size_t>(c.rank())]), y(5);
-    c.all_gather(std::span<const float>(x), std::span<float>(y), counts);
-  });
-  expect_primary<UsageError>(f, 2, {"rank 2", "all_gather", "counts[2] = 2"});
-  EXPECT_LT(f.elapsed, kPrompt);
-}
-
 // Every argument check of the collectives and point-to-point calls: the error comes from the
 // rank whose arguments are wrong, and its message names the rank, the call, the sizes involved
 // and what to pass instead.
 TEST(misuse, every_bad_argument_is_a_usage_error_that_says_what_to_pass) {
   using Counts = std::vector<std::size_t>;
   const std::vector<test::RankUsageCase> cases = {
+      {"all_reduce: send and recv partially overlap",
+       2,
+       [](Communicator& c) {
+         std::vector<float> buf(5);
+         c.all_reduce(std::span<const float>(buf.data(), 4), std::span<float>(buf.data() + 1, 4),
+                      ReduceOp::sum);
+       },
+       0,
+       {"all_reduce", "overlap"}},
+      {"ring_shift: send and recv are the same buffer",
+       2,
+       [](Communicator& c) {
+         std::vector<float> buf(4);
+         c.ring_shift(std::span<const float>(buf.data(), 2), std::span<float>(buf.data(), 2));
+       },
+       0,
+       {"ring_shift", "overlap"}},
+      {"broadcast: root out of range",
+       3,
+       misuse_programs::root_out_of_range,
+       0,
+       {"broadcast", "root 3"}},
+      {"all_gather: counts of the wrong length",
+       3,
+       misuse_programs::counts_of_the_wrong_length,
+       0,
+       {"all_gather", "2 entries", "3 ranks"}},
+      {"all_gather: send differs from its count",
+       3,
+       [](Communicator& c) {
+         const Counts counts = {1, 2, 2};
+         std::vector<float> x(c.rank() == 2 ? 1 : counts[static_cast<std::size_t>(c.rank())]), y(5);
+         c.all_gather(std::span<const float>(x), std::span<float>(y), counts);
+       },
+       2,
+       {"rank 2", "all_gather", "counts[2] = 2"}},
+      {"all_reduce: avg on integers", 2, misuse_programs::avg_on_integers, 0, {"avg", "int32"}},
+      {"send: to oneself", 1, misuse_programs::sending_to_oneself, 0, {"send", "itself"}},
       {"reduce: root recv too small",
        2,
        misuse_programs::reduce_root_recv_too_small,
@@ -227,12 +243,6 @@ TEST(misuse, every_bad_argument_is_a_usage_error_that_says_what_to_pass) {
   }
 }
 
-TEST(misuse, avg_on_integers_is_a_usage_error) {
-  const auto f = run_expecting_failure(2, misuse_programs::avg_on_integers);
-  expect_primary<UsageError>(f, 0, {"avg", "int32"});
-  EXPECT_LT(f.elapsed, kPrompt);
-}
-
 TEST(misuse, bad_group_lists_are_usage_errors) {
   const std::vector<std::vector<int>> bad = {{0, 0}, {0, 5}, {-1, 0}, {}};
   const std::vector<const char*> why = {"twice", "5", "-1", "empty"};
@@ -246,25 +256,6 @@ TEST(misuse, bad_group_lists_are_usage_errors) {
     if (c.rank() == 0) c.group(others);
   });
   expect_primary<UsageError>(f, 0, {"group", "calling rank"});
-}
-
-TEST(misuse, partially_overlapping_send_and_recv_are_a_usage_error) {
-  const auto f = run_expecting_failure(2, [](Communicator& c) {
-    std::vector<float> buf(5);
-    c.all_reduce(std::span<const float>(buf.data(), 4), std::span<float>(buf.data() + 1, 4),
-                 ReduceOp::sum);
-  });
-  expect_primary<UsageError>(f, 0, {"all_reduce", "overlap"});
-  const auto g = run_expecting_failure(2, [](Communicator& c) {
-    std::vector<float> buf(4);
-    c.ring_shift(std::span<const float>(buf.data(), 2), std::span<float>(buf.data(), 2));
-  });
-  expect_primary<UsageError>(g, 0, {"ring_shift", "overlap"});
-}
-
-TEST(misuse, sending_to_oneself_is_a_usage_error) {
-  const auto f = run_expecting_failure(1, misuse_programs::sending_to_oneself);
-  expect_primary<UsageError>(f, 0, {"send", "itself"});
 }
 
 TEST(misuse, run_with_no_ranks_or_too_many_is_a_usage_error) {
