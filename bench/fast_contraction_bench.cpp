@@ -7,11 +7,14 @@
 //   eigen  C = A·B in double, the output cut into the same 256 × 256 tiles the fast path uses,
 //          shared among the same OpenMP threads (Eigen itself is single-threaded in shardcheck:
 //          EIGEN_DONT_PARALLELIZE)
-//   fast   fast_contraction<hp>(A, B): every element's partial and Σ|ab| in hp (one part)
+//   fast   fast_contraction<hp>(A, B): every element's partial and Σ|ab| in hp (one part), the
+//          abs sums as upper bounds (AbsSums::upper_bound, the default); up to 1024³ also
+//          with AbsSums::exact (counter exact_abs_over_eigen)
 //   hp     to_hp of both operands, then contract_parts per element in hp, one thread (as the
 //          plain reference path runs); only for the shapes where it takes seconds (m·k·n ≤ 256³)
 // Operands: values of <dtype> (normal(0, 1) rounded to it, fixed seed), passed as doubles.
 // Counters: eigen_s, fast_s, hp_s (seconds per iteration), fast_over_eigen, hp_over_fast,
+// exact_abs_over_eigen,
 // pairs (slice pairs s_a·s_b), rest (rest products added in hp), rho (the largest number of
 // sums in hp of one term: its error is ≤ gamma_rho(2^-113)·Σ|ab|), threads. The iteration time is
 // the fast path's (manual time). The shape, 2048 × 11008 · 11008 × 4096, is registered only
@@ -86,11 +89,19 @@ void fast_contraction_bench(benchmark::State& state, std::size_t m, std::size_t 
       Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
           b.data(), static_cast<Eigen::Index>(k), static_cast<Eigen::Index>(n));
   Eigen::MatrixXd ec(static_cast<Eigen::Index>(m), static_cast<Eigen::Index>(n));
-  double eigen_s = 0, fast_s = 0, hp_s = 0;
+  double eigen_s = 0, fast_s = 0, hp_s = 0, exact_abs_s = 0;
   reference::FastStats stats;
   reference::FastOptions options;
   options.stats = &stats;
   options.tile = tile;
+  // The same contraction with exact abs sums (2·s_a·s_b GEMMs instead of s_a·s_b + 1), up to
+  // 1024³: the saving of AbsSums::upper_bound, measured in the same run.
+  reference::FastOptions exact_options = options;
+  exact_options.stats = nullptr;
+  exact_options.abs_sums = reference::AbsSums::exact;
+  const bool with_exact_abs =
+      static_cast<double>(m) * static_cast<double>(k) * static_cast<double>(n) <=
+      1024.0 * 1024.0 * 1024.0;
   for (auto _ : state) {
     eigen_s += seconds_of([&] { eigen_gemm(ea, eb, ec); });
     benchmark::DoNotOptimize(ec.data());
@@ -103,6 +114,14 @@ void fast_contraction_bench(benchmark::State& state, std::size_t m, std::size_t 
     });
     fast_s += fast_one;
     state.SetIterationTime(fast_one);
+    if (with_exact_abs) {
+      exact_abs_s += seconds_of([&] {
+        auto c = reference::fast_contraction<hp>(reference::row_major_view(a.data(), m, k),
+                                                 reference::row_major_view(b.data(), k, n), {},
+                                                 exact_options);
+        benchmark::DoNotOptimize(c.value.data());
+      });
+    }
     if (with_hp) {
       double check = 0;
       hp_s += seconds_of([&] { check = hp_checksum(a, b, m, k, n); });
@@ -113,6 +132,7 @@ void fast_contraction_bench(benchmark::State& state, std::size_t m, std::size_t 
   state.counters["eigen_s"] = eigen_s / it;
   state.counters["fast_s"] = fast_s / it;
   state.counters["fast_over_eigen"] = fast_s / eigen_s;
+  if (with_exact_abs) state.counters["exact_abs_over_eigen"] = exact_abs_s / eigen_s;
   if (with_hp) {
     state.counters["hp_s"] = hp_s / it;
     state.counters["hp_over_fast"] = hp_s / fast_s;

@@ -14,8 +14,12 @@
 //          storage-typed inputs) is sliced as doubles, any other (an activation, a softmax
 //          probability or a gradient computed in R) as R values; lines with values outside
 //          double's exponent range, ±inf or NaN take contract_parts inside the fast path
-// Either way each term is within gamma_{k_r−1}(u_R)·abs_sum_r of the exact value: the bound
-// bounds.hpp's reference term covers (docs/fast-reference.md, "How the bounds account for it").
+// Either way each term's partial is within gamma_{k_r−1}(u_R)·Σ|a·b| of the exact value and
+// abs_sum_r ≥ Σ|a·b|·(1 − gamma_{k_r−1}(u_R)): the bound bounds.hpp's reference term covers
+// (docs/fast-reference.md, "How the bounds account for it"). On the fast path abs_sum_r is by
+// default an upper bound a little above Σ|a·b| (AbsSums::upper_bound, fast_contraction.hpp); a
+// caller that needs it within gamma of Σ|a·b| asks for AbsSums::exact (the plain path's always
+// is).
 #pragma once
 
 #include "reference/contraction/contraction_path.hpp"
@@ -141,7 +145,8 @@ template <class R>
 Contraction<R> contraction_at(const ContractionOperand<R>& a, std::size_t a_offset,
                               const Layout& la, const ContractionOperand<R>& b,
                               std::size_t b_offset, const Layout& lb,
-                              std::span<const std::size_t> parts, ContractionPath path) {
+                              std::span<const std::size_t> parts, ContractionPath path,
+                              AbsSums abs_sums = AbsSums::upper_bound) {
   const R* ra = a.tensor->data() + a_offset;
   const R* rb = b.tensor->data() + b_offset;
   if constexpr (fast_path_holds_in<R>) {
@@ -150,17 +155,19 @@ Contraction<R> contraction_at(const ContractionOperand<R>& a, std::size_t a_offs
       // Each operand as doubles when it is exactly doubles (fewer slices), else as R values.
       const auto va = detail::view_of(ra, la);
       const auto vb = detail::view_of(rb, lb);
+      FastOptions o;
+      o.abs_sums = abs_sums;
       if (a.doubles && b.doubles) {
         return fast_contraction<R>(detail::view_of(a.doubles->data() + a_offset, la),
-                                   detail::view_of(b.doubles->data() + b_offset, lb), parts);
+                                   detail::view_of(b.doubles->data() + b_offset, lb), parts, o);
       }
       if (a.doubles) {
-        return fast_contraction<R>(detail::view_of(a.doubles->data() + a_offset, la), vb, parts);
+        return fast_contraction<R>(detail::view_of(a.doubles->data() + a_offset, la), vb, parts, o);
       }
       if (b.doubles) {
-        return fast_contraction<R>(va, detail::view_of(b.doubles->data() + b_offset, lb), parts);
+        return fast_contraction<R>(va, detail::view_of(b.doubles->data() + b_offset, lb), parts, o);
       }
-      return fast_contraction<R>(va, vb, parts);
+      return fast_contraction<R>(va, vb, parts, o);
     }
   }
   return plain_contraction<R>(ra, la, rb, lb, parts);
@@ -170,9 +177,9 @@ Contraction<R> contraction_at(const ContractionOperand<R>& a, std::size_t a_offs
 template <class R>
 Contraction<R> contraction(const Tensor<R>& a, const Layout& la, const Tensor<R>& b,
                            const Layout& lb, std::span<const std::size_t> parts,
-                           ContractionPath path) {
+                           ContractionPath path, AbsSums abs_sums = AbsSums::upper_bound) {
   return contraction_at<R>(ContractionOperand<R>(a, path), 0, la, ContractionOperand<R>(b, path), 0,
-                           lb, parts, path);
+                           lb, parts, path, abs_sums);
 }
 
 }  // namespace shardcheck::reference

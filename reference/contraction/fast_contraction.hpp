@@ -36,7 +36,18 @@
 //   are doubles, and rounds once in R when one is an R value. The first sum is
 //   formed EXACTLY as one 128-bit integer when it fits (D ≤ 4 for 22-bit slices) and converted
 //   to R with at most one rounding; otherwise its D diagonals are summed in R, d ascending.
-//   abs_sum_r is the same with |A_t|·|B_u| and |a[i,c]·b[c,j]| (|a|'s slices are a's |slices|).
+//   abs_sum_r, with AbsSums::exact, is the same with |A_t|·|B_u| and |a[i,c]·b[c,j]| (|a|'s
+//   slices are a's |slices|). With AbsSums::upper_bound (the default) it is one double GEMM per
+//   part instead: x[i,c] = |a[i,c]|·2^-E_i and y[c,j] = |b[c,j]|·2^-F_j rounded up to doubles
+//   (exact when normal; magnitude_up), Ŝ = fl(Σ_c x·y) in any order (Eigen's GEMM: products
+//   and sums of nonnegative numbers, so |Ŝ − Σ x·y| ≤ gamma_k(2^-53)·Σ x·y + k·2^-1074,
+//   Higham (3.4) with underflow), and
+//     abs_sum_r = 2^(E_i+F_j)·(Ŝ + k_r·2^-1074)·(1 + 2·gamma_{k_r}(2^-53) + 2^-100)     in R
+//   (1/(1 − gamma) ≤ 1 + 2·gamma; the 2^-100 covers R's own roundings of that expression), or 0
+//   when line i of a or line j of b is all zeros. So Σ|a·b| ≤ abs_sum_r ≤
+//   (1 + 4·gamma_{k_r}(2^-53))·Σ|a·b| + k_r·2^(E_i+F_j−1016): an upper bound, 2^-39 relative at
+//   k_r = 11008, which is what bounds.hpp needs (every term of element_bound is nondecreasing in
+//   abs_sum), at one GEMM where exact sums take s_a·s_b (with one slice pair: the exact sums).
 //
 // Accuracy (R with unit roundoff u_R = 2^-113 for hp): everything is exact but rho additions or
 // conversions in R: rho = (0 or 1) + |rest(i,j)| with the integer combination, else
@@ -46,7 +57,8 @@
 // more factor 1 + delta on each of them). Lines holding an R value outside double's exponent
 // range (sliceable_exponent) are treated like lines holding ±inf or NaN (below). So for every
 // term from the fast path
-//   |partial_r − exact| ≤ gamma_rho(u_R)·Σ|a·b|,   |abs_sum_r − Σ|a·b|| ≤ gamma_rho(u_R)·Σ|a·b|
+//   |partial_r − exact| ≤ gamma_rho(u_R)·Σ|a·b|,   and with AbsSums::exact
+//   |abs_sum_r − Σ|a·b|| ≤ gamma_rho(u_R)·Σ|a·b|   (with upper_bound: the bracket above)
 // and, with no rest product and rho ≤ 1, the terms are the exact values correctly rounded to R
 // (|err| ≤ u_R·|exact|, under cancellation too);
 // and the fast path is used for a term only when rho ≤ k_r − 1. Its terms therefore satisfy the
@@ -65,13 +77,18 @@
 // Thread-count independence: the output is tiled (tile × tile elements, tiles shared among
 // OpenMP threads); each element's slice products are exact doubles and their sums exact
 // integers, whichever thread or blocking produced them, and each element's sums in R are done by
-// one thread in the fixed order above (the plan depends on the data and shapes only). The result is
-// therefore bit-identical for every thread count and tile size (a property checks 1 against 3
-// threads and tile 256 against tile 3).
+// one thread in the fixed order above (the plan depends on the data and shapes only). The
+// partials (and exact abs sums) are therefore bit-identical for every thread count and tile
+// size. The upper-bound abs sum is one floating GEMM per tile, whose rounding follows Eigen's
+// blocking of the tile's shape (Eigen runs single-threaded here: EIGEN_DONT_PARALLELIZE): the
+// same for every thread count at a given tile size, but a different tile size may change its
+// last bits. A property checks 1 against 3 threads at tile 3 and at tile 256, and tile 256
+// against tile 3 for the partials.
 //
-// Cost: 2·s_a·s_b double GEMMs of m×k_r×n per part (s_a = s_b = 1 for bfloat16 and float16
-// data, 2 for float, 3 for double on the benchmarks' normal(0, 1) data), plus 2·rho additions
-// in R per element and two products in R per rest product.
+// Cost: s_a·s_b double GEMMs of m×k_r×n per part plus one for the abs sums (2·s_a·s_b with
+// AbsSums::exact; s_a = s_b = 1 for bfloat16 and float16 data, 2 for float, 3 for double on the
+// benchmarks' normal(0, 1) data), plus 2·rho additions in R per element and one or two products
+// in R per rest product.
 #pragma once
 
 #include "reference/dot.hpp"
@@ -133,7 +150,7 @@ MatrixViewOf<V> transposed_view(const V* data, std::size_t rows, std::size_t col
 
 // What the fast path did, for tests and benchmarks.
 struct FastStats {
-  std::size_t gemms = 0;          // double GEMMs run (over all parts)
+  std::size_t gemms = 0;  // double GEMMs run (over all parts; an abs GEMM over a whole part: one)
   std::size_t max_pairs = 0;      // largest number of slice pairs s_a·s_b of a part
   std::size_t max_diagonals = 0;  // largest D = s_a + s_b − 1 of a part
   std::size_t rest_products = 0;  // products of rest elements added in R (over all terms)
@@ -142,8 +159,23 @@ struct FastStats {
   std::size_t fast_elements = 0;  // (element, part) terms from the slices
 };
 
+// How abs_sum_r = Σ|a·b| over a part is computed (docs/fast-reference.md, "Σ|a·b| as an upper
+// bound"):
+//   upper_bound  one double GEMM of |a|·|b| per part on magnitudes scaled by the lines' top
+//                exponents and rounded up, its rounding error then added back: a guaranteed
+//                upper bound, Σ|a·b| ≤ abs_sum_r ≤ (1 + 4·gamma_{k_r}(2^-53))·Σ|a·b| +
+//                k_r·2^(E_i + F_j − 1016), which is all bounds.hpp needs (its terms are
+//                nondecreasing in abs_sum); s_a·s_b − 1 fewer GEMMs than `exact`. A part with
+//                one slice pair (bfloat16 and float16 data) takes the exact sums instead: no
+//                dearer there, and within the bracket too
+//   exact        the slices' GEMMs |A_t|·|B_u|, summed exactly: within gamma_rho(u_R)·Σ|a·b|,
+//                as partial_r is; for callers that subtract it (mlp_bound.hpp's perturbed
+//                parts) or compare it bit for bit
+enum class AbsSums : std::uint8_t { upper_bound, exact };
+
 struct FastOptions {
-  int threads = 0;             // OpenMP threads; 0: the OpenMP default (omp_get_max_threads)
+  int threads = 0;  // OpenMP threads; 0: the OpenMP default (omp_get_max_threads)
+  AbsSums abs_sums = AbsSums::upper_bound;
   std::size_t tile = 256;      // output tile edge (rows and columns of one GEMM call)
   std::size_t max_slices = 8;  // per operand and part; elements needing more are rest elements
   FastStats* stats = nullptr;  // filled when not null
@@ -276,11 +308,13 @@ struct Plan {
 };
 
 // The plan of least modelled cost, in multiply-adds of double GEMM:
-//   2·s_a·s_b·m·n·k_r·(1 + 32/chunk)        the GEMMs (short chunks run slower)
+//   g·s_a·s_b·m·n·k_r·(1 + 32/chunk)        the GEMMs (short chunks run slower; g = 2 with exact
+//                                           abs sums, 1 when one GEMM bounds them)
 //   + 256·(rest_a·n + rest_b·m)              the rest products in R (about 256 times slower)
 // over chunk = min(k_r, 256) and its halves down to 16 (more bits per slice, fewer slices),
 // s_a, s_b = 0..max_slices. Any plan is exact; this only sets the speed.
-inline Plan plan_part(const Operand& a, const Operand& b, std::size_t max_slices) {
+inline Plan plan_part(const Operand& a, const Operand& b, std::size_t max_slices,
+                      double gemms_per_pair = 2) {
   Plan best;
   double best_cost = -1;
   const auto mnk =
@@ -296,9 +330,9 @@ inline Plan plan_part(const Operand& a, const Operand& b, std::size_t max_slices
     }
     for (std::size_t sa = 0; sa <= max_slices; ++sa) {
       for (std::size_t sb = 0; sb <= max_slices; ++sb) {
-        const double cost =
-            2 * static_cast<double>(sa * sb) * mnk * (1.0 + 32.0 / static_cast<double>(chunk)) +
-            256 * (rest_a[sa] + rest_b[sb]);
+        const double cost = gemms_per_pair * static_cast<double>(sa * sb) * mnk *
+                                (1.0 + 32.0 / static_cast<double>(chunk)) +
+                            256 * (rest_a[sa] + rest_b[sb]);
         if (best_cost < 0 || cost < best_cost) {
           best = Plan{chunk, beta, sa, sb};
           best_cost = cost;
@@ -310,30 +344,38 @@ inline Plan plan_part(const Operand& a, const Operand& b, std::size_t max_slices
   return best;
 }
 
+// Calls f(l) for every finite line l of `o` (the lines that are sliced), the lines shared
+// statically among OpenMP threads: each line is handled by one thread, the same way whatever
+// the thread count.
+template <class F>
+void for_each_finite_line(const Operand& o, int threads, const F& f) {
+  const int nt = thread_count(threads);
+  (void)nt;
+#pragma omp parallel for schedule(static) num_threads(nt) if (o.lines * o.k_r >= parallel_work)
+  for (std::size_t l = 0; l < o.lines; ++l) {
+    if (o.finite[l] != 0) f(l);
+  }
+}
+
 // One operand cut into `count` slices of beta bits: for an element of line l that needs at most
 // `count` slices, value = Σ_t slice_t·2^(top_l − t·beta); the others (rest) are 0 in every
 // slice and listed, in increasing c, in rest[l].
 struct Sliced {
   // [lines × k_r] each (rows of a), or [k_r × lines] (columns of b: the layout Eigen's GEMM
-  // packs fastest); |slice| beside.
+  // packs fastest); |slice| beside (only for AbsSums::exact).
   std::vector<Eigen::MatrixXd> slice, magnitude;
   std::vector<std::vector<std::size_t>> rest;  // per line
 };
 
 template <class V, class At>
 Sliced slice_lines(const Operand& o, int beta, std::size_t count, bool lines_are_columns,
-                   int threads, const At& at) {
+                   int threads, const At& at, bool with_magnitudes = true) {
   Sliced s;
   const auto lines = static_cast<Eigen::Index>(o.lines), k_r = static_cast<Eigen::Index>(o.k_r);
   s.rest.resize(o.lines);
   s.slice.assign(count, lines_are_columns ? Eigen::MatrixXd::Zero(k_r, lines)
                                           : Eigen::MatrixXd::Zero(lines, k_r));
-  // Lines are independent: each is cut by one thread, the same way whatever the thread count.
-  const int nt = thread_count(threads);
-  (void)nt;
-#pragma omp parallel for schedule(static) num_threads(nt) if (o.lines * o.k_r >= parallel_work)
-  for (std::size_t l = 0; l < o.lines; ++l) {
-    if (o.finite[l] == 0) continue;
+  for_each_finite_line(o, threads, [&](std::size_t l) {
     for (std::size_t c = 0; c < o.k_r; ++c) {
       const V& v = at(l, c);
       const auto need = static_cast<std::size_t>((o.depth[l * o.k_r + c] + beta - 1) / beta);
@@ -355,10 +397,58 @@ Sliced slice_lines(const Operand& o, int beta, std::size_t count, bool lines_are
         previous = taken;
       }
     }
-  }
+  });
+  if (!with_magnitudes) return s;
   s.magnitude.reserve(count);
   for (const auto& m : s.slice) s.magnitude.emplace_back(m.cwiseAbs());
   return s;
+}
+
+// |v|·2^-top as a double no smaller than it (v finite and nonzero, |v| < 2^top): exact when the
+// scaled value is a normal double, else rounded up (a double v whose scaled value would be
+// subnormal takes 2^max(e − top, −1074) ≥ |v|·2^-top, e its exponent; an R value is scaled
+// exactly in R and converted, then raised by one ulp if the conversion went down). So the result
+// is ≤ |v|·2^-top·(1 + 2^-52) when the scaled value is a normal double, else ≤ 2^-1020.
+template <class V>
+double magnitude_up(const V& v, int top) {
+  using std::abs;
+  using std::ldexp;
+  if constexpr (std::is_same_v<V, double>) {
+    const int e = exponent_of(v);
+    if (e - top >= -1021) return std::ldexp(std::abs(v), -top);  // a normal double: exact
+    return std::ldexp(1.0, std::max(e - top, -1074));
+  } else {
+    const V x = ldexp(V(abs(v)), -top);  // exact in R (sliceable_exponent keeps it in range)
+    double d = static_cast<double>(x);
+    if (V(d) < x) d = std::nextafter(d, std::numeric_limits<double>::infinity());
+    return d;
+  }
+}
+
+// One operand's magnitudes for the abs GEMM: element (l, c) = magnitude_up(at(l, c), top_l),
+// [lines × k_r] (rows of a) or [k_r × lines] (columns of b); lines taking the plain path (not
+// finite) are 0. `nonzero[l]`: whether line l holds a nonzero value.
+struct Magnitudes {
+  Eigen::MatrixXd m;
+  std::vector<char> nonzero;
+};
+
+template <class V, class At>
+Magnitudes magnitudes_up(const Operand& o, bool lines_are_columns, int threads, const At& at) {
+  Magnitudes g;
+  const auto lines = static_cast<Eigen::Index>(o.lines), k_r = static_cast<Eigen::Index>(o.k_r);
+  g.m = lines_are_columns ? Eigen::MatrixXd::Zero(k_r, lines) : Eigen::MatrixXd::Zero(lines, k_r);
+  g.nonzero.assign(o.lines, 0);
+  for_each_finite_line(o, threads, [&](std::size_t l) {
+    for (std::size_t c = 0; c < o.k_r; ++c) {
+      const V& v = at(l, c);
+      if (v == 0) continue;
+      g.nonzero[l] = 1;
+      const auto el = static_cast<Eigen::Index>(l), ec = static_cast<Eigen::Index>(c);
+      (lines_are_columns ? g.m(ec, el) : g.m(el, ec)) = magnitude_up(v, o.top[l]);
+    }
+  });
+  return g;
 }
 
 // Exact integer sums of exact GEMM results (each an integer below 2^53 in magnitude).
@@ -454,19 +544,40 @@ Contraction<R> fast_contraction(const MatrixViewOf<Va>& a, const MatrixViewOf<Vb
     auto at_b = [&](std::size_t j, std::size_t q) -> const Vb& { return b(k0 + q, j); };
     const detail::Operand oa = detail::analyse<Va>(m, kr, options.threads, at_a),
                           ob = detail::analyse<Vb>(n, kr, options.threads, at_b);
-    const detail::Plan plan = detail::plan_part(oa, ob, options.max_slices);
+    const bool asked_exact = options.abs_sums == AbsSums::exact;
+    const detail::Plan plan = detail::plan_part(oa, ob, options.max_slices, asked_exact ? 2 : 1);
+    // With one slice pair the exact abs sums cost one GEMM too (and no magnitudes to convert):
+    // the upper bound is then the exact sum.
+    const bool exact_abs = asked_exact || plan.slices_a * plan.slices_b <= 1;
     const int beta = plan.beta;
-    auto sa = detail::slice_lines<Va>(oa, beta, plan.slices_a, false, options.threads, at_a);
-    const auto sb = detail::slice_lines<Vb>(ob, beta, plan.slices_b, true, options.threads, at_b);
+    auto sa =
+        detail::slice_lines<Va>(oa, beta, plan.slices_a, false, options.threads, at_a, exact_abs);
+    const auto sb =
+        detail::slice_lines<Vb>(ob, beta, plan.slices_b, true, options.threads, at_b, exact_abs);
+    // With AbsSums::upper_bound: |a| and |b| scaled by their lines' tops, rounded up, for one
+    // GEMM per tile over the whole part.
+    detail::Magnitudes ma, mb;
+    if (!exact_abs) {
+      ma = detail::magnitudes_up<Va>(oa, false, options.threads, at_a);
+      mb = detail::magnitudes_up<Vb>(ob, true, options.threads, at_b);
+    }
+    // (Ŝ + k_r·2^-1074)·abs_factor·2^(E_i + F_j) ≥ Σ|a·b| (see the file's header).
+    R abs_factor(1), abs_underflow(0);
+    if (!exact_abs && kr > 0) {
+      using std::ldexp;
+      const R nu = R(kr) * ldexp(R(1), -53);
+      abs_factor = 1 + 2 * (nu / (1 - nu)) + ldexp(R(1), -100);
+      abs_underflow = R(kr) * ldexp(R(1), -1074);  // exact
+    }
     if (options.mutant_drop_last_slice && sa.slice.size() > 1) {
       sa.slice.pop_back();
-      sa.magnitude.pop_back();
+      if (!sa.magnitude.empty()) sa.magnitude.pop_back();
     }
     const std::size_t na = sa.slice.size(), nb = sb.slice.size();
     // Slice pair (t, u), t, u ≥ 1, lies on diagonal t + u; diagonals 2..na+nb.
     const std::size_t diagonals = na == 0 || nb == 0 ? 0 : na + nb - 1;
     const std::size_t chunks = kr == 0 ? 0 : (kr + plan.chunk - 1) / plan.chunk;
-    stats.gemms += 2 * na * nb * chunks;
+    stats.gemms += (exact_abs ? 2 : 1) * na * nb * chunks + (!exact_abs && kr > 0 ? 1 : 0);
     stats.max_pairs = std::max(stats.max_pairs, na * nb);
     stats.max_diagonals = std::max(stats.max_diagonals, diagonals);
     const int total = static_cast<int>(plan.slices_a + plan.slices_b) * beta;
@@ -505,7 +616,7 @@ Contraction<R> fast_contraction(const MatrixViewOf<Va>& a, const MatrixViewOf<Vb
           // Per diagonal and element (column-major, as Eigen's product), the exact integer sums
           // of its slice products.
           std::vector<detail::wide_int> partial(diagonals * cells, 0),
-              abs_sum(diagonals * cells, 0);
+              abs_sum(exact_abs ? diagonals * cells : 0, 0);
           Eigen::MatrixXd prod(erows, ecols);
           auto add = [&](detail::wide_int* acc) {
             for (Eigen::Index j = 0; j < ecols; ++j) {
@@ -524,11 +635,20 @@ Contraction<R> fast_contraction(const MatrixViewOf<Va>& a, const MatrixViewOf<Vb
                 prod.noalias() = sa.slice[t].block(er0, eq0, erows, len) *
                                  sb.slice[u].block(eq0, ec0, len, ecols);
                 add(partial.data() + off);
-                prod.noalias() = sa.magnitude[t].block(er0, eq0, erows, len) *
-                                 sb.magnitude[u].block(eq0, ec0, len, ecols);
-                add(abs_sum.data() + off);
+                if (exact_abs) {
+                  prod.noalias() = sa.magnitude[t].block(er0, eq0, erows, len) *
+                                   sb.magnitude[u].block(eq0, ec0, len, ecols);
+                  add(abs_sum.data() + off);
+                }
               }
             }
+          }
+          // The upper bound of Σ|a·b|: one GEMM of the magnitudes over the whole part (its
+          // rounding depends on Eigen's blocking of this tile's shape, never on the thread).
+          Eigen::MatrixXd abs_prod;
+          if (!exact_abs && kr > 0) {
+            const auto ekr = static_cast<Eigen::Index>(kr);
+            abs_prod.noalias() = ma.m.block(er0, 0, erows, ekr) * mb.m.block(0, ec0, ekr, ecols);
           }
           std::vector<std::size_t> rest;
           std::size_t tile_plain = 0, tile_rest = 0, tile_roundings = 0;
@@ -550,7 +670,7 @@ Contraction<R> fast_contraction(const MatrixViewOf<Va>& a, const MatrixViewOf<Vb
                 detail::wide_int ip = 0, is = 0;
                 for (std::size_t d = 0; d < diagonals; ++d) {  // Horner: Σ P_d·2^((D−1−d)·beta)
                   ip = ip * radix + partial[d * cells + cell];
-                  is = is * radix + abs_sum[d * cells + cell];
+                  if (exact_abs) is = is * radix + abs_sum[d * cells + cell];
                 }
                 roundings += detail::fits_r<R>(ip) && detail::fits_r<R>(is) ? 0 : 1;
                 p = ldexp(detail::to_r<R>(ip), oa.top[gi] + ob.top[gj] - integer_scale);
@@ -559,7 +679,7 @@ Contraction<R> fast_contraction(const MatrixViewOf<Va>& a, const MatrixViewOf<Vb
                 roundings += diagonals == 0 ? 0 : diagonals - 1;
                 for (std::size_t d = 0; d < diagonals; ++d) {  // fixed order: D − 1 sums in R
                   p += detail::to_r<R>(partial[d * cells + cell]) * pw[d];
-                  s += detail::to_r<R>(abs_sum[d * cells + cell]) * pw[d];
+                  if (exact_abs) s += detail::to_r<R>(abs_sum[d * cells + cell]) * pw[d];
                 }
                 p = ldexp(p, oa.top[gi] + ob.top[gj] - total);
                 s = ldexp(s, oa.top[gi] + ob.top[gj] - total);
@@ -574,7 +694,15 @@ Contraction<R> fast_contraction(const MatrixViewOf<Va>& a, const MatrixViewOf<Vb
                 // exact for two doubles (106 bits), else rounded once (counted above)
                 const R prod_q = R(a(gi, k0 + q)) * R(b(k0 + q, gj));
                 p += prod_q;
-                s += abs(prod_q);
+                if (exact_abs) s += abs(prod_q);
+              }
+              if (!exact_abs) {
+                s = R(0);
+                if (kr > 0 && ma.nonzero[gi] != 0 && mb.nonzero[gj] != 0) {
+                  const auto ei = static_cast<Eigen::Index>(i), ej = static_cast<Eigen::Index>(j);
+                  s = ldexp((R(abs_prod(ei, ej)) + abs_underflow) * abs_factor,
+                            oa.top[gi] + ob.top[gj]);
+                }
               }
               tile_rest += rest.size();
               tile_roundings = std::max(tile_roundings, roundings);

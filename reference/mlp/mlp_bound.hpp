@@ -116,7 +116,9 @@ std::vector<PerturbedPart<R>> perturbed_parts(const Tensor<R>& a, const Tensor<R
     for (std::size_t x = 0; x < t.size(); ++x) r[x] = abs(t[x]) + (e.empty() ? R(0) : e[x]);
     return r;
   };
-  const auto c1 = contraction<R>(a, la, b, lb, parts, path);
+  // C1's abs sum A is subtracted below, so it must be within g of Σ|ab| (AbsSums::exact); C2's
+  // is not used.
+  const auto c1 = contraction<R>(a, la, b, lb, parts, path, AbsSums::exact);
   const auto c2 = contraction<R>(raised(a, e_a), la, raised(b, e_b), lb, parts, path);
   const R u = unit_roundoff_of<R>();
   const std::size_t rounded_factors = (e_a.empty() ? 0 : 1) + (e_b.empty() ? 0 : 1);
