@@ -22,6 +22,7 @@ namespace shardcheck::props::ref::linear_props {
 namespace {
 
 using reference::hp;
+using reference::to_hp;
 using I = std::int64_t;
 
 Tensor<double> small_ints(Shape shape) {
