@@ -31,6 +31,22 @@
 //        e = Σ_r e_r + gamma_{q−1}(u_T)·Σ_r (|s_r| + e_r)
 //   (c) bias in T     e_y = e + u'_T·(|s + b| + e)        (an addition: no underflow term)
 //   (e) sums over tokens (db) are (a)–(b) with Operands::unit.
+//   (f) BiasPlacement::fused, instead of (c): the bias is one more term of ONE part's
+//        accumulation in A, and that part's sum (products and bias) is rounded once to T
+//        (cuBLASLt's bias epilogue; vLLM's RowParallelLinear hands the bias to rank 0's matmul
+//        only). The bias is a T value, exact in A. In a summation tree of k_j + 1 terms every
+//        term passes through at most k_j additions, so for the part j holding the bias
+//          e_A,j = gamma_{n+1}(u_A)·(a_j + |b|) + [k_j·eta_A/2·(1 + gamma_{k_j}(u_A))]
+//        (n as in (a); the bias itself only needs gamma_{k_j} ≤ gamma_{n+1}; Higham (3.4) with
+//        the bias as the term b·1), rounded by (b) with |s_j + b| for |s_r|; an empty part j
+//        holding the bias computes b exactly (e_j = 0, |t_j| = |b|) and is one more part in (d).
+//        Then (d) over the parts, and no (c). Which part holds the bias is the kernel's choice
+//        (any one), so the bound is the largest over j of
+//          E(j) = Σ_{r≠j} e_r + e_j^b + gamma_{q_j−1}(u_T)·(Σ_{r≠j} (|s_r| + e_r) + |t_j|^b),
+//        q_j the non-empty parts with j counted. Neither (c) nor (f) contains the other: (f)
+//        lacks (c)'s u_T·|s| (the product's own rounding before the bias) and has
+//        gamma·|b| more (the bias inside the accumulation); BiasPlacement::either takes the
+//        larger of the two, element by element.
 // Plus the reference's own rounding in R (dot.hpp) and a margin for evaluating this formula in R
 // (see reference_term below). Without a bias and with one part this is the issue's
 // "gamma_k(u_acc)·|x|ᵀ|y| + u_out·|result|", made rigorous for underflow.
@@ -86,6 +102,9 @@ struct BoundTerms {
   R reference{0};         // the reference's rounding in R and the evaluation margin
 };
 
+// Where the implementation adds y's bias: (c), (f) above, or either (the larger bound).
+enum class BiasPlacement : unsigned char { after_sum, fused, either };
+
 template <class R = hp>
 struct ElementBound {
   R bound{0};
@@ -110,14 +129,19 @@ struct BoundConstants {
     R underflow{0};   // k_r·eta_A/2·(1 + gamma_{k_r−1}(u_A)), 0 for Operands::unit
     R half_eta_k{0};  // k_r·eta_A/2
     R growth{0};      // 1 + gamma_{k_r}(u_A)
+    // (f), the part holding the bias: gamma_{n+1}(u_A), k_r·eta_A/2·(1 + gamma_{k_r}(u_A)) (0
+    // for Operands::unit) and 1 + gamma_{k_r+1}(u_A)
+    R gamma_acc_bias{0}, underflow_bias{0}, growth_bias{0};
   };
   std::vector<Part> parts;  // one per part (zeros for empty parts)
   R u_r{0}, g{0}, raise{0}, u_t1{0}, half_eta_t{0}, omega_a{0}, omega_t{0};
-  R reduction_gamma{0};  // gamma_{q−1}(u_T) for q ≥ 2 non-empty parts, else 0
+  R reduction_gamma{0};       // gamma_{q−1}(u_T) for q ≥ 2 non-empty parts, else 0
+  R reduction_gamma_plus{0};  // gamma_q(u_T) for q ≥ 1: (f) with the bias in an empty part
   R margin{0};
   std::size_t q = 0;  // non-empty parts
   bool same = false;
-  std::exception_ptr error;  // gamma's domain_error: thrown for the first finite element
+  std::exception_ptr error;       // gamma's domain_error: thrown for the first finite element
+  std::exception_ptr bias_error;  // the same for (f)'s constants: thrown only under (f)
 };
 
 // The constants of elements whose parts have `parts`' lengths (their values are not read).
@@ -158,8 +182,93 @@ BoundConstants<R> bound_constants(std::span<const PartTerms<R>> parts, const Ari
     c.margin = gamma<R>(24 * (parts.size() + 1), c.u_r);
   } catch (const std::domain_error&) {
     c.error = std::current_exception();
+    return c;
+  }
+  try {  // (f): one more term in the part holding the bias
+    const R u_a = unit_roundoff<R>(ac), eta_a = smallest_subnormal<R>(ac);
+    const bool exact_products = operands == Operands::unit || 2 * st.precision <= ac.precision;
+    for (std::size_t r = 0; r < parts.size(); ++r) {
+      const std::size_t len = parts[r].length;
+      if (len == 0) continue;
+      auto& cp = c.parts[r];
+      cp.gamma_acc_bias = gamma<R>((exact_products ? len - 1 : len) + 1, u_a);
+      cp.underflow_bias =
+          operands == Operands::unit ? R(0) : R(len) * eta_a / 2 * (1 + gamma<R>(len, u_a));
+      cp.growth_bias = 1 + gamma<R>(len + 1, u_a);
+    }
+    if (c.q >= 1) c.reduction_gamma_plus = gamma<R>(c.q, unit_roundoff<R>(st));
+  } catch (const std::domain_error&) {
+    c.bias_error = std::current_exception();
   }
   return c;
+}
+
+namespace detail {
+// Part r's error e_r and magnitude bound |s_r| + e_r under (a)–(b), with the bias `b` in its
+// accumulation when `b` is given ((f)); the model's inputs raised by c.raise, as element_bound.
+template <class R>
+struct PartError {
+  R accumulation{0}, rounding{0}, magnitude{0};
+  bool may_overflow = false;
+};
+template <class R>
+PartError<R> part_error(const BoundConstants<R>& c, std::size_t r, const PartTerms<R>& pt,
+                        const R* b) {
+  using std::abs;
+  PartError<R> o;
+  const auto& cp = c.parts[r];
+  const R abs_b = b != nullptr ? R(abs(*b)) : R(0);
+  if (pt.length == 0) {  // b alone (f): exact in A and in T
+    o.magnitude = abs_b;
+    return o;
+  }
+  const R a_r = pt.abs_sum * (1 + c.raise);
+  const R s_r =
+      abs(b != nullptr ? R(pt.partial + *b) : pt.partial) + c.raise * (pt.abs_sum + abs_b);
+  o.accumulation = b != nullptr ? R(cp.gamma_acc_bias * (a_r + abs_b) + cp.underflow_bias)
+                                : R(cp.gamma_acc * a_r + cp.underflow);
+  o.rounding = c.same ? R(0) : max_of<R>(c.u_t1 * (s_r + o.accumulation), c.half_eta_t);
+  o.magnitude = s_r + o.accumulation + o.rounding;
+  const R growth = b != nullptr ? cp.growth_bias : cp.growth;
+  o.may_overflow = (a_r + abs_b + cp.half_eta_k) * growth >= c.omega_a;
+  return o;
+}
+}  // namespace detail
+
+// (f): the largest over the parts j of E(j) (the header), with its terms (bias_rounding 0).
+// Sums of nonnegative numbers only, a few roundings per part: within element_bound's margin.
+template <class R>
+struct FusedBiasModel {
+  R model{0};
+  BoundTerms<R> terms;
+};
+template <class R>
+FusedBiasModel<R> fused_bias_model(const BoundConstants<R>& c, std::span<const PartTerms<R>> parts,
+                                   const R& bias, bool& may_overflow) {
+  FusedBiasModel<R> best;
+  bool first = true;
+  for (std::size_t j = 0; j < parts.size(); ++j) {
+    BoundTerms<R> t;
+    R mag(0);
+    for (std::size_t r = 0; r < parts.size(); ++r) {
+      if (r != j && parts[r].length == 0) continue;
+      const auto pe = detail::part_error<R>(c, r, parts[r], r == j ? &bias : nullptr);
+      t.accumulation += pe.accumulation;
+      t.storage_rounding += pe.rounding;
+      mag += pe.magnitude;
+      may_overflow = may_overflow || pe.may_overflow;
+    }
+    const R g = parts[j].length == 0 ? c.reduction_gamma_plus : c.reduction_gamma;
+    t.reduction = g * mag;
+    if (mag + t.reduction >= c.omega_t) may_overflow = true;
+    const R model = t.accumulation + t.storage_rounding + t.reduction;
+    if (first || best.model < model) {
+      best.model = model;
+      best.terms = t;
+      first = false;
+    }
+  }
+  return best;
 }
 
 // The bound for one element whose parts have the lengths `c` was computed for. `parts`: the
@@ -167,7 +276,7 @@ BoundConstants<R> bound_constants(std::span<const PartTerms<R>> parts, const Ari
 // @throws std::domain_error (gamma) when a part is too long for the accumulator.
 template <class R = hp>
 ElementBound<R> element_bound(const BoundConstants<R>& c, std::span<const PartTerms<R>> parts,
-                              const R* bias) {
+                              const R* bias, BiasPlacement placement = BiasPlacement::after_sum) {
   using std::abs;
   using std::isfinite;
   ElementBound<R> out;
@@ -232,7 +341,15 @@ ElementBound<R> element_bound(const BoundConstants<R>& c, std::span<const PartTe
   }
   if (largest_t >= c.omega_t) may_overflow = true;
 
-  const R model = e + out.terms.bias_rounding;
+  R model = e + out.terms.bias_rounding;
+  if (bias != nullptr && placement != BiasPlacement::after_sum) {
+    if (c.bias_error) std::rethrow_exception(c.bias_error);
+    const auto fused = fused_bias_model<R>(c, parts, *bias, may_overflow);
+    if (placement == BiasPlacement::fused || model < fused.model) {
+      model = fused.model;
+      out.terms = fused.terms;
+    }
+  }
   const R reference = c.g * (abs_total + abs_bias);
   out.bound = (model + reference) * (1 + c.margin);
   out.terms.reference = out.bound - model;
@@ -245,8 +362,9 @@ ElementBound<R> element_bound(const BoundConstants<R>& c, std::span<const PartTe
 // @throws std::domain_error (gamma) when a part is too long for the accumulator.
 template <class R = hp>
 ElementBound<R> element_bound(std::span<const PartTerms<R>> parts, const R* bias,
-                              const Arithmetic& arith, Operands operands = Operands::general) {
-  return element_bound<R>(bound_constants<R>(parts, arith, operands), parts, bias);
+                              const Arithmetic& arith, Operands operands = Operands::general,
+                              BiasPlacement placement = BiasPlacement::after_sum) {
+  return element_bound<R>(bound_constants<R>(parts, arith, operands), parts, bias, placement);
 }
 
 template <class R = hp>
@@ -260,7 +378,8 @@ struct Bounds {
 // result is the same for any thread count); an exception of an element (gamma's domain_error)
 // is rethrown after the loop, the lowest element's.
 template <class R = hp>
-Bounds<R> bounds(const Contraction<R>& c, const Arithmetic& arith) {
+Bounds<R> bounds(const Contraction<R>& c, const Arithmetic& arith,
+                 BiasPlacement placement = BiasPlacement::after_sum) {
   const std::size_t n = c.value.size(), p = c.parts();
   Bounds<R> out{Tensor<R>(c.value.shape()), std::vector<BoundStatus>(n)};
   std::exception_ptr error;
@@ -276,7 +395,7 @@ Bounds<R> bounds(const Contraction<R>& c, const Arithmetic& arith) {
       const auto e = static_cast<std::size_t>(se);
       try {
         for (std::size_t r = 0; r < p; ++r) parts[r] = c.terms[r * n + e];
-        const auto b = element_bound<R>(constants, parts, c.bias_of(e));
+        const auto b = element_bound<R>(constants, parts, c.bias_of(e), placement);
         out.bound[e] = b.bound;
         out.status[e] = b.status;
       } catch (...) {

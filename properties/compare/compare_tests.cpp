@@ -17,7 +17,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <string>
+#include <vector>
 
 namespace shardcheck::check::compare_tests {
 namespace {
@@ -271,6 +273,56 @@ TEST(Compare, bfloat16_accumulation_fails_the_default_and_passes_when_declared) 
   EXPECT_THAT(declared.verdict.case_text, HasSubstr("accumulate=bfloat16"));
 }
 
+// A fused-bias kernel (the bias one more term of the float32 accumulation, here its first, the
+// sum rounded once), column-parallel P = 3 with y gathered: 128 products 2^-30 added to the bias 1
+// are each below half an ulp and lost, an error of 2u. Judged as bias_after_sum (the library's
+// order, whose bound is about u·|y| here) y fails; declared fused_bias it passes, the contract line
+// naming it; the default covers both orders and passes it.
+TEST(Compare, a_fused_bias_fails_bias_after_sum_and_passes_declared_fused_bias) {
+  const LinearFiles f{LinearLayer::column_parallel, 3, 2, 128, 3};
+  const Tensor<float> x({f.tokens, f.in}, std::vector<float>(f.tokens * f.in, 0x1p-15F)),
+      w({f.out, f.in}, std::vector<float>(f.out * f.in, 0x1p-15F)),
+      b({f.out}, std::vector<float>(f.out, 1.0F));
+  Tensor<float> y({f.tokens, f.out});
+  for (std::size_t t = 0; t < f.tokens; ++t) {
+    for (std::size_t o = 0; o < f.out; ++o) {
+      float acc = b[o];
+      for (std::size_t i = 0; i < f.in; ++i) acc += x(t, i) * w(o, i);
+      y(t, o) = acc;
+    }
+  }
+  const fs::path d = case_dir("fused_bias");
+  write_tensor(d / "x.npy", x);
+  write_tensor(d / "w.npy", w);
+  write_tensor(d / "b.npy", b);
+  write_tensor(d / "y.npy", y);
+  const std::string inputs = R"({"x": "x.npy", "w": "w.npy", "b": "b.npy"})";
+  struct Judged {
+    const char* contract;  // "": none, the default
+    bool pass;
+    const char* words;  // in the verdict's contract line
+  };
+  const Judged judged[] = {
+      {"bias_after_sum", false, "contract bias_after_sum: "},
+      {"fused_bias", true,
+       "default: inputs and outputs in float32, every dot product and sum accumulated in float32 "
+       "in any order and rounded once to float32 (docs/tolerances.md); contract fused_bias: y's "
+       "bias one more term of one rank's dot accumulation"},
+      {"", true, ": the larger bound"},
+  };
+  for (const Judged& j : judged) {
+    SCOPED_TRACE(j.contract);
+    const std::string contract = j.contract;
+    const std::string extra = contract.empty() ? "" : R"(, "contract": ")" + contract + "\"";
+    write_text(d / "case.json", manifest(f, "float32", R"({"y": "y.npy"})", extra, inputs));
+    const auto r = compare_dir(d);
+    EXPECT_EQ(r.verdict.pass(), j.pass) << r.verdict.explain();
+    EXPECT_THAT(r.contract, HasSubstr(j.words));
+    std::cout << "fused bias y as " << (contract.empty() ? "the default" : contract) << ": "
+              << r.verdict.tensors[0].summary() << "\n";
+  }
+}
+
 // ---------------------------------------------------------------- bad input, by message
 
 TEST(CompareBadInput, every_error_names_the_file_and_the_field) {
@@ -322,10 +374,14 @@ TEST(CompareBadInput, every_error_names_the_file_and_the_field) {
             R"("tokens": 300)"),
        {"accumulate: is bfloat16 but the longest contraction has 300 terms",
         "has an a-priori bound only up to 255 terms", "give a wider accumulator"}},
-      {"a contract for an op that takes none",
+      {"a contract the op does not know",
        manifest(f, "float32", outs, R"(, "contract": "split_k")"),
-       {"contract: is \"split_k\" but row_parallel_linear takes no declared contract; omit the "
-        "field"}},
+       {"contract: is \"split_k\" but row_parallel_linear knows \"bias_after_sum\" (y's bias "
+        "added once in T after the dot (and the cross-rank sum), as lib/ops/linear and "
+        "Megatron-LM) and \"fused_bias\" (y's bias one more term of one rank's dot "
+        "accumulation, rounded once with it, as cuBLASLt's bias epilogue and vLLM's "
+        "RowParallelLinear (the bias on rank 0's matmul)); omit the field for a bound that "
+        "covers both"}},
       {"missing file",
        manifest(f, "float32", R"({"y": "nope.npy"})"),
        {"nope.npy: file: cannot be opened"}},

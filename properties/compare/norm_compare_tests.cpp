@@ -12,7 +12,12 @@
 #include "testing/compare_test_util.hpp"
 #include "testing/ops_test_util.hpp"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
 
 #include <filesystem>
 #include <fstream>
@@ -23,6 +28,7 @@ namespace shardcheck::check::norm_compare_tests {
 namespace {
 
 using namespace compare_test;  // case files written and compared (compare_test_util.hpp)
+using ::testing::HasSubstr;
 
 fs::path fresh_norm_dir(const std::string& name) {
   return fresh_dir("shardcheck_norm_compare_tests_" + name);
@@ -198,6 +204,59 @@ TEST(CompareNorm, a_piece_of_the_wrong_shape_is_a_layout_failure_naming_the_rank
   expect_parts(r.verdict.explain(), {"layout: rank 1's piece of y", "[2, 5]", "holds [3, 5]"});
 }
 
+// A LayerNorm forward whose variance is one pass, var = max(Σx²/n − mean², 0) in float32, on
+// rows shifted to 200 (the cancellation the formula is known for): judged as two_pass, y fails;
+// declared one_pass, it passes and the verdict's contract line names one_pass; the default,
+// which covers every contract's kernels, passes it too.
+TEST(CompareNorm, a_one_pass_variance_fails_two_pass_and_passes_declared_one_pass) {
+  const NormKind ln = NormKind::layer_norm;
+  auto data = norm_data<float>(ln);
+  for (std::size_t i = 0; i < data.x.size(); ++i) data.x[i] = 200.0F + data.x[i];
+  Tensor<float> y(Shape{tokens, hidden});
+  const float eps = 1e-5F;
+  for (std::size_t t = 0; t < tokens; ++t) {
+    float s = 0, s2 = 0;
+    for (std::size_t i = 0; i < hidden; ++i) {
+      const float v = data.x[t * hidden + i];
+      s += v;
+      s2 += v * v;
+    }
+    const float mean = s / static_cast<float>(hidden);
+    const float var = std::max(s2 / static_cast<float>(hidden) - mean * mean, 0.0F);
+    const float rstd = 1.0F / std::sqrt(var + eps);
+    for (std::size_t i = 0; i < hidden; ++i) {
+      y[t * hidden + i] = (data.x[t * hidden + i] - mean) * rstd * data.gamma[i] + data.beta[i];
+    }
+  }
+  const fs::path d = fresh_norm_dir("one_pass");
+  write_inputs(d, ln, data);
+  write_tensor(d / "y.npy", y);
+  const std::string inputs = R"({"x": "x.npy", "gamma": "gamma.npy", "beta": "beta.npy"})";
+  const std::string base = norm_manifest(ln, "float32", R"({"y": "y.npy"})", "", inputs);
+  const auto declare = [&](const std::string& contract) {
+    std::ofstream(d / "case.json")
+        << (contract.empty() ? base
+                             : with(base, R"("dtype": "float32")",
+                                    R"("dtype": "float32", "contract": ")" + contract + "\""));
+    return compare_dir(d);
+  };
+  const auto two = declare("two_pass");
+  EXPECT_FALSE(two.verdict.pass());
+  EXPECT_THAT(two.contract, HasSubstr("contract two_pass"));
+  const auto one = declare("one_pass");
+  EXPECT_TRUE(one.verdict.pass()) << one.verdict.explain();
+  EXPECT_GT(one.verdict.tensors[0].max_ratio, 0.0);  // a finite bound, not an infinite one
+  EXPECT_THAT(one.contract, HasSubstr("contract one_pass: layer_norm's xhat as (x − mean)·rstd or "
+                                      "as fma(x, rstd, −rstd·mean) (PyTorch's CPU kernel); the "
+                                      "variance in one pass (Σx²/n − mean², optionally clamped "
+                                      "at 0): the larger bound"));
+  const auto fallback = declare("");
+  EXPECT_TRUE(fallback.verdict.pass()) << fallback.verdict.explain();
+  EXPECT_THAT(fallback.contract, HasSubstr("the variance in two passes or in one"));
+  std::cout << "one-pass y: " << two.verdict.tensors[0].summary() << " (two_pass); "
+            << one.verdict.tensors[0].summary() << " (one_pass)\n";
+}
+
 TEST(CompareNormBadInput, every_error_names_the_file_and_the_field) {
   const NormKind ln = NormKind::layer_norm;
   const fs::path d = write_dense_case<float>("bad_input", ln, "float32");
@@ -243,6 +302,14 @@ TEST(CompareNormBadInput, every_error_names_the_file_and_the_field) {
        {"accumulate: is float64 but the bounds of sequence_parallel_norm in float32 assume "
         "float32 accumulation",
         "only column_parallel_linear and row_parallel_linear take another"}},
+      {"unknown contract",
+       with(norm_manifest(ln, "float32", outs), R"("dtype": "float32")",
+            R"("dtype": "float32", "contract": "welford")"),
+       {"contract: is \"welford\" but sequence_parallel_norm knows \"two_pass\" (var = Σ(x − "
+        "mean)²/n, xhat = (x − mean)·rstd, as lib/ops/norm), \"fused_rstd_mean\" (the same "
+        "variance, xhat = fma(x, rstd, −rstd·mean), as PyTorch's CPU LayerNorm) and "
+        "\"one_pass\" (var = Σx²/n − mean², optionally clamped at 0, xhat in either order); "
+        "omit the field for a bound that covers all three"}},
       {"mesh of another name",
        with(norm_manifest(ln, "float32", outs), "\"tp\"", "\"sp\""),
        {"mesh: is {sp=3} but sequence_parallel_norm at this config runs on {tp=3}"}},

@@ -27,14 +27,15 @@ struct NormExpected {
 // Forward and backward of a norm for exact inputs: the values of norm_definition.hpp, the bounds
 // of norm_bound.hpp's propagation. `eps`: the accumulator's eps. `arith`: the implementation's
 // storage T and accumulator (arithmetic_of<T>()). `token_parts`: the sequence-parallel token
-// split (empty for dense). `forms`: the xhat evaluation orders the bound covers (norm_bound.hpp's
-// NormXhat); with more than one, each element's bound is the largest of theirs.
+// split (empty for dense). `forms`: the evaluation orders the bound covers (norm_bound.hpp's
+// NormForm: xhat's and the variance's; empty: the definition's, difference and two_pass); with
+// more than one, each element's bound is the largest of theirs.
 template <HighPrecision R = hp>
 NormExpected<R> norm_expected(NormKind kind, const Tensor<R>& x, const Tensor<R>& gamma,
                               const Tensor<R>& beta, const Tensor<R>& dy, const R& eps,
                               const Arithmetic& arith,
                               std::span<const std::size_t> token_parts = {},
-                              std::span<const NormXhat> forms = {}) {
+                              std::span<const NormForm> forms = {}) {
   detail::require_norm_shapes(kind, x.shape(), gamma, beta, &dy.shape());
   const auto fwd = norm_forward<R>(kind, x, gamma, beta, eps);
   const auto grads = norm_backward<R>(kind, x, gamma, dy, eps, token_parts);
@@ -45,7 +46,7 @@ NormExpected<R> norm_expected(NormKind kind, const Tensor<R>& x, const Tensor<R>
   e.dx = grads.dx;
   e.dgamma = grads.dgamma;
   if (kind == NormKind::layer_norm) e.dbeta = grads.dbeta;
-  const NormXhat only[] = {NormXhat::difference};
+  const NormForm only[] = {{NormXhat::difference, NormVariance::two_pass}};
   bool first = true;
   // The largest of the forms' bounds, element by element.
   auto widen = [&first](Tensor<R>& into, const Tensor<R>& b) {
@@ -55,7 +56,7 @@ NormExpected<R> norm_expected(NormKind kind, const Tensor<R>& x, const Tensor<R>
     }
     for (std::size_t k = 0; k < b.size(); ++k) into[k] = into[k] < b[k] ? b[k] : into[k];
   };
-  for (const NormXhat form : forms.empty() ? std::span<const NormXhat>(only) : forms) {
+  for (const NormForm& form : forms.empty() ? std::span<const NormForm>(only) : forms) {
     const auto fwd_t = propagate_norm_forward<R>(kind, xt, gamma, beta, eps, P, form);
     const auto bwd_t = propagate_norm_backward<R>(kind, xt, gamma, TrackedTensor<R>::exact(dy), eps,
                                                   P, token_parts, form);

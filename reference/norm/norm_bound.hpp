@@ -44,8 +44,27 @@
 // or PyTorch's CPU kernel's fma(x, rstd, −rstd·mean), bounded as x·rstd − fl(rstd·mean) with two
 // roundings. The two differ most where x − mean cancels: at hidden = 1, xhat is exactly 0 and
 // the first order gives 0 exactly, the second an error of about u·rstd·|x| (measured: torch
-// 1.13's float64 y 160× and dgamma 1.3e17× the first order's bound). The variance is bounded as
-// two passes (Σ (x − mean)² / n) in both; a Welford or one-pass variance is not derived.
+// 1.13's float64 y 160× and dgamma 1.3e17× the first order's bound).
+// The variance (layer_norm) in one of two orders (NormVariance), a second axis beside xhat's:
+//   two_pass  var = Σ (x − mean)²/n, the definition's order (lib/ops/norm);
+//   one_pass  var = fl(fl(Σ x²)/n) − fl(mean·mean), Σx (for the mean) and Σx² each accumulated
+//             in A in any order, the subtraction one rounding (an fma(−mean, mean, ms) is within
+//             it), the result optionally clamped, max(var, 0), as most such kernels do.
+// one_pass is bounded by the rules above applied to its own steps: ms = Σx²/n (the Σ and divide
+// rules, each term x·x a product), mean² (the product rule with mean's error), then the
+// subtraction rule. The catastrophic cancellation of ms − mean² is what the rules were made for:
+// e_var ≈ (n + 2)·u·(ms + mean²), so relative to var the bound grows as (ms + mean²)/var, the
+// condition number of the one-pass formula (Higham, ASNA 2nd ed., §1.9 and Problem 1.10; Chan,
+// Golub, LeVeque, "Algorithms for computing the sample variance", Amer. Statist. 37(3), 1983).
+// The clamp adds nothing: the exact var is ≥ 0, so |max(v̂, 0) − var| ≤ |v̂ − var|. Without the
+// clamp v̂ + eps may round below 0 and sqrt gives NaN: the rules hold for every result that is
+// not NaN (the sqrt rule needs â ≥ 0, which a finite rstd implies), and a NaN where the reference
+// is finite fails the verdict's NaN rule, as it should (a kernel that can return NaN for finite
+// input is the reason the clamp exists). The propagation carries var's value v and R-error r
+// from the two-pass evaluation (the definition's value: every later v stays the definition's)
+// and the implementation's error e from the one-pass steps: e bounds |v̂ − var| whatever v is,
+// since every rule reads only M = |v| + r ≥ |exact| from the operands. A Welford (or Chan
+// pairwise) variance is not derived (docs/norm.md says what is missing).
 // Underflow is covered by the eta/2 terms. Overflow in A is excluded by the suite's value ranges
 // (docs/norm.md);
 // a final rounding to T that overflows gives ±inf, which properties/engine/tensor_check accepts
@@ -276,11 +295,17 @@ struct NormBackwardTracked {
 //   difference  (x − mean)·rstd (lib/ops/norm: d = x − mean, then d·rstd)
 //   fused       x·rstd − rstd·mean (PyTorch's CPU LayerNorm: fma(x, rstd, −rstd·mean))
 enum class NormXhat { difference, fused };
+// How it forms layer_norm's variance (rms_norm's ms = Σx²/n is one pass in both): the header.
+enum class NormVariance { two_pass, one_pass };
+// One evaluation order the bound covers: xhat's and the variance's.
+struct NormForm {
+  NormXhat xhat = NormXhat::difference;
+  NormVariance variance = NormVariance::two_pass;
+};
 
 template <class R>
 Tracked<R> normalize_row(NormKind kind, const TrackedTensor<R>& x, std::size_t t, const R& eps,
-                         const Propagator<R>& P, NormForwardTracked<R>& out,
-                         NormXhat form = NormXhat::difference) {
+                         const Propagator<R>& P, NormForwardTracked<R>& out, NormForm form = {}) {
   const std::size_t n = x.shape[1];
   const auto count = Propagator<R>::exact(R(n));
   std::vector<Tracked<R>> d(n), terms(n);
@@ -293,9 +318,14 @@ Tracked<R> normalize_row(NormKind kind, const TrackedTensor<R>& x, std::size_t t
     for (std::size_t i = 0; i < n; ++i) d[i] = P.sub(x(t, i), mean);
   }
   for (std::size_t i = 0; i < n; ++i) terms[i] = P.mul(d[i], d[i]);
-  const auto var = P.div(P.sum(terms), count);  // ms for rms_norm
+  auto var = P.div(P.sum(terms), count);  // ms for rms_norm
+  if (form.variance == NormVariance::one_pass && kind != NormKind::rms_norm) {
+    // ms − mean², ms = Σx²/n: its error bound, with the two-pass value and R-error kept.
+    for (std::size_t i = 0; i < n; ++i) terms[i] = P.mul(x(t, i), x(t, i));
+    var.e = P.sub(P.div(P.sum(terms), count), P.mul(mean, mean)).e;
+  }
   auto rstd = P.div(Propagator<R>::exact(R(1)), P.sqrt(P.add(var, Propagator<R>::exact(eps))));
-  if (form == NormXhat::fused && kind != NormKind::rms_norm) {
+  if (form.xhat == NormXhat::fused && kind != NormKind::rms_norm) {
     const auto shift = P.mul(rstd, mean);
     for (std::size_t i = 0; i < n; ++i) out.xhat(t, i) = P.sub(P.mul(x(t, i), rstd), shift);
   } else {
@@ -384,7 +414,7 @@ template <HighPrecision R = hp>
 NormForwardTracked<R> propagate_norm_forward(NormKind kind, const TrackedTensor<R>& x,
                                              const Tensor<R>& gamma, const Tensor<R>& beta,
                                              const R& eps, const Propagator<R>& P,
-                                             NormXhat form = NormXhat::difference) {
+                                             NormForm form = {}) {
   detail::require_norm_shapes(kind, x.shape, gamma, beta, nullptr);
   NormForwardTracked<R> out{TrackedTensor<R>(x.shape), TrackedTensor<R>(x.shape), {}};
   for (std::size_t t = 0; t < x.shape[0]; ++t) {
@@ -402,7 +432,7 @@ NormBackwardTracked<R> propagate_norm_backward(NormKind kind, const TrackedTenso
                                                const Tensor<R>& gamma, const TrackedTensor<R>& dy,
                                                const R& eps, const Propagator<R>& P,
                                                std::span<const std::size_t> token_parts = {},
-                                               NormXhat form = NormXhat::difference) {
+                                               NormForm form = {}) {
   const bool beta = kind == NormKind::layer_norm;
   detail::require_norm_shapes(kind, x.shape, gamma, beta ? gamma : Tensor<R>(), &dy.shape);
   const auto parts = detail::norm_token_parts(token_parts, x.shape[0]);

@@ -7,6 +7,7 @@
 #include "generators/values.hpp"
 #include "ops/linear/linear.hpp"
 #include "ops/linear/linear_spec.hpp"
+#include "reference/bounds.hpp"
 #include "suites/linear/linear_impl.hpp"
 #include "tensor/tensor.hpp"
 
@@ -35,6 +36,10 @@ struct LinearCase {
   // The accumulator the bounds assume (reference/bounds.hpp, Arithmetic): acc_t<T> when unset;
   // a case on disk may declare another ("accumulate", compare/compare.hpp).
   std::optional<DType> accumulate;
+  // Where y's bias is added (reference/bounds.hpp, BiasPlacement): after the cross-rank sum in
+  // T, the library's contract and the suite's; a case on disk may declare "fused_bias" (the bias
+  // inside one rank's accumulation), and without a contract covers both (linear_compare.cpp).
+  reference::BiasPlacement bias_placement = reference::BiasPlacement::after_sum;
 
   // "tokens=5 in=7 out=4 P=3 out_split=explicit[2,0,2] bias gather_output profile=wide"
   std::string describe() const;

@@ -14,12 +14,24 @@
 #include <algorithm>
 #include <cstddef>
 #include <functional>
+#include <iterator>
 #include <numeric>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace shardcheck::check {
+
+namespace {
+// The two places of the bias, in words (docs/compare.md, "Contract").
+const std::string kAfterSumWords =
+    "y's bias added once in T after the dot (and the cross-rank sum), as lib/ops/linear and "
+    "Megatron-LM";
+const std::string kFusedBiasWords =
+    "y's bias one more term of one rank's dot accumulation, rounded once with it, as cuBLASLt's "
+    "bias epilogue and vLLM's RowParallelLinear (the bias on rank 0's matmul)";
+}  // namespace
 
 LinearCase case_of(const cases::CaseManifest& m, LinearCase* /*tag*/) {
   auto c = case_at_mesh<LinearCase>(m);
@@ -49,6 +61,22 @@ LinearCase case_of(const cases::CaseManifest& m, LinearCase* /*tag*/) {
     read_reduction_fields(f, k);
   }
   f.done();
+  // The contract: where the kernel adds y's bias (reference/bounds.hpp, steps (c) and (f)).
+  using reference::BiasPlacement;
+  static const std::pair<std::string, BiasPlacement> known[] = {
+      {"bias_after_sum", BiasPlacement::after_sum}, {"fused_bias", BiasPlacement::fused}};
+  c.bias_placement = BiasPlacement::either;  // no contract: a bound that covers both kernels
+  if (!m.contract.empty()) {
+    const auto* it = std::find_if(std::begin(known), std::end(known),
+                                  [&](const auto& k) { return k.first == m.contract; });
+    if (it == std::end(known)) {
+      throw cases::CaseError(m.file + ": contract: is \"" + m.contract + "\" but " + m.op +
+                             " knows \"bias_after_sum\" (" + kAfterSumWords +
+                             ") and \"fused_bias\" (" + kFusedBiasWords +
+                             "); omit the field for a bound that covers both");
+    }
+    c.bias_placement = it->second;
+  }
   c.accumulate = require_accumulate_holds(m);
   if (c.accumulate) {
     // γ_n (reference/bounds.hpp, step (a)) needs n·u < 1 with u = 2^-p: a dot of more terms
@@ -56,11 +84,16 @@ LinearCase case_of(const cases::CaseManifest& m, LinearCase* /*tag*/) {
     const std::string a(name(*c.accumulate));
     const int p = reference::format_of(*c.accumulate).precision;
     const std::size_t most = (std::size_t{1} << static_cast<unsigned>(p)) - 1;
-    const std::size_t k = std::max({c.tokens, c.in, c.out});
+    // A fused bias is one more term of y's dot over in.
+    const std::size_t with_bias =
+        c.has_bias && c.bias_placement != BiasPlacement::after_sum ? c.in + 1 : c.in;
+    const std::size_t k = std::max({c.tokens, with_bias, c.out});
     if (k > most) {
       throw cases::CaseError(
           m.file + ": accumulate: is " + a + " but the longest contraction has " +
-          std::to_string(k) + " terms (the largest of tokens, in, out) and a dot accumulated in " +
+          std::to_string(k) +
+          " terms (the largest of tokens, in (+ 1 for a bias that may be fused), out) and a dot "
+          "accumulated in " +
           a + " has an a-priori bound only up to " + std::to_string(most) +
           " terms (γ_n needs n·u < 1, u = 2^-" + std::to_string(p) +
           "); give a wider accumulator, or omit the field (docs/compare.md, \"Contract\")");
@@ -71,6 +104,17 @@ LinearCase case_of(const cases::CaseManifest& m, LinearCase* /*tag*/) {
 
 // The bounds take any accumulator that holds T (compare.hpp: require_accumulate_holds).
 constexpr bool takes_declared_accumulate(const LinearCase* /*tag*/) { return true; }
+
+std::optional<std::string> contract_words(const LinearCase& c, DType t) {
+  const std::string head = default_contract(t, c.accumulate) + "; ";
+  switch (c.bias_placement) {
+    case reference::BiasPlacement::after_sum:
+      return head + "contract bias_after_sum: " + kAfterSumWords;
+    case reference::BiasPlacement::fused: return head + "contract fused_bias: " + kFusedBiasWords;
+    case reference::BiasPlacement::either: break;
+  }
+  return head + kAfterSumWords + ", or " + kFusedBiasWords + ": the larger bound";
+}
 // The diagnosis of a large linear case on a cut-down one (docs/compare.md, "Diagnosis at real
 // sizes"): some token rows and some output features, the contraction over in intact, each cut
 // dimension's split made explicit over the kept elements so every rank keeps its shard

@@ -8,8 +8,9 @@ namespace shardcheck::check {
 namespace {
 
 ExpectedTensor expect(const reference::Contraction<reference::hp>& c,
-                      const reference::Arithmetic& arith) {
-  auto b = reference::bounds<reference::hp>(c, arith);
+                      const reference::Arithmetic& arith,
+                      reference::BiasPlacement placement = reference::BiasPlacement::after_sum) {
+  auto b = reference::bounds<reference::hp>(c, arith, placement);
   return {c.value, std::move(b.bound)};
 }
 
@@ -33,7 +34,7 @@ LinearExpected expected(const LinearCase& c, const LinearData<T>& d) {
           ? reference::Arithmetic{reference::format_of<T>(), reference::format_of(*c.accumulate)}
           : reference::arithmetic_of<T>();
   LinearExpected e;
-  e.y = expect(fwd, arith);
+  e.y = expect(fwd, arith, c.bias_placement);  // (c) or (f): where the kernel adds the bias
   e.dx = expect(bwd.dx, arith);
   e.dw = expect(bwd.dw, arith);
   if (c.has_bias) e.db = expect(bwd.db, arith);

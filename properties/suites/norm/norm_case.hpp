@@ -32,9 +32,10 @@ struct NormCase {
   std::size_t hidden = 1;
   BlockConfig block;  // block.norm is the norm's configuration for either op
   gen::Profile profile = gen::Profile::unit;
-  // The xhat evaluation orders the bound covers (empty: lib/ops/norm's (x − mean)·rstd, what the
-  // suite checks); a case on disk names its contract (norm_compare.cpp).
-  std::vector<reference::NormXhat> xhat_forms;
+  // The evaluation orders the bound covers, xhat's and the variance's (empty: lib/ops/norm's
+  // (x − mean)·rstd and two-pass variance, what the suite checks); a case on disk names its
+  // contract (norm_compare.cpp).
+  std::vector<reference::NormForm> forms;
 
   const SequenceParallelNormConfig& norm() const { return block.norm; }
   std::size_t tokens() const { return block.norm.tokens; }

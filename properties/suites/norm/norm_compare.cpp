@@ -120,36 +120,58 @@ NormCase case_of(const cases::CaseManifest& m, NormCase* /*tag*/) {
     c.block.norm = sp_norm_config(m, f);
   }
   f.done();
-  // The contract: how the kernel forms layer_norm's xhat (reference/norm/norm_bound.hpp).
+  // The contract: how the kernel forms layer_norm's xhat and its variance
+  // (reference/norm/norm_bound.hpp, NormForm).
+  using reference::NormForm;
+  using reference::NormVariance;
   using reference::NormXhat;
+  const NormForm two_pass{NormXhat::difference, NormVariance::two_pass},
+      fused{NormXhat::fused, NormVariance::two_pass},
+      one_pass{NormXhat::difference, NormVariance::one_pass},
+      one_pass_fused{NormXhat::fused, NormVariance::one_pass};
   if (m.contract.empty()) {
-    c.xhat_forms = {NormXhat::difference, NormXhat::fused};  // covers both kernels
+    c.forms = {two_pass, fused, one_pass, one_pass_fused};  // covers every contract's kernels
   } else if (m.contract == "two_pass") {
-    c.xhat_forms = {NormXhat::difference};
+    c.forms = {two_pass};
   } else if (m.contract == "fused_rstd_mean") {
-    c.xhat_forms = {NormXhat::fused};
+    c.forms = {fused};
+  } else if (m.contract == "one_pass") {
+    c.forms = {one_pass, one_pass_fused};
   } else {
-    throw cases::CaseError(m.file + ": contract: is \"" + m.contract + "\" but " + m.op +
-                           " knows \"two_pass\" (xhat = (x − "
-                           "mean)·rstd, as lib/ops/norm) and \"fused_rstd_mean\" (xhat = "
-                           "fma(x, rstd, −rstd·mean), as PyTorch's CPU LayerNorm); omit the field "
-                           "for a bound that covers both");
+    throw cases::CaseError(
+        m.file + ": contract: is \"" + m.contract + "\" but " + m.op +
+        " knows \"two_pass\" (var = Σ(x − mean)²/n, xhat = (x − mean)·rstd, as lib/ops/norm), "
+        "\"fused_rstd_mean\" (the same variance, xhat = fma(x, rstd, −rstd·mean), as PyTorch's "
+        "CPU LayerNorm) and \"one_pass\" (var = Σx²/n − mean², optionally clamped at 0, xhat in "
+        "either order); omit the field for a bound that covers all three");
   }
   return c;
 }
 
 std::optional<std::string> contract_words(const NormCase& c, DType t) {
+  using reference::NormVariance;
   using reference::NormXhat;
-  const bool two = std::find(c.xhat_forms.begin(), c.xhat_forms.end(), NormXhat::difference) !=
-                   c.xhat_forms.end();
-  const bool fused =
-      std::find(c.xhat_forms.begin(), c.xhat_forms.end(), NormXhat::fused) != c.xhat_forms.end();
-  std::string xhat = two && fused ? "layer_norm's xhat as (x − mean)·rstd or as fma(x, rstd, "
-                                    "−rstd·mean) (PyTorch's CPU kernel): the larger bound"
-                     : fused      ? "contract fused_rstd_mean: layer_norm's xhat as fma(x, rstd, "
-                                    "−rstd·mean) (PyTorch's CPU kernel)"
-                                  : "contract two_pass: layer_norm's xhat as (x − mean)·rstd";
-  return default_contract(t) + "; " + xhat + "; the variance in two passes";
+  bool difference = false, fused = false, two = false, one = false;
+  for (const auto& f : c.forms) {
+    (f.xhat == NormXhat::fused ? fused : difference) = true;
+    (f.variance == NormVariance::one_pass ? one : two) = true;
+  }
+  const std::string xhat = difference && fused
+                               ? "layer_norm's xhat as (x − mean)·rstd or as fma(x, rstd, "
+                                 "−rstd·mean) (PyTorch's CPU kernel)"
+                           : fused ? "layer_norm's xhat as fma(x, rstd, −rstd·mean) (PyTorch's "
+                                     "CPU kernel)"
+                                   : "layer_norm's xhat as (x − mean)·rstd";
+  const std::string var = two && one ? "the variance in two passes or in one (Σx²/n − mean²)"
+                          : one      ? "the variance in one pass (Σx²/n − mean², optionally "
+                                       "clamped at 0)"
+                                     : "the variance in two passes";
+  const std::string name = one && !two                    ? "contract one_pass: "
+                           : one || (difference && fused) ? ""
+                           : fused                        ? "contract fused_rstd_mean: "
+                                                          : "contract two_pass: ";
+  const std::string larger = c.forms.size() > 1 ? ": the larger bound" : "";
+  return default_contract(t) + "; " + name + xhat + "; " + var + larger;
 }
 
 template <class T>

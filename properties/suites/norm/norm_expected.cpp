@@ -60,9 +60,9 @@ NormExpected expected(const NormCase& c, const NormData<T>& d) {
   NormExpected e;
   if (c.op == NormOp::norm) {
     // The definition's values, the propagation's bounds.
-    auto r = reference::norm_expected<hp>(kind, reference::to_hp<hp>(d.x), gamma, beta,
-                                          reference::to_hp<hp>(d.dy), eps, arith, token_parts,
-                                          c.xhat_forms);
+    auto r =
+        reference::norm_expected<hp>(kind, reference::to_hp<hp>(d.x), gamma, beta,
+                                     reference::to_hp<hp>(d.dy), eps, arith, token_parts, c.forms);
     e.y = {std::move(r.y), std::move(r.y_bound)};
     e.dx = {std::move(r.dx), std::move(r.dx_bound)};
     e.dgamma = {std::move(r.dgamma), std::move(r.dgamma_bound)};
@@ -70,7 +70,9 @@ NormExpected expected(const NormCase& c, const NormData<T>& d) {
     return e;
   }
   // The Megatron block: the bound's propagation through the whole block, which carries the
-  // values in R (the definition's, for the norm: norm_reference_props checks it).
+  // values in R (the definition's, for the norm: norm_reference_props checks it), once per
+  // evaluation order of the norm the case covers (c.forms; empty: the library's), each element's
+  // bound the largest of theirs (the values are the same in every order).
   const auto x = TrackedTensor<hp>::exact(reference::to_hp<hp>(d.x));
   const auto dy = TrackedTensor<hp>::exact(reference::to_hp<hp>(d.dy));
   const std::size_t tokens = c.tokens(), h = c.hidden, ffn = c.block.ffn;
@@ -78,25 +80,47 @@ NormExpected expected(const NormCase& c, const NormData<T>& d) {
   const std::vector<std::size_t> whole_h{h}, whole_t{tokens};
   const auto w1 = TrackedTensor<hp>::exact(reference::to_hp<hp>(d.w1));  // [ffn, h]
   const auto w2 = TrackedTensor<hp>::exact(reference::to_hp<hp>(d.w2));  // [h, ffn]
-  const auto z = reference::propagate_norm_forward<hp>(kind, x, gamma, beta, eps, P).y;
-  // a [tokens, ffn] = z·W1ᵀ: one dot over hidden.
-  const auto a = contract(P, {&z, false}, {&w1, false}, tokens, ffn, whole_h);
-  // y [tokens, h] = a·W2ᵀ over ffn, split by the ffn shards.
-  const auto y = contract(P, {&a, false}, {&w2, false}, tokens, h, ffn_parts);
-  // da [tokens, ffn] = dy·W2: one dot over hidden (W2 read transposed: W2ᵀ[f, j] = W2[j, f]).
-  const auto da = contract(P, {&dy, false}, {&w2, true}, tokens, ffn, whole_h);
-  // dW2 [h, ffn] = dyᵀ·a over tokens; dW1 [ffn, h] = daᵀ·z over tokens.
-  const auto dw2 = contract(P, {&dy, true}, {&a, true}, h, ffn, whole_t);
-  const auto dw1 = contract(P, {&da, true}, {&z, true}, ffn, h, whole_t);
-  // dz [tokens, h] = da·W1 over ffn, split by the ffn shards (reduce_scatter of partials).
-  const auto dz = contract(P, {&da, false}, {&w1, true}, tokens, h, ffn_parts);
-  const auto b = reference::propagate_norm_backward<hp>(kind, x, gamma, dz, eps, P, token_parts);
-  e.y = expect(y, P);
-  e.dx = expect(b.dx, P);
-  e.dgamma = expect(b.dgamma, P);
-  if (!b.dbeta.empty()) e.dbeta = expect(b.dbeta, P);
-  e.dw1 = expect(dw1, P);
-  e.dw2 = expect(dw2, P);
+  const auto block = [&](const reference::NormForm& form) {
+    NormExpected o;
+    const auto z = reference::propagate_norm_forward<hp>(kind, x, gamma, beta, eps, P, form).y;
+    // a [tokens, ffn] = z·W1ᵀ: one dot over hidden.
+    const auto a = contract(P, {&z, false}, {&w1, false}, tokens, ffn, whole_h);
+    // y [tokens, h] = a·W2ᵀ over ffn, split by the ffn shards.
+    const auto y = contract(P, {&a, false}, {&w2, false}, tokens, h, ffn_parts);
+    // da [tokens, ffn] = dy·W2: one dot over hidden (W2 read transposed: W2ᵀ[f, j] = W2[j, f]).
+    const auto da = contract(P, {&dy, false}, {&w2, true}, tokens, ffn, whole_h);
+    // dW2 [h, ffn] = dyᵀ·a over tokens; dW1 [ffn, h] = daᵀ·z over tokens.
+    const auto dw2 = contract(P, {&dy, true}, {&a, true}, h, ffn, whole_t);
+    const auto dw1 = contract(P, {&da, true}, {&z, true}, ffn, h, whole_t);
+    // dz [tokens, h] = da·W1 over ffn, split by the ffn shards (reduce_scatter of partials).
+    const auto dz = contract(P, {&da, false}, {&w1, true}, tokens, h, ffn_parts);
+    const auto b =
+        reference::propagate_norm_backward<hp>(kind, x, gamma, dz, eps, P, token_parts, form);
+    o.y = expect(y, P);
+    o.dx = expect(b.dx, P);
+    o.dgamma = expect(b.dgamma, P);
+    if (!b.dbeta.empty()) o.dbeta = expect(b.dbeta, P);
+    o.dw1 = expect(dw1, P);
+    o.dw2 = expect(dw2, P);
+    return o;
+  };
+  const std::vector<reference::NormForm> library(1);
+  bool first = true;
+  for (const auto& form : c.forms.empty() ? library : c.forms) {
+    auto o = block(form);
+    if (first) {
+      e = std::move(o);
+      first = false;
+      continue;
+    }
+    for (auto [into, from] :
+         {std::pair{&e.y, &o.y}, std::pair{&e.dx, &o.dx}, std::pair{&e.dgamma, &o.dgamma},
+          std::pair{&e.dbeta, &o.dbeta}, std::pair{&e.dw1, &o.dw1}, std::pair{&e.dw2, &o.dw2}}) {
+      for (std::size_t k = 0; k < from->bound.size(); ++k) {
+        if (into->bound[k] < from->bound[k]) into->bound[k] = from->bound[k];
+      }
+    }
+  }
   return e;
 }
 
