@@ -242,7 +242,7 @@ TEST(CompareNormBadInput, every_error_names_the_file_and_the_field) {
             R"("dtype": "float32", "accumulate": "float64")"),
        {"accumulate: is float64 but the bounds of sequence_parallel_norm in float32 assume "
         "float32 accumulation",
-        "only column_parallel_linear and row_parallel_linear take another"}},
+        "only column_parallel_linear, row_parallel_linear and parallel_mlp take another"}},
       {"mesh of another name",
        with(norm_manifest(ln, "float32", outs), "\"tp\"", "\"sp\""),
        {"mesh: is {sp=3} but sequence_parallel_norm at this config runs on {tp=3}"}},
