@@ -409,7 +409,7 @@ TEST(attention_bounds, an_exp2_kernel_at_large_scores_comes_close_to_the_exp2_bo
       c.cfg.mask.k_len = c.lk;
       const auto draw = [&](int lo, int hi) {  // ±(1 + f)·2^e, e in [lo, hi], 24 bits
         const double f = static_cast<double>(rng.next() >> 40U) / 16777216.0;
-        const int e = lo + static_cast<int>(rng.below(static_cast<std::size_t>(hi - lo + 1)));
+        const int e = lo + static_cast<int>(rng.below(static_cast<std::size_t>(hi - lo) + 1));
         return hp(static_cast<float>(std::ldexp(1 + f, e)));
       };
       c.q = Tensor<hp>({1, 1, 1, 1});

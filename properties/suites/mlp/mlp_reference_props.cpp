@@ -155,13 +155,15 @@ std::pair<double, double> sixteen_bit_mlp_ratios() {
                     f = *uniform<std::size_t>(1, 6);
   const auto parts = draw_parts(f, *uniform(1, 3));
   const bool has_bias = *uniform(0, 1) == 1;
-  const auto [x, xh] = eight_bit<T>({n, hid});
-  const auto [w_up, w_uph] = eight_bit<T>({k * f, hid});
-  const auto [w_down, w_downh] = eight_bit<T>({hid, f});
-  const auto [dy, dyh] = eight_bit<T>({n, hid});
-  const auto [b_up, b_uph] = has_bias ? eight_bit<T>({k * f}) : std::pair<Tensor<T>, Tensor<hp>>();
-  const auto [b_down, b_downh] =
-      has_bias ? eight_bit<T>({hid}) : std::pair<Tensor<T>, Tensor<hp>>();
+  // Each tensor in T and in hp (no structured bindings: the lambdas below capture them).
+  const auto xs = eight_bit<T>({n, hid}), w_ups = eight_bit<T>({k * f, hid}),
+             w_downs = eight_bit<T>({hid, f}), dys = eight_bit<T>({n, hid});
+  const auto b_ups = has_bias ? eight_bit<T>({k * f}) : std::pair<Tensor<T>, Tensor<hp>>();
+  const auto b_downs = has_bias ? eight_bit<T>({hid}) : std::pair<Tensor<T>, Tensor<hp>>();
+  const Tensor<T>&x = xs.first, &w_up = w_ups.first, &w_down = w_downs.first, &dy = dys.first,
+        &b_up = b_ups.first, &b_down = b_downs.first;
+  const Tensor<hp>&xh = xs.second, &w_uph = w_ups.second, &w_downh = w_downs.second,
+        &dyh = dys.second, &b_uph = b_ups.second, &b_downh = b_downs.second;
   const auto got = mlp_emulation::emulate_mlp<T>(x, w_up, b_up, w_down, b_down, dy, act, parts);
   const auto fwd = reference::mlp<hp>(xh, w_uph, b_uph, w_downh, b_downh, act);
   const auto g = reference::mlp_backward<hp>(xh, w_uph, w_downh, fwd, has_bias, dyh, act);
