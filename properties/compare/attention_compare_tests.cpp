@@ -4,13 +4,15 @@
 // mesh pass with one piece per rank in float32 and bfloat16; the dense op's global outputs pass
 // once cut by the cp positions (the query and the key positions of a chunked prefill case); a
 // planted bug (lse written in base 2) fails on lse only; a piece of the wrong shape is a layout
-// failure naming the rank; the layer under sequence parallelism (token rows over tp, uneven and
+// failure naming the rank; an exp2 kernel passes under its declared contract and the default;
+// the layer under sequence parallelism (token rows over tp, uneven and
 // empty) passes per rank and global, and rows in another order fail on y and dx; every bad input
 // is a CaseError whose message is pinned.
 #include "cases/case_manifest.hpp"
 #include "cases/npy.hpp"
 #include "compare/compare.hpp"
 #include "ops/attention/attention.hpp"
+#include "suites/attention/attention_exp2_emulation.hpp"
 #include "suites/attention/attention_impl.hpp"
 #include "suites/attention/attention_run.hpp"
 #include "testing/compare_test_util.hpp"
@@ -18,7 +20,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -259,6 +263,44 @@ TEST(AttentionCompare, an_lse_in_base_two_fails_on_lse_only) {
   ASSERT_FALSE(r.verdict.pass());
   for (const auto& t : r.verdict.tensors) EXPECT_EQ(t.pass(), t.name != "lse") << t.summary();
   expect_parts(r.verdict.explain(), {"lse: worst element", "of the bound"});
+}
+
+// A FlashAttention-style kernel (attention_exp2_emulation.hpp: exp2 of an fma'd pre-scaled
+// argument in float, lse kept in base 2 then converted) as the dense op's global outputs: within
+// its declared contract "exp2", and within the default, which covers both forms.
+TEST(AttentionCompare, an_exp2_kernel_passes_under_its_contract_and_the_default) {
+  const auto c = core_case(DType::float32, CpLayout::zigzag, MaskKind::causal);
+  const auto d = core_data<float>(c);
+  const auto run =
+      attention_exp2::exp2_kernel<float>(c.attention(), d.q, d.k, d.v, d.dout, {0, c.k_len()});
+  CaseDir dir = core_inputs("exp2", c, d);
+  const auto& a = c.attention();
+  dir.output("out", Tensor<float>(d.q.shape(), run.out));
+  dir.output("lse", Tensor<float>(Shape{c.batch, a.q_heads, c.q_len()}, run.lse));
+  dir.output("dq", Tensor<float>(d.q.shape(), run.dq));
+  dir.output("dk", Tensor<float>(d.k.shape(), run.dk));
+  dir.output("dv", Tensor<float>(d.k.shape(), run.dv));
+  dir.manifest()["contract"] = "exp2";
+  const auto declared = dir.compare();
+  EXPECT_TRUE(declared.verdict.pass()) << declared.verdict.explain();
+  expect_parts(declared.contract, {"default: inputs and outputs in float32",
+                                   "; contract exp2: p = exp2(fma(q·k, "
+                                   "scale_log2, −fl(m·scale_log2)))"});
+  dir.manifest().erase("contract");
+  const auto either = dir.compare();
+  EXPECT_TRUE(either.verdict.pass()) << either.verdict.explain();
+  expect_parts(either.contract, {"the softmax's weights as p = exp(fl(s − m))", " or as p = exp2(",
+                                 ": the larger bound (docs/attention.md)"});
+  dir.manifest()["contract"] = "exp";
+  const auto natural = dir.compare();
+  expect_parts(natural.contract, {"; contract exp: p = exp(fl(s − m))"});
+  const auto worst = [](const CompareResult& r) {
+    double w = 0;
+    for (const auto& t : r.verdict.tensors) w = std::max(w, t.max_ratio);
+    return w;
+  };
+  std::printf("attention exp2 kernel: worst |err|/bound %.3g (exp2), %.3g (default), %.3g (exp)\n",
+              worst(declared), worst(either), worst(natural));
 }
 
 TEST(AttentionCompare, a_forward_only_case_is_judged_on_what_it_gives) {
@@ -585,6 +627,21 @@ TEST(AttentionCompareBadInput, every_error_names_the_file_and_the_field) {
          m["mesh"] = {{"sp", 3}};
        },
        {"mesh: is {sp=3} but context_parallel_attention at this config runs on {cp=3}"}},
+      {"unknown contract",
+       [](json& m) { m["contract"] = "exp10"; },
+       {"case.json: contract: is \"exp10\" but context_parallel_attention knows \"exp\" (p = "
+        "exp(fl(s − m)) of the scaled scores, as lib/ops/attention) and \"exp2\" (p = "
+        "exp2(fma(q·k, scale_log2, −fl(m·scale_log2))) with scale_log2 = fl(scale·log2(e)) and "
+        "the lse kept in base 2, as FlashAttention-2/3 and Triton kernels); omit the field for a "
+        "bound that covers both"}},
+      {"exp2 with a negative scale",
+       [](json& m) {
+         m["contract"] = "exp2";
+         m["config"]["attention"]["scale"] = -0.5;
+       },
+       {"case.json: contract: is \"exp2\" but config.attention.scale is -0.500000; exp2's "
+        "kernels take the raw scores' max as the scaled scores', which needs a positive scale: "
+        "give \"exp\" or omit the field"}},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.what);

@@ -1,6 +1,7 @@
 #include "compare/compare.hpp"
 
 #include "cases/npy.hpp"
+#include "reference/format.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -218,6 +219,25 @@ std::optional<DType> require_accumulate_holds(const cases::CaseManifest& m) {
                          " but an accumulator must hold every " + std::string(name(m.dtype)) +
                          " value and round no finer; give one of " + takes +
                          " (docs/compare.md, \"Contract\")");
+}
+
+std::optional<DType> require_accumulate_bounded(const cases::CaseManifest& m, std::size_t longest,
+                                                const std::string& longest_words) {
+  const auto accumulate = require_accumulate_holds(m);
+  if (!accumulate) return accumulate;
+  const std::string a(name(*accumulate));
+  const int p = reference::format_of(*accumulate).precision;
+  const std::size_t most = (std::size_t{1} << static_cast<unsigned>(p)) - 1;
+  if (longest > most) {
+    throw cases::CaseError(m.file + ": accumulate: is " + a + " but the longest contraction has " +
+                           std::to_string(longest) + " terms (" + longest_words +
+                           ") and a dot accumulated in " + a +
+                           " has an a-priori bound only up to " + std::to_string(most) +
+                           " terms (γ_n needs n·u < 1, u = 2^-" + std::to_string(p) +
+                           "); give a wider accumulator, or omit the field (docs/compare.md, "
+                           "\"Contract\")");
+  }
+  return accumulate;
 }
 
 CompareResult compare_case(const cases::CaseManifest& m, const CompareOptions& options) {

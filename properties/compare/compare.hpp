@@ -168,6 +168,13 @@ constexpr bool takes_declared_accumulate(const Case* /*tag*/) {
 // takes.
 std::optional<DType> require_accumulate_holds(const cases::CaseManifest& m);
 
+// require_accumulate_holds, and a declared accumulator long enough for the case's dots: gamma_n
+// (reference/bounds.hpp, step (a)) needs n·u < 1 with u = 2^-p, so a dot of `longest` ≥ 2^p
+// terms accumulated in a p-bit format has no a-priori bound. `longest_words` names the sizes
+// `longest` is the largest of ("the largest of tokens, in, out"). @throws cases::CaseError.
+std::optional<DType> require_accumulate_bounded(const cases::CaseManifest& m, std::size_t longest,
+                                                const std::string& longest_words);
+
 // A family whose ops take a declared contract (the manifest's "contract") defines, beside its
 // case type, `std::optional<std::string> contract_words(const Case&, DType)`: the contract the
 // case's bounds assumed, in words (its case_of reads manifest.contract). This fallback, for the
@@ -366,8 +373,8 @@ CompareResult compare_as(const cases::CaseManifest& m,
                            " but the bounds of " + s.op + " in " + std::string(name(m.dtype)) +
                            " assume " + std::string(name(acc_dtype(m.dtype))) +
                            " accumulation; omit the field or give that type (only "
-                           "column_parallel_linear and row_parallel_linear take another: "
-                           "docs/compare.md, \"Contract\")");
+                           "column_parallel_linear, row_parallel_linear and parallel_mlp take "
+                           "another: docs/compare.md, \"Contract\")");
   }
   CompareResult out;
   out.dir = m.dir;

@@ -2,18 +2,23 @@
 // (per-rank pieces of every output, swiglu with bias and gelu without, float32 and bfloat16, with
 // and without sequence parallelism), global outputs pass, b_down added on every rank before the
 // reduction fails on y only, a piece of the wrong local shape is a layout failure naming the
-// rank, and every bad input is a CaseError whose message is pinned.
+// rank, every bad input is a CaseError whose message is pinned, and an MLP whose projections
+// accumulate in bfloat16 fails the default contract and passes a declared "accumulate".
 #include "cases/case_manifest.hpp"
 #include "cases/npy.hpp"
 #include "compare/compare.hpp"
 #include "layout/materialize.hpp"
+#include "suites/mlp/mlp_accumulate_emulation.hpp"
 #include "suites/mlp/mlp_case.hpp"
 #include "suites/mlp/mlp_impl.hpp"
 #include "testing/compare_test_util.hpp"
 #include "testing/ops_test_util.hpp"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -185,6 +190,66 @@ TEST(CompareMlp, a_piece_of_the_wrong_shape_is_a_layout_failure_naming_the_rank)
   expect_parts(r.verdict.explain(), {"layout: rank 2's piece of dw_up", "[2, 3]", "holds [1, 3]"});
 }
 
+// A gelu MLP with bias, tokens 16, hidden 64, ffn 32 on two ranks (16 features each), whose
+// projections accumulate in bfloat16 (mlp_accumulate_emulation.hpp; torch's CPU path for small
+// bfloat16 matmuls, docs/compare.md "PyTorch, measured"), as global outputs.
+std::string sixteen_bit_manifest(const std::string& extra) {
+  return R"({"shardcheck_case": 1, "op": "parallel_mlp", "config": {"activation": "gelu"}, )"
+         R"("sizes": {"tokens": 16, "hidden": 64, "ffn": 32}, "mesh": {"tp": 2}, )"
+         R"("dtype": "bfloat16", "inputs": {"x": "x.npy", "w_up": "w_up.npy", "w_down": )"
+         R"("w_down.npy", "b_up": "b_up.npy", "b_down": "b_down.npy", "dy": "dy.npy"}, )"
+         R"("outputs": {"y": "y.npy", "dx": "dx.npy", "dw_up": "dw_up.npy", "dw_down": )"
+         R"("dw_down.npy", "db_up": "db_up.npy", "db_down": "db_down.npy"})" +
+         extra + "}";
+}
+
+fs::path write_sixteen_bit_case() {
+  constexpr std::size_t n = 16, hid = 64, f = 32;
+  // ±(1 + f)·2^e over 8 binades (ops_test_util.hpp), rounded to bfloat16.
+  const auto fill = [](Shape s, std::uint64_t seed) {
+    return test::random_tensor<bfloat16>(std::move(s), seed);
+  };
+  const auto x = fill({n, hid}, 1), w_up = fill({f, hid}, 2), w_down = fill({hid, f}, 3),
+             b_up = fill({f}, 4), b_down = fill({hid}, 5), dy = fill({n, hid}, 6);
+  const std::vector<std::size_t> parts = {16, 16};
+  const auto o = mlp_emulation::emulate_mlp<bfloat16>(x, w_up, b_up, w_down, b_down, dy,
+                                                      Activation::gelu, parts);
+  fs::path d = fresh_dir("shardcheck_mlp_compare_tests_sixteen_bit");
+  const std::pair<const char*, const Tensor<bfloat16>*> files[] = {
+      {"x", &x},           {"w_up", &w_up},
+      {"w_down", &w_down}, {"b_up", &b_up},
+      {"b_down", &b_down}, {"dy", &dy},
+      {"y", &o.y},         {"dx", &o.dx},
+      {"dw_up", &o.dw_up}, {"dw_down", &o.dw_down},
+      {"db_up", &o.db_up}, {"db_down", &o.db_down}};
+  for (const auto& [name, t] : files) write_tensor(d / (std::string(name) + ".npy"), *t);
+  return d;
+}
+
+TEST(CompareMlp, bfloat16_accumulation_fails_the_default_and_passes_when_declared) {
+  const fs::path d = write_sixteen_bit_case();
+  write_text(d / "case.json", sixteen_bit_manifest(""));
+  const auto by_default = compare_dir(d);
+  EXPECT_FALSE(by_default.verdict.pass()) << "bfloat16 accumulation judged as float32's";
+  EXPECT_THAT(by_default.contract, testing::HasSubstr("default: "));
+  double worst_default = 0;
+  for (const auto& t : by_default.verdict.tensors)
+    worst_default = std::max(worst_default, t.max_ratio);
+  write_text(d / "case.json", sixteen_bit_manifest(R"(, "accumulate": "bfloat16")"));
+  const auto declared = compare_dir(d);
+  EXPECT_TRUE(declared.verdict.pass()) << declared.verdict.explain();
+  EXPECT_THAT(declared.contract,
+              testing::HasSubstr("declared accumulate: inputs and outputs in bfloat16, every "
+                                 "dot product and sum accumulated in bfloat16"));
+  EXPECT_THAT(declared.verdict.case_text, testing::HasSubstr("accumulate=bfloat16"));
+  double worst_declared = 0;
+  for (const auto& t : declared.verdict.tensors) {
+    worst_declared = std::max(worst_declared, t.max_ratio);
+  }
+  std::printf("mlp bfloat16 accumulation: worst |err|/bound %.3g (default), %.3g (declared)\n",
+              worst_default, worst_declared);
+}
+
 TEST(CompareMlpBadInput, every_error_names_the_file_and_the_field) {
   const MlpFiles f;
   const fs::path d = write_mlp_case<float>("bad_input", f, "float32", true);
@@ -220,6 +285,19 @@ TEST(CompareMlpBadInput, every_error_names_the_file_and_the_field) {
            f, "float32", R"({"dw_down": "dw_down.npy"})", "",
            R"({"x": "x.npy", "w_gate": "w_gate.npy", "w_up": "w_up.npy", "w_down": "w_down.npy", "b_gate": "b_gate.npy", "b_up": "b_up.npy", "b_down": "b_down.npy"})"),
        {"inputs.dy: missing; the case gives dw_down"}},
+      {"accumulate that does not hold the dtype",
+       with(mlp_manifest(f, "float32", outs), R"("dtype": "float32")",
+            R"("dtype": "float32", "accumulate": "bfloat16")"),
+       {"accumulate: is bfloat16 but an accumulator must hold every float32 value and round no "
+        "finer; give one of float32, float64 (docs/compare.md, \"Contract\")"}},
+      {"accumulate too narrow for the contraction's length",
+       with(with(mlp_manifest(f, "bfloat16", outs), R"("dtype": "bfloat16")",
+                 R"("dtype": "bfloat16", "accumulate": "bfloat16")"),
+            R"("ffn": 5)", R"("ffn": 200)"),
+       {"accumulate: is bfloat16 but the longest contraction has 400 terms (the largest of "
+        "tokens, hidden, and ffn (twice ffn for swiglu)) and a dot accumulated in bfloat16 has "
+        "an a-priori bound only up to 255 terms (γ_n needs n·u < 1, u = 2^-8); give a wider "
+        "accumulator, or omit the field (docs/compare.md, \"Contract\")"}},
   };
   for (const auto& c : cases) {
     expect_case_error(d, c, "shardcheck_mlp_compare_tests_bad_input/");

@@ -31,7 +31,8 @@ namespace shardcheck::reference {
 // Elementwise bounds on |implementation − reference| for every result, for an implementation of
 // lib/ops/attention/attention.hpp's contract in `arith` (storage T, accumulator A), with the keys
 // (and the queries, for dk/dv) split into at most opt.parts blocks, and inputs within opt's error
-// bounds of q, k, v, dout. dout empty: forward bounds only. Derivation: attention_bound.hpp.
+// bounds of q, k, v, dout, the weights formed as opt.exp says (natural exp, or the exp2 contract).
+// dout empty: forward bounds only. Derivation: attention_bound.hpp.
 // @pre shapes as attention_forward; error tensors empty or of their input's shape.
 template <HighPrecision R = hp>
 AttentionBounds<R> attention_bounds(const AttentionConfig& cfg, const Tensor<R>& q,
@@ -62,6 +63,19 @@ AttentionBounds<R> attention_bounds(const AttentionConfig& cfg, const Tensor<R>&
     em.scale_error = abs(to_hp<R>(round_to<float>(sigma)) - sigma);
   } else {
     em.scale_error = em.u * abs(sigma) + em.eta / 2;
+  }
+  if (opt.exp == SoftmaxExp::base2) {  // attention_bound.hpp, "the exp2 contract": (1')
+    if (!(sigma > 0)) {
+      throw std::invalid_argument(
+          "reference::attention_bounds: the exp2 contract needs a positive scale (its kernels "
+          "take the raw scores' max as the scaled scores')");
+    }
+    em.exp2 = true;
+    em.mu = smallest_normal<R>(arith.accumulate);
+    using std::log;
+    const R log2e = 1 / log(R(2));
+    em.scale_log2_error =
+        log2e * (em.scale_error + 2 * em.u * (abs(sigma) + em.scale_error)) * (1 + em.u);
   }
   em.parts = opt.parts;
   em.eq = &opt.q_error;

@@ -85,6 +85,49 @@
 // Overflow is excluded (scores, sums and products stay far below A's and T's overflow
 // thresholds for the value ranges the suites draw); NaN/inf inputs are not bounded.
 //
+// ================================================================ the exp2 contract
+// FlashAttention-2/3 and Triton kernels form the weights in base 2 (SoftmaxExp::base2): with
+// c = fl(σ̂·log2 e) precomputed (scale_log2), the raw dot r̂_s = fl(q·k_s) (unscaled), the block's
+// raw max m_j = max r̂_s and m₂ = fl(m_j·c), each weight is p̂_s = fl(exp2(fl(r̂_s·c − m₂))) with
+// the argument formed by ONE fma (one rounding), the lse kept in base 2, lse₂ = fl(m₂ +
+// fl(log2 l̂_j)), and converted once, lse_j = fl(lse₂·fl(ln 2)); the backward recomputes
+// P̂_s = fl(exp2(fl(r̂_s·c − fl(lse·fl(log2 e))))). The merge of blocks (p ≥ 2), the output and the
+// rest of the backward are steps (2)–(5) as above. exp2 and log2 of A are assumed within 4u
+// relative (2 ulp: the CUDA C++ Programming Guide's maximum for exp2f; glibc's are within 1 ulp)
+// and exp2 within μ = 2^emin (the smallest normal: results flushed to zero) below the normal range.
+// The scale must be positive (the kernels take the raw max as the scaled one's). In natural units
+// (ln 2·log2 = log):
+//   (1') δc = log2(e)·(δσ + 2u·σ⁺)·(1 + u) ≥ |c − σ·log2 e| (σ̂'s rounding, then log2 e's and
+//        the product's, u each), and t_s = ln2·r̂_s·c, the score the kernel exponentiates:
+//          |t_s − s_s| ≤ ε_s = (|σ| + ln2·δc)·E_w + ln2·δc·|q·k_s|
+//        (ln2·r̂c − σr = ln2·c·(r̂ − r) + r·(ln2·c − σ)). The second term grows with |s·scale|,
+//        not with the distance to the max: a rounded scale_log2 is a softmax at a slightly
+//        different temperature, whose weights move by ln2·δc·|r_s − r_k|, and whose lse moves by
+//        ln2·δc·|r| itself. (The default's ε_s carries δσ·|q·k| + u·σ⁺·|q·k| for the same reason.)
+//   (2') T = max|s| + ε_max ≥ |t_s|, |ln2·m₂ − t_max,j| ≤ u·T, so the argument's exact value
+//        z_s = r̂_s·c − m₂ has ln2·|z_s| ≤ X_k + u·T (X_k as in (2), with these ε), and its
+//        rounding is relative to z_s (the fma), not to r̂_s·c: ln2·u·|z_s|. With c4 =
+//        −log(1 − 4u) ≤ 4u(1 + 4u) for exp2's error, per key
+//          a_k = ε_k + u·(X_k + u·T) + c4
+//        and, as in (2), ln2·m₂ + log l̂_j = log Σ exp(s_k)·D'_k with D' ∈ [1 − d, 1 + d]: the
+//        common −ln2·m₂ of a block cancels exactly against the ln2·m₂ of its lse. p̂ ≤ exp(2uT)·(1 +
+//        4u) (z ≤ u·T), so Lm = log n + γ_n + 2u·T + c4 ≥ log l̂_j, and the conversion's
+//        operands are at most LSE = (T(1 + u) + Lm(1 + 4u))(1 + u) in natural units:
+//          Λ = 4u·Lm (log2) + u·LSE (the sum) + 3u·LSE (ln 2's rounding and the product) ≥ |λ_j|.
+//        For p ≥ 2 the merge adds Λ + u·Y_k + 2u(1 + 2u) to a_k as in (2), with Y_k = X_k + Lm +
+//        2Λ + 3u·T + c4 ≥ m − lse_j (lse_j ≥ ln2·m₂ + log l̂_j − Λ and log l̂_j ≥ −2u·T − c4 from
+//        the max key's own weight). Δ as in (2) with μ for every underflow of a p̂ or w.
+//   (3') E_out as in (3) with these a_k (and μ for η). E_lse for p ≥ 2 is (3)'s (the final lse is
+//        the merge's, in natural units); for p = 1 it is the kernel's converted lse: with L =
+//        |lse*| − log(1 − Δ) + 4u·Lm ≥ |ln2·lse₂|,
+//          E_lse = −log(1 − Δ) + 4u·Lm + u·L + 3u(1 + u)·L.
+//   (4') The backward's P̂: ℓ₂ = fl(lse·fl(log2 e)) is within 3u·|lse|·log2 e of lse·log2 e, so
+//          π_s = exp(ε_s + E_lse + 3u·Q + u·(lse* − s_s + ε_s + E_lse + 3u·Q))·(1 + 4u) − 1,
+//        Q = |lse*| + E_lse, and P̂'s underflow is μ; the rest of (4) is unchanged.
+// The exp2 bound exceeds the default's by little (both carry the rounded scale times |s|; exp2's
+// 4u against exp's 2u, the lse's conversion), so the compare default (docs/attention.md) takes
+// the elementwise larger of the two.
+//
 // Tightness: realistic bugs (top-left causal alignment, lse without its max, the wrong GQA head,
 // dk without the group sum) change the results by O(|v|) or O(1) in the lse, far above the
 // bound; properties/suites/attention/attention_unit_tests.cpp prints the measured max |err|/bound
@@ -104,9 +147,14 @@
 
 namespace shardcheck::reference {
 
+// How the kernel forms the softmax's weights: natural exp of the scaled score's shift (steps
+// (1)–(2), lib/ops/attention) or exp2 of an fma'd pre-scaled argument (the exp2 contract above).
+enum class SoftmaxExp : unsigned char { natural, base2 };
+
 // Options of the bound.
 template <class R = hp>
 struct AttentionBoundOptions {
+  SoftmaxExp exp = SoftmaxExp::natural;
   // The most blocks the keys (forward merge, dq) and the queries (dk, dv) are split into.
   std::size_t parts = 1;
   // Elementwise bounds on the implementation's inputs: |q̂ − q| ≤ q_error, ... (shapes of q, k,
@@ -131,7 +179,10 @@ struct ErrorModel {
   R u{0}, eta{0};      // A
   R u_t{0}, eta_t{0};  // T
   bool round_t = false;
-  R scale_error{0};  // δσ
+  R scale_error{0};       // δσ
+  bool exp2 = false;      // the exp2 contract
+  R scale_log2_error{0};  // δc (exp2)
+  R mu{0};                // exp2's absolute error below the normal range (μ of A)
   std::size_t parts = 1;
   const Tensor<R>* eq = nullptr;
   const Tensor<R>* ek = nullptr;
@@ -179,12 +230,22 @@ class AttentionModel {
         u_(em.u),
         eta_(em.eta),
         dsig_(em.scale_error),
+        exp2_(em.exp2),
+        floor_(em.exp2 ? em.mu : em.eta),
         p_(em.parts == 0 ? 1 : em.parts),
         gd_(gamma<R>(D_.d, u_)),
         fwd_(reference::attention_forward<R>(cfg, q, k, v)),
         sig_hat_([&] {
           using std::abs;
           return R(abs(R(score_scale(cfg))) + em.scale_error);
+        }()),
+        sig_([&] {
+          using std::abs;
+          return R(abs(R(score_scale(cfg))));
+        }()),
+        ln2_([] {
+          using std::log;
+          return R(log(R(2)));
         }()) {
     using std::abs;
     B_.out_acc = Tensor<R>(q.shape());
@@ -277,7 +338,12 @@ class AttentionModel {
       }
       const R ew = gd_ * absqk + R(D_.d) * eta + inerr;
       const R qk = abs(row_.qk[x]);
-      r.eps[x] = sig_hat_ * ew + dsig_ * qk + u * sig_hat_ * (qk + ew) + eta / 2;
+      if (exp2_) {  // (1') ε_s = (|σ| + ln2·δc)·E_w + ln2·δc·|q·k_s|
+        const R ln2dc = ln2_ * em_.scale_log2_error;
+        r.eps[x] = (sig_ + ln2dc) * ew + ln2dc * qk;
+      } else {
+        r.eps[x] = sig_hat_ * ew + dsig_ * qk + u * sig_hat_ * (qk + ew) + eta / 2;
+      }
       r.eps_max = r.eps[x] > r.eps_max ? r.eps[x] : r.eps_max;
       r.abs_s_max = abs(row_.score[x]) > r.abs_s_max ? R(abs(row_.score[x])) : r.abs_s_max;
     }
@@ -287,6 +353,7 @@ class AttentionModel {
   // (2) a_k = ε_k + u·X_k + 2u(1 + 2u) [+ Λ + u·Y_k + 2u(1 + 2u) when p ≥ 2];
   // Δ = Σ_k P_k·d_k + 4(n + p)·η, d_k = e^{a_k}(1 + γ_{n−1})(1 + γ_{p−1}) − 1.
   WeightErrors<R> weight_errors(const ScoreErrors<R>& se) const {
+    if (exp2_) return weight_errors_exp2(se);
     using std::exp;
     using std::log;
     const std::size_t n = row_.keys.size();
@@ -302,6 +369,30 @@ class AttentionModel {
       const R X = row_.max + se.eps_max - row_.score[x] + se.eps[x];
       r.a[x] = se.eps[x] + u * X + c2;
       if (p_ >= 2) r.a[x] += lam + u * (X + r.lm + lam) + c2;
+      r.delta += row_.p[x] * (exp(r.a[x]) * gsum - 1);
+    }
+    return r;
+  }
+
+  // (2') The exp2 contract: a_k = ε_k + u·(X_k + u·T) + c4 [+ Λ + u·Y_k + 2u(1 + 2u) when
+  // p ≥ 2], Lm = log n + γ_n + 2u·T + c4, Λ = 4u·Lm + 4u·LSE, Δ with μ.
+  WeightErrors<R> weight_errors_exp2(const ScoreErrors<R>& se) const {
+    using std::exp;
+    using std::log;
+    const std::size_t n = row_.keys.size();
+    const R u = u_, c2 = 2 * u * (1 + 2 * u), c4 = 4 * u * (1 + 4 * u);
+    const R big_t = se.abs_s_max + se.eps_max;
+    WeightErrors<R> r;
+    r.lm = log(R(n)) + gamma<R>(n, u) + 2 * u * big_t + c4;
+    const R lse_mag = (big_t * (1 + u) + r.lm * (1 + 4 * u)) * (1 + u);
+    const R lam = 4 * u * (r.lm + lse_mag);
+    r.a.resize(n);
+    r.delta = 4 * R(n + p_) * floor_;
+    const R gsum = (1 + gamma0(n - 1, u)) * (1 + gamma0(p_ - 1, u));
+    for (std::size_t x = 0; x < n; ++x) {
+      const R X = row_.max + se.eps_max - row_.score[x] + se.eps[x];
+      r.a[x] = se.eps[x] + u * (X + u * big_t) + c4;
+      if (p_ >= 2) r.a[x] += lam + u * (X + r.lm + 2 * lam + 3 * u * big_t + c4) + c2;
       r.delta += row_.p[x] * (exp(r.a[x]) * gsum - 1);
     }
     return r;
@@ -344,7 +435,7 @@ class AttentionModel {
         err += (rho + (1 + rho) * g_out) * row_.p[x] * vm + row_.p[x] * evc;
         vmax = vm > vmax ? vm : vmax;
       }
-      err += 4 * R(n + p_ + 2) * eta_ * (1 + 2 * vmax);
+      err += 4 * R(n + p_ + 2) * floor_ * (1 + 2 * vmax);
       const std::size_t oi = D_.qi(b, t, i, e);
       B_.out_acc[oi] = err;
       B_.out[oi] = to_storage(fwd_.out[oi], err);
@@ -356,6 +447,10 @@ class AttentionModel {
     using std::abs;
     using std::log;
     const R lnd = -log(1 - we.delta);
+    if (exp2_ && p_ == 1) {  // (3') the kernel's lse, converted from base 2
+      const R l = abs(row_.lse) + lnd + 4 * u_ * we.lm;
+      return lnd + 4 * u_ * we.lm + u_ * l + 3 * u_ * (1 + u_) * l;
+    }
     return lnd + 2 * u_ * we.lm + u_ * (abs(row_.lse) + lnd + 2 * u_ * we.lm);
   }
 
@@ -419,12 +514,19 @@ class AttentionModel {
     ScoreGradientErrors<R> g;
     g.p = row_.p[x];
     const R eps = se.eps[x];
-    g.pi = exp(eps + e_lse + u * (row_.lse - row_.score[x] + eps + e_lse)) * (1 + 2 * u) - 1;
+    if (exp2_) {  // (4') P̂ = fl(exp2(fl(r̂·c − fl(lse·fl(log2 e)))))
+      const R conv = 3 * u * (abs(row_.lse) + e_lse);
+      g.pi = exp(eps + e_lse + conv + u * (row_.lse - row_.score[x] + eps + e_lse + conv)) *
+                 (1 + 4 * u) -
+             1;
+    } else {
+      g.pi = exp(eps + e_lse + u * (row_.lse - row_.score[x] + eps + e_lse)) * (1 + 2 * u) - 1;
+    }
     const R diff = dp - dval;
     const R e_diff = e_dp + e_d + u * (abs(diff) + e_dp + e_d);
-    g.p_hat = g.p * (1 + g.pi) + eta;
+    g.p_hat = g.p * (1 + g.pi) + floor_;
     const R m_ds = g.p_hat * (abs(diff) + e_diff);
-    g.e_ds = (g.pi * g.p + eta) * abs(diff) + g.p_hat * e_diff + u * m_ds + eta / 2;
+    g.e_ds = (g.pi * g.p + floor_) * abs(diff) + g.p_hat * e_diff + u * m_ds + eta / 2;
     g.ds = g.p * diff;
     g.ds_hat = m_ds * (1 + u) + eta / 2;
     return g;
@@ -447,7 +549,7 @@ class AttentionModel {
       dk_err_[c] += sig_hat_ * (g.e_ds * (abs(q_[oi]) + eqa) + abs(g.ds) * eqa) +
                     dsig_ * abs(g.ds) * abs(q_[oi]);
       dk_mag_[c] += sig_hat_ * g.ds_hat * (abs(q_[oi]) + eqa);
-      dv_err_[c] += (g.pi * g.p + eta_) * (abs(dout_[oi]) + edo) + g.p * edo;
+      dv_err_[c] += (g.pi * g.p + floor_) * (abs(dout_[oi]) + edo) + g.p * edo;
       dv_mag_[c] += g.p_hat * (abs(dout_[oi]) + edo);
     }
     ++kv_count_[(b * D_.lk + s) * D_.g + j];
@@ -482,10 +584,14 @@ class AttentionModel {
   const bool backward_;
   const R u_, eta_;
   const R dsig_;         // δσ
+  const bool exp2_;      // the exp2 contract
+  const R floor_;        // an exp's (or exp2's) absolute error below the normal range: η (μ)
   const std::size_t p_;  // parts
   const R gd_;           // γ_d
   const AttentionOutput<R> fwd_;
   const R sig_hat_;  // σ⁺ = |σ| + δσ
+  const R sig_;      // |σ|
+  const R ln2_;      // ln 2
   AttentionBounds<R> B_;
   Tensor<R> dk_err_, dk_mag_, dv_err_, dv_mag_;  // dk, dv: sums over the rows that see a key
   std::vector<std::size_t> kv_count_;

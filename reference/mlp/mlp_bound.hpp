@@ -18,12 +18,25 @@
 // Every step's inputs are the previous steps' computed values, so each bound is evaluated at
 // magnitudes raised by the previous errors (|v̂| ≤ |v| + e); all the formulas are nondecreasing
 // in them. Overflow is outside the derivation: the suite draws values that cannot overflow.
+//
+// Two arithmetics. The projections (every dot and sum above: up, down, da, dx, the weight and
+// bias gradients) take `arith`, whose accumulator A may be a declared one (docs/mlp.md, "A
+// declared accumulator"): the storage format itself for 16-bit accumulation, as torch's CPU
+// matmuls of small bfloat16 operands do, or a wider one. Each of those dots is then bounded by
+// element_bound with that A, exactly as a linear layer's (bounds.hpp: γ_n(u_A) for a dot of n
+// terms, products not exact in A when 2·p_T > p_A, the per-part rounding to T vanishing when
+// T = A; Higham, ASNA 2nd ed., §3.1), so nothing of the derivation changes but u_A and η_A. The
+// elementwise steps (activation_error, activation_grad_error) take `elementwise`, acc_t<T> unless
+// given: the kernels that accumulate their matmuls in 16 bits still evaluate gelu and silu in
+// float and round once to T (torch's bfloat16 CPU activations do), and value_eval_error's
+// constants are checked for float and double evaluations only (mlp_activation_contract_tests).
 #pragma once
 
 #include "reference/bounds.hpp"
 #include "reference/linear/linear.hpp"
 #include "reference/mlp/mlp.hpp"
 
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -286,27 +299,31 @@ struct MlpBounds {
 };
 
 // Every output's bound for the case: `ffn_parts` the ranks' shares of F (ParallelMLP's split;
-// empty: one rank), `arith` the storage and accumulator formats, `path` the contraction path of
-// every product and perturbed dot (contraction_path.hpp). Values from mlp()/mlp_backward().
+// empty: one rank), `arith` the storage and accumulator formats of the projections, `path` the
+// contraction path of every product and perturbed dot (contraction_path.hpp), `elementwise` the
+// arithmetic of the activation and its gradient (absent: `arith`). Values from
+// mlp()/mlp_backward().
 template <HighPrecision R = hp>
 MlpBounds<R> mlp_bounds(const Tensor<R>& x, const Tensor<R>& w_up, const Tensor<R>& b_up,
                         const Tensor<R>& w_down, const Tensor<R>& b_down, const Tensor<R>& dy,
                         Activation act, const MlpForward<R>& fwd, const MlpGrads<R>& grads,
                         std::span<const std::size_t> ffn_parts, const Arithmetic& arith,
-                        ContractionPath path = default_contraction_path()) {
+                        ContractionPath path = default_contraction_path(),
+                        const std::optional<Arithmetic>& elementwise = std::nullopt) {
+  const Arithmetic& ew = elementwise ? *elementwise : arith;
   const std::size_t n = x.dim(0), hid = x.dim(1), f = w_down.dim(1), k = mlp_up_rows(act);
   const bool has_bias = !b_down.empty();
   const auto parts = normalize_parts(ffn_parts, f, "ffn (mlp)");
   MlpBounds<R> out;
   const Tensor<R> e_h = up_projection_error(x, w_up, b_up, arith, path);
-  const Tensor<R> e_a = activation_error(act, fwd.h, e_h, arith);
+  const Tensor<R> e_a = activation_error(act, fwd.h, e_h, ew);
   out.y = down_projection_error(fwd.a, e_a, w_down, b_down, parts, arith, path);
 
   // da and db_down: exact inputs (dy, w_down), one part each.
   const auto lin = reference::linear_backward<R>(fwd.a, w_down, has_bias, dy, {}, path);
   const Tensor<R> e_da = detail::bounds_of(lin.dx, arith);
   if (has_bias) out.db_down = detail::bounds_of(lin.db, arith);
-  const Tensor<R> e_dh = activation_grad_error(act, fwd.h, e_h, grads.da, e_da, arith);
+  const Tensor<R> e_dh = activation_grad_error(act, fwd.h, e_h, grads.da, e_da, ew);
 
   // dx over the fused ffn axis: rank r's part is its gate and up columns, so the axis is read in
   // rank order (rank r's k·F_r columns together: gate then up), through copies of dh, e_dh and

@@ -43,6 +43,12 @@ inline std::string to_string(AttentionShape s) {
   return "?";
 }
 
+// How the implementation forms the softmax's weights, as its bounds assume
+// (reference/attention/attention_bound.hpp): lib/ops/attention's natural exp (the suite's), the
+// exp2 contract of FlashAttention-2/3 and Triton kernels, or either (the larger bound: the
+// default of a case on disk, docs/attention.md).
+enum class SoftmaxContract : unsigned char { natural, exp2, either };
+
 struct AttentionCase {
   AttentionOp op = AttentionOp::context_parallel;
   DType dtype = DType::float32;
@@ -56,6 +62,7 @@ struct AttentionCase {
   HeadParallelConfig layer;  // layer.attention is the attention config of either op;
                              // layer.context_parallel the cp config (always set for the core)
   gen::Profile profile = gen::Profile::unit;
+  SoftmaxContract contract = SoftmaxContract::natural;
 
   int world() const { return tp * cp; }
   std::size_t q_len() const { return layer.attention.mask.q_len; }  // Lq

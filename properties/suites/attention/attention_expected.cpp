@@ -18,6 +18,8 @@ struct VB {
   Tensor<R> v, e;
 };
 
+using AttentionBoundsOf = ref::AttentionBounds<R>;
+
 struct Arith {
   R u_a, eta_a, u_t, eta_t;
   bool round_t;
@@ -182,6 +184,31 @@ ExpectedTensor expected(const VB& x, const Shape& shape, std::size_t dim,
   return {std::move(v), std::move(e)};
 }
 
+// The bounds under the case's softmax contract: natural exp, exp2, or the elementwise larger
+// of the two (either).
+AttentionBoundsOf bounds_under(SoftmaxContract contract, const AttentionConfig& cfg,
+                               const Tensor<R>& q, const Tensor<R>& k, const Tensor<R>& v,
+                               const Tensor<R>& dout, const ref::Arithmetic& arith,
+                               ref::AttentionBoundOptions<R> opt) {
+  if (contract != SoftmaxContract::either) {
+    opt.exp = contract == SoftmaxContract::exp2 ? ref::SoftmaxExp::base2 : ref::SoftmaxExp::natural;
+    return ref::attention_bounds<R>(cfg, q, k, v, dout, arith, opt);
+  }
+  auto b = ref::attention_bounds<R>(cfg, q, k, v, dout, arith, opt);
+  opt.exp = ref::SoftmaxExp::base2;
+  const auto b2 = ref::attention_bounds<R>(cfg, q, k, v, dout, arith, opt);
+  const auto larger = [](Tensor<R>& x, const Tensor<R>& y) {
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::max(x[i], y[i]);
+  };
+  for (auto m :
+       {&AttentionBoundsOf::out, &AttentionBoundsOf::lse, &AttentionBoundsOf::dq,
+        &AttentionBoundsOf::dk, &AttentionBoundsOf::dv, &AttentionBoundsOf::out_acc,
+        &AttentionBoundsOf::dq_acc, &AttentionBoundsOf::dk_acc, &AttentionBoundsOf::dv_acc}) {
+    larger(b.*m, b2.*m);
+  }
+  return b;
+}
+
 // ------------------------------------------------------------------ core
 
 template <class T>
@@ -193,7 +220,7 @@ AttentionExpected core_expected(const AttentionCase& c, const AttentionData<T>& 
   const auto g = ref::attention_backward<R>(cfg, q, k, v, fwd, dout);
   ref::AttentionBoundOptions<R> opt;
   opt.parts = static_cast<std::size_t>(c.cp);
-  const auto b = ref::attention_bounds<R>(cfg, q, k, v, dout, ref::arithmetic_of<T>(), opt);
+  const auto b = bounds_under(c.contract, cfg, q, k, v, dout, ref::arithmetic_of<T>(), opt);
   const auto rb = ref::attention_reference_error<R>(cfg, q, k, v, dout);
   const auto order = cp_order(c), qorder = cp_query_order(c);
   auto one = [&](const Tensor<R>& val, const Tensor<R>& bound, const Tensor<R>& rbound,
@@ -306,7 +333,7 @@ AttentionExpected layer_expected(const AttentionCase& c, const AttentionData<T>&
     opt.k_error = as4(k.e, ks);
     opt.v_error = as4(v.e, ks);
     opt.dout_error = as4(do_r.e, qs);
-    const auto bnd = ref::attention_bounds<R>(cfg, q4, k4, v4, do4, ref::arithmetic_of<T>(), opt);
+    const auto bnd = bounds_under(c.contract, cfg, q4, k4, v4, do4, ref::arithmetic_of<T>(), opt);
     const auto rb = ref::attention_reference_error<R>(cfg, q4, k4, v4, do4);
     auto vb2 = [&](const Tensor<R>& val, const Tensor<R>& b1, const Tensor<R>& b2, std::size_t w) {
       return VB{Tensor<R>(Shape{tokens, w}, val.values()),

@@ -2,7 +2,8 @@
 // central finite differences of L(q, k, v) = Σ dout ⊙ attention(q, k, v).out in the high precision,
 // for small shapes, every mask kind, key padding (fully padded sequences included: empty rows),
 // MHA, GQA and MQA. The reference's forward on empty rows: out 0, lse −inf, zero gradients.
-// And its two evaluation paths against each other (paths_case, at the end).
+// And its two evaluation paths against each other (paths_case), and an exp2 kernel against the
+// exp2 contract's bound (exp2_case, at the end).
 //
 // L is affine along every v axis (no truncation term there) but not along q or k. Along one
 // coordinate τ the affected rows' scores move as s_s(τ) = s_s + τ·a_s, and a row's part of L is
@@ -21,12 +22,18 @@
 #include "testing/reference_gen.hpp"
 
 #include "reference/attention/attention.hpp"
+#include "suites/attention/attention_exp2_emulation.hpp"
+#include "testing/ratio_summary.hpp"
 
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
+#include <string>
+#include <vector>
 
 namespace shardcheck::props::ref::attention_props {
 namespace {
@@ -315,6 +322,121 @@ RC_GTEST_PROP(attention_reference, fast_and_plain_paths_agree_bfloat16, ()) {
 }
 RC_GTEST_PROP(attention_reference, a_2_pow_minus_80_change_between_the_paths_is_caught, ()) {
   paths_case<double>(true);
+}
+
+// ---------------------------------------------------------------- the exp2 contract
+
+// The worst |kernel − reference|/bound over out, lse, dq, dk, dv under each softmax contract:
+// {exp2, natural exp}.
+std::pair<double, double> exp2_kernel_ratios(const AttnCase& c, const attention_exp2::Exp2Run& r,
+                                             std::size_t parts,
+                                             const reference::Arithmetic& arith) {
+  const auto fwd = reference::attention_forward(c.cfg, c.q, c.k, c.v);
+  const auto g = reference::attention_backward(c.cfg, c.q, c.k, c.v, fwd, c.dout);
+  const auto rb = reference::attention_reference_error(c.cfg, c.q, c.k, c.v, c.dout);
+  const auto worst = [&](reference::SoftmaxExp exp) {
+    reference::AttentionBoundOptions<hp> opt;
+    opt.parts = parts;
+    opt.exp = exp;
+    const auto b = reference::attention_bounds(c.cfg, c.q, c.k, c.v, c.dout, arith, opt);
+    double w = 0;
+    const auto judge = [&](const std::vector<float>& got, const Tensor<hp>& want,
+                           const Tensor<hp>& bound, const Tensor<hp>& own) {
+      for (std::size_t x = 0; x < got.size(); ++x) {
+        using std::abs;
+        if (std::isinf(got[x]) && want[x] == hp(got[x])) continue;  // an empty row's −inf lse
+        const hp err = abs(hp(got[x]) - want[x]);
+        if (err == 0) continue;
+        w = std::max(w, static_cast<double>(err / (bound[x] + own[x])));
+      }
+    };
+    judge(r.out, fwd.out, b.out, rb.out);
+    judge(r.lse, fwd.lse, b.lse, rb.lse);
+    judge(r.dq, g.dq, b.dq, rb.dq);
+    judge(r.dk, g.dk, b.dk, rb.dk);
+    judge(r.dv, g.dv, b.dv, rb.dv);
+    return w;
+  };
+  return {worst(reference::SoftmaxExp::base2), worst(reference::SoftmaxExp::natural)};
+}
+
+// The worst ratios, to the exp2 bound and to the natural-exp one, printed at the program's end.
+test::RatioSummary& exp2_ratios() {
+  static test::RatioSummary summary("attention exp2 kernel", "exp2", "natural exp");
+  return summary;
+}
+
+template <class T>
+void exp2_case(const char* key) {
+  AttnCase c = genCase<T>({4, 8, 4});
+  if (*uniform(0, 2) == 0) c.cfg.scale = 0.3;  // a scale whose log2 multiple rounds
+  const std::size_t parts = *uniform<std::size_t>(1, 3);
+  std::vector<std::size_t> cuts{0, c.lk};
+  for (std::size_t x = 1; x < parts; ++x) cuts.push_back(*uniform<std::size_t>(0, c.lk));
+  std::sort(cuts.begin(), cuts.end());
+  const auto run = attention_exp2::exp2_kernel<T>(c.cfg, c.q, c.k, c.v, c.dout, cuts);
+  const auto arith = reference::arithmetic_of<T>();
+  const auto [r2, rn] = exp2_kernel_ratios(c, run, parts, arith);
+  exp2_ratios().add(key, r2, rn);
+  if (!(r2 <= 1)) RC_FAIL(describe(c) + ": ratio " + std::to_string(r2));
+}
+
+RC_GTEST_PROP(attention_bounds, an_exp2_kernel_stays_within_the_exp2_bound_float32, ()) {
+  exp2_case<float>("float32");
+}
+RC_GTEST_PROP(attention_bounds, an_exp2_kernel_stays_within_the_exp2_bound_bfloat16, ()) {
+  exp2_case<bfloat16>("bfloat16");
+}
+
+// Where the exp2 contract's own terms decide: one query row over 1 to 3 keys with large scores
+// (|s| up to 2^11, head_dim 1, so the dot's γ_1 charges only u·|s|), where the lse's error is the
+// rounded scale_log2 times |s| plus the conversion from base 2. The exp2 kernel's worst lse ratio
+// over the sweep must be ≤ 1 and above 1/4: the bound is not vacuous where those terms dominate.
+TEST(attention_bounds, an_exp2_kernel_at_large_scores_comes_close_to_the_exp2_bound) {
+  SplitMix64 rng{141207};
+  double worst = 0;
+  for (int trial = 0; trial < 1500; ++trial) {
+    {
+      // Scales in [1/8, 1) with 24 random bits: their roundings to float and of scale·log2 e
+      // take every sign and size.
+      const double scale = std::ldexp(1 + static_cast<double>(rng.next() >> 40U) / 16777216.0,
+                                      -1 - static_cast<int>(rng.below(3)));
+      AttnCase c;
+      c.lk = 1 + rng.below(3);
+      c.cfg.q_heads = c.cfg.kv_heads = c.cfg.head_dim = 1;
+      c.cfg.scale = scale;
+      c.cfg.mask.q_len = 1;
+      c.cfg.mask.k_len = c.lk;
+      const auto draw = [&](int lo, int hi) {  // ±(1 + f)·2^e, e in [lo, hi], 24 bits
+        const double f = static_cast<double>(rng.next() >> 40U) / 16777216.0;
+        const int e = lo + static_cast<int>(rng.below(static_cast<std::size_t>(hi - lo) + 1));
+        return hp(static_cast<float>(std::ldexp(1 + f, e)));
+      };
+      c.q = Tensor<hp>({1, 1, 1, 1});
+      c.q[0] = draw(5, 10);
+      c.k = Tensor<hp>({1, c.lk, 1, 1});
+      c.v = Tensor<hp>({1, c.lk, 1, 1});
+      for (std::size_t s = 0; s < c.lk; ++s) {
+        c.k[s] = draw(0, 0);
+        c.v[s] = draw(-1, 1);
+      }
+      c.dout = Tensor<hp>({1, 1, 1, 1});
+      c.dout[0] = draw(-1, 1);
+      const std::vector<std::size_t> cuts{0, c.lk};
+      const auto run = attention_exp2::exp2_kernel<float>(c.cfg, c.q, c.k, c.v, c.dout, cuts);
+      const auto fwd = reference::attention_forward(c.cfg, c.q, c.k, c.v);
+      reference::AttentionBoundOptions<hp> opt;
+      opt.exp = reference::SoftmaxExp::base2;
+      const auto b = reference::attention_bounds(c.cfg, c.q, c.k, c.v, c.dout,
+                                                 reference::arithmetic_of<float>(), opt);
+      using std::abs;
+      const hp err = abs(hp(run.lse[0]) - fwd.lse[0]);
+      ASSERT_LE(err, b.lse[0]) << "scale " << scale << " q " << static_cast<double>(c.q[0]);
+      worst = std::max(worst, static_cast<double>(err / b.lse[0]));
+    }
+  }
+  std::printf("attention exp2 kernel at large scores: worst lse |err|/bound %.3f\n", worst);
+  EXPECT_GT(worst, 0.25);
 }
 
 }  // namespace

@@ -5,7 +5,6 @@
 // dw, db, each optional.
 #include "compare/compare.hpp"
 #include "compare/config_fields.hpp"
-#include "reference/format.hpp"
 #include "suites/linear/linear_case.hpp"
 #include "suites/linear/linear_mutants.hpp"
 #include "suites/reduction_fields.hpp"
@@ -77,28 +76,12 @@ LinearCase case_of(const cases::CaseManifest& m, LinearCase* /*tag*/) {
     }
     c.bias_placement = it->second;
   }
-  c.accumulate = require_accumulate_holds(m);
-  if (c.accumulate) {
-    // γ_n (reference/bounds.hpp, step (a)) needs n·u < 1 with u = 2^-p: a dot of more terms
-    // accumulated in the format has no a-priori bound.
-    const std::string a(name(*c.accumulate));
-    const int p = reference::format_of(*c.accumulate).precision;
-    const std::size_t most = (std::size_t{1} << static_cast<unsigned>(p)) - 1;
-    // A fused bias is one more term of y's dot over in.
-    const std::size_t with_bias =
-        c.has_bias && c.bias_placement != BiasPlacement::after_sum ? c.in + 1 : c.in;
-    const std::size_t k = std::max({c.tokens, with_bias, c.out});
-    if (k > most) {
-      throw cases::CaseError(
-          m.file + ": accumulate: is " + a + " but the longest contraction has " +
-          std::to_string(k) +
-          " terms (the largest of tokens, in (+ 1 for a bias that may be fused), out) and a dot "
-          "accumulated in " +
-          a + " has an a-priori bound only up to " + std::to_string(most) +
-          " terms (γ_n needs n·u < 1, u = 2^-" + std::to_string(p) +
-          "); give a wider accumulator, or omit the field (docs/compare.md, \"Contract\")");
-    }
-  }
+  // A fused bias is one more term of y's dot over in.
+  const std::size_t with_bias =
+      c.has_bias && c.bias_placement != BiasPlacement::after_sum ? c.in + 1 : c.in;
+  c.accumulate = require_accumulate_bounded(
+      m, std::max({c.tokens, with_bias, c.out}),
+      "the largest of tokens, in (+ 1 for a bias that may be fused), out");
   return c;
 }
 

@@ -31,6 +31,7 @@ std::string MlpCase::describe() const {
   s += std::string(" reduce=") + std::string(name(cfg.reduce_algorithm));
   s += " kernel=" + std::string(name(cfg.kernel));
   s += has_bias ? " bias" : " no_bias";
+  if (accumulate) s += " accumulate=" + std::string(name(*accumulate));
   s += " profile=" + gen::to_string(profile);
   return s;
 }

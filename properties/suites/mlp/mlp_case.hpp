@@ -25,6 +25,9 @@ struct MlpCase {
   bool has_bias = true;
   MlpConfig cfg;  // activation, ffn size and split, sequence parallelism, reduction, kernel
   gen::Profile profile = gen::Profile::unit;
+  // The accumulator of the projections' dots and sums (reference/bounds.hpp, Arithmetic):
+  // acc_t<T> when unset; a case on disk may declare another ("accumulate", compare/compare.hpp).
+  std::optional<DType> accumulate;
 
   std::size_t ffn() const { return cfg.ffn_features; }
   // "swiglu tokens=5 hidden=7 ffn=4 P=3 ffn_split=explicit[2,0,2] sequence_parallel ..."

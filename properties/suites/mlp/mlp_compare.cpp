@@ -61,8 +61,17 @@ MlpCase case_of(const cases::CaseManifest& m, MlpCase* /*tag*/) {
   k.sequence_parallel = f.boolean_or("sequence_parallel", k.sequence_parallel);
   read_reduction_fields(f, k);
   f.done();
+  // The dots: up over hidden, down over ffn, dx over the fused ffn axis (swiglu: gate and up),
+  // the weight and bias gradients over tokens.
+  c.accumulate = require_accumulate_bounded(
+      m, std::max({c.tokens, c.hidden, up_rows_per_feature(k.activation) * c.ffn()}),
+      "the largest of tokens, hidden, and ffn (twice ffn for swiglu)");
   return c;
 }
+
+// The projections' bounds take any accumulator that holds T (compare.hpp:
+// require_accumulate_holds); the activation stays in acc_t<T> (reference/mlp/mlp_bound.hpp).
+constexpr bool takes_declared_accumulate(const MlpCase* /*tag*/) { return true; }
 
 // The diagnosis of a large MLP case on a cut-down one (docs/compare.md, "Diagnosis at real
 // sizes"): some token rows, the hidden and ffn features intact (fc2 sums over ffn, fc1's dx over

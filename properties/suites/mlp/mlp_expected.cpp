@@ -41,8 +41,14 @@ MlpExpected expected(const MlpCase& c, const MlpData<T>& d) {
   const auto fwd = reference::mlp<hp>(x, w_up, b_up, w_down, b_down, act);
   const auto g = reference::mlp_backward<hp>(x, w_up, w_down, fwd, c.has_bias, dy, act);
   const auto parts = split_sizes(c.cfg.ffn_split, c.ffn(), c.world);
-  const auto b = reference::mlp_bounds<hp>(x, w_up, b_up, w_down, b_down, dy, act, fwd, g, parts,
-                                           reference::arithmetic_of<T>());
+  // The projections in acc_t<T> or the declared accumulator; the activation in acc_t<T>.
+  const auto elementwise = reference::arithmetic_of<T>();
+  const reference::Arithmetic projections =
+      c.accumulate ? reference::Arithmetic{elementwise.storage, reference::format_of(*c.accumulate)}
+                   : elementwise;
+  const auto b =
+      reference::mlp_bounds<hp>(x, w_up, b_up, w_down, b_down, dy, act, fwd, g, parts, projections,
+                                reference::default_contraction_path(), elementwise);
   MlpExpected e;
   e.y = {fwd.y, b.y};
   e.dx = {g.dx, b.dx};

@@ -2,17 +2,22 @@
 // differences in high precision (reference/finite_difference.hpp) of L = Σ dy⊙y, for every
 // activation, with and without bias; the derivative bounds the error bound takes from the
 // activations (S2 ≥ sup|f''|, and the F3 ≥ sup|f'''| the finite differences' truncation uses) on
-// a dense grid; and its errors naming the shapes.
+// a dense grid; its errors naming the shapes; and the bound under a declared 16-bit accumulator
+// holding for an MLP emulated under that contract (suites/mlp/mlp_accumulate_emulation.hpp).
 #include "testing/reference_gen.hpp"
 
 #include "reference/finite_difference.hpp"
 #include "reference/mlp/mlp.hpp"
+#include "reference/mlp/mlp_bound.hpp"
+#include "suites/mlp/mlp_accumulate_emulation.hpp"
+#include "testing/ratio_summary.hpp"
 
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
 #include <algorithm>
 #include <functional>
+#include <utility>
 
 namespace shardcheck::props::ref::mlp_props {
 namespace {
@@ -120,6 +125,94 @@ RC_GTEST_PROP(mlp_reference, gradients_equal_central_finite_differences, ()) {
       RC_ASSERT(err <= fd.tolerance[i] + reference::pow2<hp>(-90));
     }
   }
+}
+
+// Values k/128, |k| < 256: 8 significant bits, exact in bfloat16 and float16; their products
+// are not, so 16-bit accumulation rounds every product and partial sum.
+template <class T>
+std::pair<Tensor<T>, Tensor<hp>> eight_bit(Shape shape) {
+  const auto v = *rc::gen::container<std::vector<int>>(numel(shape), uniform(-255, 255));
+  Tensor<T> t(shape);
+  Tensor<hp> h(std::move(shape));
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    t[i] = T(static_cast<float>(v[i]) / 128);
+    h[i] = hp(v[i]) / 128;
+  }
+  return {std::move(t), std::move(h)};
+}
+
+// The largest |emulated − reference|/bound over every output of an MLP whose projections
+// accumulate in T itself (16-bit accumulation), on 1 to 3 ranks of the ffn axis, judged by
+// mlp_bounds with the accumulator T for the projections and float for the activation (as
+// mlp_expected.cpp does for a case declaring "accumulate"), and by the default
+// contract's bounds (float accumulation): {declared, default}.
+template <class T>
+std::pair<double, double> sixteen_bit_mlp_ratios() {
+  const Activation act = *rc::gen::elementOf(
+      std::vector<Activation>(std::begin(all_activations), std::end(all_activations)));
+  const std::size_t k = reference::mlp_up_rows(act);
+  const std::size_t n = *uniform<std::size_t>(1, 6), hid = *uniform<std::size_t>(1, 8),
+                    f = *uniform<std::size_t>(1, 6);
+  const auto parts = draw_parts(f, *uniform(1, 3));
+  const bool has_bias = *uniform(0, 1) == 1;
+  // Each tensor in T and in hp (no structured bindings: the lambdas below capture them).
+  const auto xs = eight_bit<T>({n, hid}), w_ups = eight_bit<T>({k * f, hid}),
+             w_downs = eight_bit<T>({hid, f}), dys = eight_bit<T>({n, hid});
+  const auto b_ups = has_bias ? eight_bit<T>({k * f}) : std::pair<Tensor<T>, Tensor<hp>>();
+  const auto b_downs = has_bias ? eight_bit<T>({hid}) : std::pair<Tensor<T>, Tensor<hp>>();
+  const Tensor<T>&x = xs.first, &w_up = w_ups.first, &w_down = w_downs.first, &dy = dys.first,
+        &b_up = b_ups.first, &b_down = b_downs.first;
+  const Tensor<hp>&xh = xs.second, &w_uph = w_ups.second, &w_downh = w_downs.second,
+        &dyh = dys.second, &b_uph = b_ups.second, &b_downh = b_downs.second;
+  const auto got = mlp_emulation::emulate_mlp<T>(x, w_up, b_up, w_down, b_down, dy, act, parts);
+  const auto fwd = reference::mlp<hp>(xh, w_uph, b_uph, w_downh, b_downh, act);
+  const auto g = reference::mlp_backward<hp>(xh, w_uph, w_downh, fwd, has_bias, dyh, act);
+  const auto elementwise = reference::arithmetic_of<T>();
+  const auto worst = [&](const reference::Arithmetic& projections) {
+    const auto b =
+        reference::mlp_bounds<hp>(xh, w_uph, b_uph, w_downh, b_downh, dyh, act, fwd, g, parts,
+                                  projections, reference::default_contraction_path(), elementwise);
+    double r = 0;
+    const auto judge = [&](const Tensor<T>& computed, const Tensor<hp>& value,
+                           const Tensor<hp>& bound) {
+      RC_ASSERT(computed.size() == value.size());
+      for (std::size_t i = 0; i < value.size(); ++i) {
+        using std::abs;
+        const hp err = abs(reference::to_hp<hp>(computed[i]) - value[i]);
+        r = std::max(r, err == 0 ? 0.0 : static_cast<double>(err / bound[i]));
+      }
+    };
+    judge(got.y, fwd.y, b.y);
+    judge(got.dx, g.dx, b.dx);
+    judge(got.dw_up, g.dw_up, b.dw_up);
+    judge(got.dw_down, g.dw_down, b.dw_down);
+    if (has_bias) {
+      judge(got.db_up, g.db_up, b.db_up);
+      judge(got.db_down, g.db_down, b.db_down);
+    }
+    return r;
+  };
+  return {worst({elementwise.storage, elementwise.storage}), worst(elementwise)};
+}
+
+// The worst ratios, to the declared bound and to the default's, printed at the program's end.
+test::RatioSummary& sixteen_bit_ratios() {
+  static test::RatioSummary summary("mlp 16-bit accumulation", "declared", "default");
+  return summary;
+}
+
+template <class T>
+void sixteen_bit_mlp_within_declared_bound(const char* key) {
+  const auto [declared, by_default] = sixteen_bit_mlp_ratios<T>();
+  sixteen_bit_ratios().add(key, declared, by_default);
+  RC_ASSERT(declared <= 1.0);
+}
+
+RC_GTEST_PROP(mlp_bounds, sixteen_bit_accumulation_within_the_declared_bound_bfloat16, ()) {
+  sixteen_bit_mlp_within_declared_bound<bfloat16>("bfloat16");
+}
+RC_GTEST_PROP(mlp_bounds, sixteen_bit_accumulation_within_the_declared_bound_float16, ()) {
+  sixteen_bit_mlp_within_declared_bound<float16>("float16");
 }
 
 TEST(mlp_reference, errors_name_the_shapes) {
