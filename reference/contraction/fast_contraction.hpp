@@ -419,7 +419,7 @@ double magnitude_up(const V& v, int top) {
     return std::ldexp(1.0, std::max(e - top, -1074));
   } else {
     const V x = ldexp(V(abs(v)), -top);  // exact in R (sliceable_exponent keeps it in range)
-    double d = static_cast<double>(x);
+    auto d = static_cast<double>(x);
     if (V(d) < x) d = std::nextafter(d, std::numeric_limits<double>::infinity());
     return d;
   }
