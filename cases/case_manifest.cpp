@@ -73,10 +73,8 @@ std::vector<TensorFiles> tensor_list(Fields f, bool per_rank_allowed, int world)
 }  // namespace
 
 DType parse_float_dtype(const std::string& name, const std::string& where) {
-  if (name == "float64") return DType::float64;
-  if (name == "float32") return DType::float32;
-  if (name == "bfloat16") return DType::bfloat16;
-  if (name == "float16") return DType::float16;
+  const auto t = enum_from_name<DType>(name);
+  if (t && is_floating(*t)) return *t;
   throw CaseError(where + ": is \"" + name +
                   "\"; give one of float64, float32, bfloat16, float16 (PyTorch's names)");
 }

@@ -7,13 +7,15 @@
 #     lib/ops/      no budget/ (the ops take their collective buffers from ops/workspace.hpp,
 #                   which counts their bytes; budget/ sits above and reads the count)
 #     lib/ops/<family>/<family>_config.hpp  (a family's configuration: enums and structs of
-#                   fields, no op logic) only tensor/, runtime/dtype.hpp and other families'
+#                   fields, no op logic) only tensor/, runtime/dtype.hpp,
+#                   runtime/enum_names.hpp (its enums' names: data) and other families'
 #                   ops/<f>/<f>_config.hpp (a family composed of others, as the model is of the
 #                   norm's and the MLP's, names their configurations; data on data), and the
 #                   standard library: nothing that carries behaviour, not even layout/ or the
 #                   runtime's Algorithm, since the reference includes it;
 #   reference/   includes only reference/, tensor/, runtime/dtype.hpp (the value types the
-#                dense ops need) and a family's data-only ops/<family>/<family>_config.hpp:
+#                dense ops need), runtime/enum_names.hpp (the configuration enums' names) and a
+#                family's data-only ops/<family>/<family>_config.hpp:
 #                never op code (any other ops/ header), layout/, budget/ or another runtime
 #                header.
 #
@@ -59,14 +61,14 @@ function(check_tree root out)
         elseif(f MATCHES "^lib/layout/" AND inc MATCHES "^(ops|budget)/")
           set(rule "lib/layout/ must not include ops/ or budget/")
         elseif(f MATCHES "^lib/ops/[^/]+/[^/]+_config\\.hpp$"
-               AND NOT inc MATCHES "^(tensor/|runtime/dtype\\.hpp$)" AND NOT config_header)
-          set(rule "lib/ops/*/*_config.hpp (data only) may include only tensor/, runtime/dtype.hpp, ops/<family>/<family>_config.hpp")
+               AND NOT inc MATCHES "^(tensor/|runtime/(dtype|enum_names)\\.hpp$)" AND NOT config_header)
+          set(rule "lib/ops/*/*_config.hpp (data only) may include only tensor/, runtime/dtype.hpp, runtime/enum_names.hpp, ops/<family>/<family>_config.hpp")
         elseif(f MATCHES "^lib/ops/" AND inc MATCHES "^budget/")
           set(rule "lib/ops/ must not include budget/")
         endif()
       elseif(f MATCHES "^reference/")
-        if(NOT inc MATCHES "^(reference/|tensor/|runtime/dtype\\.hpp$)" AND NOT config_header)
-          set(rule "reference/ may include only reference/, tensor/, runtime/dtype.hpp, ops/<family>/<family>_config.hpp")
+        if(NOT inc MATCHES "^(reference/|tensor/|runtime/(dtype|enum_names)\\.hpp$)" AND NOT config_header)
+          set(rule "reference/ may include only reference/, tensor/, runtime/dtype.hpp, runtime/enum_names.hpp, ops/<family>/<family>_config.hpp")
         endif()
       endif()
       if(rule)

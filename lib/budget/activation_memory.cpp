@@ -4,15 +4,6 @@
 
 namespace shardcheck::budget {
 
-std::string_view name(Recompute r) {
-  switch (r) {
-    case Recompute::none: return "none";
-    case Recompute::selective: return "selective";
-    case Recompute::full: return "full";
-  }
-  return "?";
-}
-
 double attention_term(const TransformerShape& m) { return 5.0 * m.a * m.s / m.h; }
 
 double korthikanti_activation_bytes(const TransformerShape& m, const ActivationOptions& o) {

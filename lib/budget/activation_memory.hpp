@@ -17,6 +17,8 @@
 // 64/98 = 65% of the activation memory.
 #pragma once
 
+#include "runtime/enum_names.hpp"
+
 #include <string>
 #include <string_view>
 
@@ -30,7 +32,16 @@ struct TransformerShape {
 };
 
 enum class Recompute : unsigned char { none, selective, full };
-std::string_view name(Recompute r);
+
+}  // namespace shardcheck::budget
+
+namespace shardcheck {
+SHARDCHECK_ENUM_NAMES(budget::Recompute, "none", "selective", "full");
+}  // namespace shardcheck
+
+namespace shardcheck::budget {
+
+using shardcheck::name;  // budget::name(recompute)
 
 struct ActivationOptions {
   int tp = 1;                      // tensor-parallel size t

@@ -10,29 +10,6 @@
 
 namespace shardcheck::spec {
 
-std::string_view name(Pass p) noexcept { return p == Pass::forward ? "forward" : "backward"; }
-
-std::string_view name(Role r) noexcept {
-  switch (r) {
-    case Role::input: return "input";
-    case Role::parameter: return "parameter";
-    case Role::output: return "output";
-    case Role::grad_input: return "grad_input";
-    case Role::grad_output: return "grad_output";
-    case Role::saved: return "saved";
-  }
-  return "?";
-}
-
-std::string_view name(Elem e) noexcept {
-  switch (e) {
-    case Elem::value: return "T";
-    case Elem::acc: return "acc_t<T>";
-    case Elem::index: return "int64";
-  }
-  return "?";
-}
-
 DType dtype_of(Elem e, DType t) {
   switch (e) {
     case Elem::value: return t;
@@ -252,7 +229,7 @@ std::string json_placement(const Placement& p) {
     case Placement::Kind::partial:
       return JsonObject()
           .field("kind", "partial")
-          .field("reduce_op", std::string(shardcheck::name(p.reduce_op())))
+          .field("reduce_op", p.reduce_op())
           .field("text", p.to_string())
           .str();
   }
@@ -270,8 +247,8 @@ std::string json_tensor(const TensorSpec& t, const std::vector<Size>& mesh, int 
   placements += "]";
   JsonObject o;
   o.field("name", t.name)
-      .field("role", std::string(name(t.role)))
-      .field("elem", std::string(name(t.elem)))
+      .field("role", t.role)
+      .field("elem", t.elem)
       .raw("shape", list(t.shape))
       .raw("placements", placements);
   if (!t.layout.empty()) o.field("layout", t.layout);
@@ -280,12 +257,12 @@ std::string json_tensor(const TensorSpec& t, const std::vector<Size>& mesh, int 
 
 std::string json_call(const CallSpec& c) {
   return JsonObject()
-      .field("pass", std::string(name(c.pass)))
+      .field("pass", c.pass)
       .field("tensor", c.tensor)
       .field("group", c.group)
-      .field("collective", std::string(shardcheck::name(c.op)))
-      .field("elem", std::string(name(c.elem)))
-      .field("algorithm", std::string(shardcheck::name(c.algorithm)))
+      .field("collective", c.op)
+      .field("elem", c.elem)
+      .field("algorithm", c.algorithm)
       .field("group_size", c.group_size)
       .field("group_rank", c.group_rank)
       .raw("counts", list(c.counts))
@@ -303,10 +280,10 @@ std::string json_array(const std::vector<T>& v, F each) {
 std::string json_buffer(const BufferSpec& b) {
   return JsonObject()
       .field("name", b.name)
-      .field("elem", std::string(name(b.elem)))
+      .field("elem", b.elem)
       .field("elements", static_cast<std::size_t>(b.elements))
       .field("group", b.group)
-      .field("collective", std::string(shardcheck::name(b.op)))
+      .field("collective", b.op)
       .str();
 }
 

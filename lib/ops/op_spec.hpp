@@ -23,6 +23,7 @@
 
 #include "layout/placement.hpp"
 #include "runtime/dtype.hpp"
+#include "runtime/enum_names.hpp"
 #include "runtime/ledger.hpp"
 #include "runtime/wire_bytes.hpp"
 
@@ -35,18 +36,29 @@
 namespace shardcheck::spec {
 
 enum class Pass : std::uint8_t { forward, backward };
-std::string_view name(Pass p) noexcept;  // "forward", "backward"
 
 // What a tensor is to the op: an input or output of the forward (x, y), a parameter (w, b), a
 // tensor of the backward (dy in; dx, dw, db out), or one the forward makes for the backward
 // (saved: a norm's output z, attention's lse).
 enum class Role : std::uint8_t { input, parameter, output, grad_input, grad_output, saved };
-std::string_view name(Role r) noexcept;  // "input", "parameter", "output", ...
 
 // An element type by role: the op's T, its accumulator acc_t<T>, or an index (int64: ids,
 // targets).
 enum class Elem : std::uint8_t { value, acc, index };
-std::string_view name(Elem e) noexcept;  // "T", "acc_t<T>", "int64"
+
+}  // namespace shardcheck::spec
+
+namespace shardcheck {
+SHARDCHECK_ENUM_NAMES(spec::Pass, "forward", "backward");
+SHARDCHECK_ENUM_NAMES(spec::Role, "input", "parameter", "output", "grad_input", "grad_output",
+                      "saved");
+SHARDCHECK_ENUM_NAMES(spec::Elem, "T", "acc_t<T>", "int64");
+}  // namespace shardcheck
+
+namespace shardcheck::spec {
+
+using shardcheck::name;  // spec::name(role), as before the tables
+
 // The DType an Elem is for an op run in `t` (acc: acc_dtype(t); index: int64).
 DType dtype_of(Elem e, DType t);
 
@@ -176,7 +188,11 @@ class JsonObject {
   JsonObject& field(const std::string& key, std::size_t v);
   JsonObject& field(const std::string& key, int v);
   JsonObject& field(const std::string& key, const char* v);
-  JsonObject& field(const std::string& key, const std::string& v);   // a JSON string
+  JsonObject& field(const std::string& key, const std::string& v);  // a JSON string
+  template <NamedEnum E>
+  JsonObject& field(const std::string& key, E v) {  // its name (runtime/enum_names.hpp)
+    return field(key, to_string(v));
+  }
   JsonObject& raw(const std::string& key, const std::string& json);  // already JSON
   std::string str() const { return "{" + body_ + "}"; }
 

@@ -6,6 +6,8 @@
 // PyTorch's dtype names ("float32", "bfloat16") so logs read like the user's own code.
 #pragma once
 
+#include "runtime/enum_names.hpp"
+
 #include <Eigen/Core>  // Eigen::bfloat16, Eigen::half (round-to-nearest-even from float)
 
 #include <cstddef>
@@ -74,18 +76,8 @@ constexpr bool is_floating(DType t) noexcept {
   return t == DType::float64 || t == DType::float32 || t == DType::bfloat16 || t == DType::float16;
 }
 
-// "float64", "float32", "bfloat16", "float16", "int32", "int64".
-constexpr std::string_view name(DType t) noexcept {
-  switch (t) {
-    case DType::float64: return "float64";
-    case DType::float32: return "float32";
-    case DType::bfloat16: return "bfloat16";
-    case DType::float16: return "float16";
-    case DType::int32: return "int32";
-    case DType::int64: return "int64";
-  }
-  return "?";
-}
+// PyTorch's names: "float64", "float32", "bfloat16", "float16", "int32", "int64".
+SHARDCHECK_ENUM_NAMES(DType, "float64", "float32", "bfloat16", "float16", "int32", "int64");
 
 inline constexpr DType all_dtypes[] = {DType::float64, DType::float32, DType::bfloat16,
                                        DType::float16, DType::int32,   DType::int64};

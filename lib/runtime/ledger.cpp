@@ -6,35 +6,6 @@
 
 namespace shardcheck {
 
-std::string_view name(Collective op) noexcept {
-  switch (op) {
-    case Collective::barrier: return "barrier";
-    case Collective::broadcast: return "broadcast";
-    case Collective::reduce: return "reduce";
-    case Collective::all_reduce: return "all_reduce";
-    case Collective::all_gather: return "all_gather";
-    case Collective::reduce_scatter: return "reduce_scatter";
-    case Collective::all_to_all: return "all_to_all";
-    case Collective::gather: return "gather";
-    case Collective::scatter: return "scatter";
-    case Collective::send: return "send";
-    case Collective::recv: return "recv";
-    case Collective::ring_shift: return "ring_shift";
-  }
-  return "?";
-}
-
-std::string_view name(Algorithm algo) noexcept {
-  switch (algo) {
-    case Algorithm::none: return "none";
-    case Algorithm::ring: return "ring";
-    case Algorithm::sequential: return "sequential";
-    case Algorithm::chain: return "chain";
-    case Algorithm::direct: return "direct";
-  }
-  return "?";
-}
-
 std::string format_group(const std::vector<int>& world_ranks) { return format_list(world_ranks); }
 
 std::string LedgerEntry::to_string() const {

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "runtime/dtype.hpp"
+#include "runtime/enum_names.hpp"
 #include "runtime/reduce_op.hpp"
 
 #include <cstdint>
@@ -33,7 +34,7 @@ enum class Collective : std::uint8_t {
   scatter,
   send,
   recv,
-  ring_shift,
+  ring_shift
 };
 
 // How the data moves, which fixes both the reduction order and the ledger's bytes.
@@ -45,8 +46,10 @@ enum class Algorithm : std::uint8_t {
   direct,      // gather, scatter, all_to_all, send/recv, ring_shift: each piece sent once
 };
 
-std::string_view name(Collective op) noexcept;
-std::string_view name(Algorithm algo) noexcept;
+SHARDCHECK_ENUM_NAMES(Collective, "barrier", "broadcast", "reduce", "all_reduce", "all_gather",
+                      "reduce_scatter", "all_to_all", "gather", "scatter", "send", "recv",
+                      "ring_shift");
+SHARDCHECK_ENUM_NAMES(Algorithm, "none", "ring", "sequential", "chain", "direct");
 
 struct LedgerEntry {
   Collective op = Collective::barrier;

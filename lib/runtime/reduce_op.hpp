@@ -29,16 +29,7 @@ enum class ReduceOp : std::uint8_t { sum, avg, max, min, product };
 inline constexpr ReduceOp all_reduce_ops[] = {ReduceOp::sum, ReduceOp::avg, ReduceOp::max,
                                               ReduceOp::min, ReduceOp::product};
 
-constexpr std::string_view name(ReduceOp op) noexcept {
-  switch (op) {
-    case ReduceOp::sum: return "sum";
-    case ReduceOp::avg: return "avg";
-    case ReduceOp::max: return "max";
-    case ReduceOp::min: return "min";
-    case ReduceOp::product: return "product";
-  }
-  return "?";
-}
+SHARDCHECK_ENUM_NAMES(ReduceOp, "sum", "avg", "max", "min", "product");
 
 // Calls f(std::integral_constant<ReduceOp, op>{}): `op` as a compile-time value, for the kernels
 // compiled once per op (omp/fold.hpp).

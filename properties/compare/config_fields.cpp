@@ -16,17 +16,4 @@ SplitPolicy split_or(cases::Fields& config, const std::string& key, const SplitP
   return p;
 }
 
-Algorithm algorithm_or(cases::Fields& config, const std::string& key, Algorithm fallback) {
-  return named_or(config, key,
-                  {Algorithm::ring, Algorithm::sequential, Algorithm::chain, Algorithm::direct,
-                   Algorithm::none},
-                  fallback);
-}
-
-Kernel kernel_or(cases::Fields& config, const std::string& key, Kernel fallback) {
-  if (!config.has(key)) return fallback;
-  return config.choice(key, {"deterministic", "fast"}) == "fast" ? Kernel::fast
-                                                                 : Kernel::deterministic;
-}
-
 }  // namespace shardcheck::check

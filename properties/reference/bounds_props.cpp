@@ -12,6 +12,7 @@
 // (errors grow like sqrt(k)·u, the bound like k·u), so these are where tightness shows.
 #include "per_type_props.hpp"
 #include "testing/contract_emulation.hpp"
+#include "testing/ratio_summary.hpp"
 
 #include "reference/bounds.hpp"
 
@@ -42,31 +43,12 @@ static_assert(arithmetic_of<float16>().accumulate == reference::float32_format);
 
 // ---------------------------------------------------------------- observed ratios, reported
 
-struct RatioStats {
-  double max_ratio = 0;
-  std::size_t cases = 0;
-  std::size_t overflow_possible = 0;
-  std::size_t nonfinite = 0;
-};
-std::map<std::string, RatioStats>& ratio_stats() {
-  static std::map<std::string, RatioStats> stats;
+test::WorstRatios& ratio_stats() {
+  static test::WorstRatios stats(
+      "bound soundness: largest |err|/bound observed per element (pass <= 1; 1 = the bound "
+      "attained)");
   return stats;
 }
-
-class PrintRatios : public ::testing::Environment {
- public:
-  void TearDown() override {
-    if (ratio_stats().empty()) return;
-    std::printf(
-        "bound soundness: largest |err|/bound observed (pass <= 1; 1 = the bound attained)\n");
-    for (const auto& [key, s] : ratio_stats()) {
-      std::printf(
-          "  %-26s max ratio %.4f over %zu elements (%zu may overflow, %zu non-finite inputs)\n",
-          key.c_str(), s.max_ratio, s.cases, s.overflow_possible, s.nonfinite);
-    }
-  }
-};
-[[maybe_unused]] auto* const print_ratios = ::testing::AddGlobalTestEnvironment(new PrintRatios);
 
 // ---------------------------------------------------------------- generators
 
@@ -202,14 +184,13 @@ void bound_covers_contract_case() {
   const auto b = bound_of(c, exact);
   const T got = emulate(c);
   const auto v = reference::judge(got, exact, b);
-  {
-    auto& s = ratio_stats()[std::string(type_name(T{})) + " " + mix_name(mix)];
-    ++s.cases;
-    if (b.status == BoundStatus::may_overflow) ++s.overflow_possible;
-    if (b.status == BoundStatus::nonfinite_input) ++s.nonfinite;
-    if (v.pass && boost::multiprecision::isfinite(v.ratio))
-      s.max_ratio = std::max(s.max_ratio, static_cast<double>(v.ratio));
-  }
+  ratio_stats().add(std::string(type_name(T{})) + " " + mix_name(mix),
+                    v.pass && boost::multiprecision::isfinite(v.ratio)
+                        ? std::optional<double>(static_cast<double>(v.ratio))
+                        : std::nullopt,
+                    b.status == BoundStatus::may_overflow      ? "may overflow"
+                    : b.status == BoundStatus::nonfinite_input ? "non-finite inputs"
+                                                               : nullptr);
   if (!v.pass) {
     RC_FAIL(describe(c) + ": emulated " + show(got) + ", reference " + show_hp(exact) + ", |err| " +
             show_hp(v.error) + " > bound " + show_hp(b.bound) + " (ratio " + show_hp(v.ratio) +

@@ -23,45 +23,62 @@ void expect_mismatch_on_ranks(const Failure& f, int ranks, const std::vector<std
   EXPECT_LT(f.elapsed, kPrompt);
 }
 
-TEST(misuse, different_collectives_at_one_step_raise_collective_mismatch_on_every_rank) {
-  const auto f = run_expecting_failure(3, misuse_programs::different_collectives);
-  expect_mismatch_on_ranks(f, 3, {"step 0", "[0,1,2]", "all_reduce", "all_gather", "rank 2"});
-}
+// Each row: a program whose ranks disagree at one step, the world it runs on, how many ranks
+// call (the first `callers` world ranks: all of them but on a subgroup), and what the message
+// must mention.
+struct MismatchCase {
+  const char* what;
+  int world;
+  void (*program)(Communicator&);
+  int callers;
+  std::vector<std::string> parts;
+};
 
-TEST(misuse, different_counts_raise_collective_mismatch_naming_the_step) {
-  const auto f = run_expecting_failure(3, misuse_programs::different_counts_at_step_1);
-  expect_mismatch_on_ranks(f, 3, {"step 1", "count", "rank 1", "5", "4"});
-}
-
-TEST(misuse, different_roots_raise_collective_mismatch) {
-  const auto f = run_expecting_failure(3, misuse_programs::different_roots);
-  expect_mismatch_on_ranks(f, 3, {"step 0", "root", "broadcast", "rank 2"});
-}
-
-TEST(misuse, different_reduce_ops_raise_collective_mismatch) {
-  const auto f = run_expecting_failure(4, misuse_programs::different_reduce_ops);
-  expect_mismatch_on_ranks(f, 4, {"step 0", "reduce op", "sum", "max", "rank 3"});
-}
-
-TEST(misuse, different_element_types_raise_collective_mismatch) {
-  const auto f = run_expecting_failure(2, misuse_programs::different_element_types);
-  expect_mismatch_on_ranks(f, 2, {"step 0", "element type", "float32", "float64"});
-}
-
-TEST(misuse, different_algorithms_raise_collective_mismatch) {
-  const auto f = run_expecting_failure(3, misuse_programs::different_algorithms);
-  expect_mismatch_on_ranks(f, 3, {"step 0", "algorithm", "ring", "sequential"});
-}
-
-TEST(misuse, a_mismatch_on_a_subgroup_names_its_members_and_world_ranks) {
-  const auto f = run_expecting_failure(4, misuse_programs::mismatch_on_a_subgroup);
-  // Group rank 1 is world rank 0.
-  expect_mismatch_on_ranks(f, 3, {"step 0", "[2,0,1]", "rank 1 (world rank 0)", "all_gather"});
-}
-
-TEST(misuse, send_and_recv_that_disagree_raise_collective_mismatch_on_both) {
-  const auto f = run_expecting_failure(2, misuse_programs::send_and_recv_that_disagree);
-  expect_mismatch_on_ranks(f, 2, {"send", "recv", "4", "5", "rank 0", "rank 1"});
+TEST(misuse, every_disagreement_raises_collective_mismatch_on_every_caller) {
+  using namespace misuse_programs;
+  const std::vector<MismatchCase> cases = {
+      {"different collectives at one step",
+       3,
+       different_collectives,
+       3,
+       {"step 0", "[0,1,2]", "all_reduce", "all_gather", "rank 2"}},
+      {"different counts, named by their step",
+       3,
+       different_counts_at_step_1,
+       3,
+       {"step 1", "count", "rank 1", "5", "4"}},
+      {"different roots", 3, different_roots, 3, {"step 0", "root", "broadcast", "rank 2"}},
+      {"different reduce ops",
+       4,
+       different_reduce_ops,
+       4,
+       {"step 0", "reduce op", "sum", "max", "rank 3"}},
+      {"different element types",
+       2,
+       different_element_types,
+       2,
+       {"step 0", "element type", "float32", "float64"}},
+      {"different algorithms",
+       3,
+       different_algorithms,
+       3,
+       {"step 0", "algorithm", "ring", "sequential"}},
+      // Group rank 1 is world rank 0: the subgroup's members and their world ranks are named.
+      {"a mismatch on a subgroup",
+       4,
+       mismatch_on_a_subgroup,
+       3,
+       {"step 0", "[2,0,1]", "rank 1 (world rank 0)", "all_gather"}},
+      {"a send and a recv that disagree",
+       2,
+       send_and_recv_that_disagree,
+       2,
+       {"send", "recv", "4", "5", "rank 0", "rank 1"}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    expect_mismatch_on_ranks(run_expecting_failure(c.world, c.program), c.callers, c.parts);
+  }
 }
 
 }  // namespace

@@ -13,8 +13,8 @@ namespace shardcheck::check {
 template <class Config>
 void read_reduction_fields(cases::Fields& f, Config& k) {
   k.token_split = split_or(f, "token_split", k.token_split);
-  k.reduce_algorithm = algorithm_or(f, "reduce_algorithm", k.reduce_algorithm);
-  k.kernel = kernel_or(f, "kernel", k.kernel);
+  k.reduce_algorithm = named_or(f, "reduce_algorithm", k.reduce_algorithm);
+  k.kernel = named_or(f, "kernel", k.kernel);
 }
 
 }  // namespace shardcheck::check

@@ -222,10 +222,8 @@ Option positive(const std::shared_ptr<BudgetArgs>& a, const std::string& name, s
 }
 
 Recompute parse_recompute(const std::string& v) {
-  for (const auto r : {Recompute::none, Recompute::selective, Recompute::full}) {
-    if (v == name(r)) return r;
-  }
-  throw UsageError("--recompute takes none, selective or full, not '" + v + "'");
+  if (const auto r = enum_from_name<Recompute>(v)) return *r;
+  throw UsageError("--recompute takes " + names_or<Recompute>() + ", not '" + v + "'");
 }
 
 // The figures of one configuration on out: text, or JSON with --json.

@@ -294,19 +294,6 @@ AttentionBlockGrads<T> block_backward(const AttentionConfig& cfg, const Tensor<T
 
 }  // namespace
 
-std::string to_string(MaskKind k) {
-  switch (k) {
-    case MaskKind::none: return "none";
-    case MaskKind::causal: return "causal";
-    case MaskKind::explicit_mask: return "explicit_mask";
-  }
-  return "?";
-}
-
-std::string to_string(CausalAlignment a) {
-  return a == CausalAlignment::top_left ? "top_left" : "bottom_right";
-}
-
 double effective_scale(const AttentionConfig& cfg) {
   return cfg.scale != 0 ? cfg.scale : 1.0 / std::sqrt(static_cast<double>(cfg.head_dim));
 }

@@ -56,9 +56,6 @@
 
 namespace shardcheck {
 
-std::string to_string(MaskKind k);
-std::string to_string(CausalAlignment a);  // "bottom_right", "top_left"
-
 // Whether query position t sees key position s in sequence b (global positions): the rule of
 // AttentionMask (attention_config.hpp).
 inline bool visible(const AttentionMask& m, std::size_t b, std::size_t t, std::size_t s) {

@@ -7,6 +7,7 @@
 // reference/attention/attention_definition.hpp for the oracle (cmake/check_layering.cmake).
 #pragma once
 
+#include "runtime/enum_names.hpp"
 #include "tensor/tensor.hpp"
 
 #include <cstddef>
@@ -23,6 +24,7 @@ enum class MaskKind {
   causal,  // t sees s iff s ≤ t + (Lk − Lq) (bottom-right) or s ≤ t (top-left): CausalAlignment
   explicit_mask  // any boolean mask [batch, Lq, Lk] (1 = visible)
 };
+SHARDCHECK_ENUM_NAMES(MaskKind, "none", "causal", "explicit_mask");
 
 // Where a causal mask's diagonal sits when Lq ≠ Lk (the two conventions in use; equal when
 // Lq = Lk):
@@ -33,6 +35,7 @@ enum class MaskKind {
 //                 scaled_dot_product_attention(is_causal=True) and FlashAttention < 2.1 (the
 //                 change in 2.1 is the classic silent bug of code ported across it).
 enum class CausalAlignment { bottom_right, top_left };
+SHARDCHECK_ENUM_NAMES(CausalAlignment, "bottom_right", "top_left");
 
 // Query position t sees key position s in sequence b (global positions) iff s is not padded
 // (key_lengths empty, or s < key_lengths[b]) and the kind allows it: none always, causal when

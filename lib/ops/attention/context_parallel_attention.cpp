@@ -13,9 +13,6 @@
 
 namespace shardcheck {
 
-std::string to_string(CpLayout l) { return l == CpLayout::contiguous ? "contiguous" : "zigzag"; }
-std::string to_string(CpAlgorithm a) { return a == CpAlgorithm::ring ? "ring" : "all_gather"; }
-
 namespace {
 
 std::string on_rank(const char* op, const Communicator& cp) {

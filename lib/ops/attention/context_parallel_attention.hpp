@@ -50,10 +50,9 @@
 namespace shardcheck {
 
 enum class CpLayout { contiguous, zigzag };
+SHARDCHECK_ENUM_NAMES(CpLayout, "contiguous", "zigzag");
 enum class CpAlgorithm { ring, all_gather };
-
-std::string to_string(CpLayout l);
-std::string to_string(CpAlgorithm a);
+SHARDCHECK_ENUM_NAMES(CpAlgorithm, "ring", "all_gather");
 
 struct ContextParallelConfig {
   std::size_t seq_len = 0;  // the global sequence length (of the keys), known to every rank

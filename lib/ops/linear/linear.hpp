@@ -31,10 +31,7 @@
 namespace shardcheck {
 
 enum class Kernel { deterministic, fast };
-// "deterministic", "fast".
-constexpr std::string_view name(Kernel k) noexcept {
-  return k == Kernel::deterministic ? "deterministic" : "fast";
-}
+SHARDCHECK_ENUM_NAMES(Kernel, "deterministic", "fast");
 
 // ---- the dense op (also each rank's local compute) ----
 

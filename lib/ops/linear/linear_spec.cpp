@@ -79,8 +79,8 @@ std::string to_json(const ColumnParallelConfig& cfg) {
       .field("gather_output", cfg.gather_output)
       .field("sequence_parallel_input", cfg.sequence_parallel_input)
       .raw("token_split", spec::json_split(cfg.token_split))
-      .field("all_reduce_algorithm", std::string(name(cfg.all_reduce_algorithm)))
-      .field("kernel", std::string(name(cfg.kernel)))
+      .field("all_reduce_algorithm", cfg.all_reduce_algorithm)
+      .field("kernel", cfg.kernel)
       .str();
 }
 
@@ -90,8 +90,8 @@ std::string to_json(const RowParallelConfig& cfg) {
       .field("input_is_parallel", cfg.input_is_parallel)
       .field("sequence_parallel_output", cfg.sequence_parallel_output)
       .raw("token_split", spec::json_split(cfg.token_split))
-      .field("reduce_algorithm", std::string(name(cfg.reduce_algorithm)))
-      .field("kernel", std::string(name(cfg.kernel)))
+      .field("reduce_algorithm", cfg.reduce_algorithm)
+      .field("kernel", cfg.kernel)
       .str();
 }
 

@@ -17,15 +17,6 @@ using linear_detail::pieces;
 using linear_detail::require_2d;
 using linear_detail::str;
 
-std::string_view name(Activation a) {
-  switch (a) {
-    case Activation::gelu: return "gelu";
-    case Activation::gelu_tanh: return "gelu_tanh";
-    case Activation::swiglu: return "swiglu";
-  }
-  return "?";
-}
-
 namespace {
 
 template <class A>

@@ -42,8 +42,6 @@
 
 namespace shardcheck {
 
-std::string_view name(Activation a);
-
 // k: rows of the fused fc1 per ffn feature (2 for swiglu, else 1).
 constexpr std::size_t up_rows_per_feature(Activation a) { return a == Activation::swiglu ? 2 : 1; }
 

@@ -8,14 +8,14 @@ using spec::Role;
 
 std::string to_json(const MlpConfig& cfg) {
   return spec::JsonObject()
-      .field("activation", std::string(name(cfg.activation)))
+      .field("activation", cfg.activation)
       .field("ffn_features", cfg.ffn_features)
       .raw("ffn_split", spec::json_split(cfg.ffn_split))
       .field("tokens", cfg.tokens)
       .field("sequence_parallel", cfg.sequence_parallel)
       .raw("token_split", spec::json_split(cfg.token_split))
-      .field("reduce_algorithm", std::string(name(cfg.reduce_algorithm)))
-      .field("kernel", std::string(name(cfg.kernel)))
+      .field("reduce_algorithm", cfg.reduce_algorithm)
+      .field("kernel", cfg.kernel)
       .str();
 }
 

@@ -44,15 +44,6 @@
 
 namespace shardcheck {
 
-inline std::string to_string(NormKind k) {
-  switch (k) {
-    case NormKind::layer_norm: return "layer_norm";
-    case NormKind::layer_norm_no_bias: return "layer_norm_no_bias";
-    case NormKind::rms_norm: return "rms_norm";
-  }
-  return "?";
-}
-
 // True for the kind that has beta (and dbeta).
 constexpr bool has_beta(NormKind k) { return k == NormKind::layer_norm; }
 

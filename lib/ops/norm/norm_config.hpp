@@ -4,12 +4,15 @@
 // implemented by the library and, independently, by the reference; cmake/check_layering.cmake).
 #pragma once
 
+#include "runtime/enum_names.hpp"
+
 namespace shardcheck {
 
 // layer_norm: y = (x − mean)·rstd·gamma + beta (torch.nn.LayerNorm); layer_norm_no_bias: the
 // same without beta (bias=False); rms_norm: y = x·rstd·gamma (torch.nn.RMSNorm). Only
 // layer_norm has beta (and dbeta).
 enum class NormKind { layer_norm, layer_norm_no_bias, rms_norm };
+SHARDCHECK_ENUM_NAMES(NormKind, "layer_norm", "layer_norm_no_bias", "rms_norm");
 
 struct NormConfig {
   NormKind kind = NormKind::layer_norm;

@@ -10,11 +10,11 @@ using spec::Role;
 
 std::string to_json(const SequenceParallelNormConfig& cfg) {
   return spec::JsonObject()
-      .field("kind", to_string(cfg.norm.kind))
+      .field("kind", cfg.norm.kind)
       .field("eps", cfg.norm.eps)
       .field("tokens", cfg.tokens)
       .raw("token_split", spec::json_split(cfg.token_split))
-      .field("reduce_algorithm", std::string(name(cfg.reduce_algorithm)))
+      .field("reduce_algorithm", cfg.reduce_algorithm)
       .str();
 }
 

@@ -6,6 +6,8 @@
 // all_reduce algorithm combines them is the library's business: VocabCrossEntropyConfig adds it.
 #pragma once
 
+#include "runtime/enum_names.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -15,6 +17,7 @@ namespace shardcheck {
 // none: loss [tokens]; sum: Σ_t loss_t; mean: the sum divided by D = Σ_{t non-ignored}
 // ω_t·c_{y_t} (the non-ignored token count without weights; 0, with gradient 0, when D = 0).
 enum class LossReduction { none, sum, mean };
+SHARDCHECK_ENUM_NAMES(LossReduction, "none", "sum", "mean");
 
 // The options of PyTorch's F.cross_entropy (ignore_index, label_smoothing over the global
 // vocabulary, reduction, per-class `weight`) plus per-token weights.

@@ -117,11 +117,6 @@ namespace shardcheck {
 
 // The loss's options (ignore_index, label_smoothing, reduction, class and token weights:
 // CrossEntropyOptions, vocab_config.hpp) and how the vocabulary is split over the ranks.
-// "none", "sum", "mean" (PyTorch's reduction strings).
-constexpr std::string_view name(LossReduction r) noexcept {
-  return r == LossReduction::none ? "none" : r == LossReduction::sum ? "sum" : "mean";
-}
-
 // vocab: the logits' column count (V_pad when padded), the count the split divides; known to
 // every rank (required). real_vocab: the real vocabulary V ≤ vocab (vLLM's org_vocab_size),
 // columns [V, vocab) being padding; std::nullopt (the default): no padding, V = vocab.

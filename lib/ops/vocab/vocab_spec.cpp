@@ -26,7 +26,7 @@ std::string to_json(const VocabEmbeddingConfig& cfg) {
   }
   return o.field("sequence_parallel_output", cfg.sequence_parallel_output)
       .raw("token_split", spec::json_split(cfg.token_split))
-      .field("reduce_algorithm", std::string(name(cfg.reduce_algorithm)))
+      .field("reduce_algorithm", cfg.reduce_algorithm)
       .str();
 }
 
@@ -36,8 +36,8 @@ std::string to_json(const VocabCrossEntropyConfig& cfg) {
   o.raw("vocab_split", spec::json_split(cfg.vocab_split));
   o.raw("ignore_index", cfg.ignore_index ? std::to_string(*cfg.ignore_index) : "null");
   return o.field("label_smoothing", cfg.label_smoothing)
-      .field("reduction", std::string(name(cfg.reduction)))
-      .field("reduce_algorithm", std::string(name(cfg.reduce_algorithm)))
+      .field("reduction", cfg.reduction)
+      .field("reduce_algorithm", cfg.reduce_algorithm)
       .raw("class_weight", spec::json_numbers(cfg.class_weight))
       .raw("token_weight", spec::json_numbers(cfg.token_weight))
       .str();

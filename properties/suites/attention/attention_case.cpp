@@ -12,10 +12,7 @@ namespace shardcheck::check {
 namespace {
 
 // Sizes: the reference and its bound cost O(batch·h·L²·d) in high precision per case.
-constexpr std::size_t max_len = 12;
-constexpr std::size_t max_layer_len = 8;
-constexpr std::size_t max_head_dim = 4;
-constexpr std::size_t max_hidden = 8;
+constexpr std::size_t max_len = 12, max_layer_len = 8, max_head_dim = 4, max_hidden = 8;
 
 }  // namespace
 

@@ -84,13 +84,8 @@ AttentionMask mask_of(cases::Fields& attention, std::size_t batch, std::size_t l
                       std::size_t len) {
   cases::Fields f = object_or_empty(attention, "mask");
   AttentionMask m;
-  const std::string kind = f.choice_or("kind", {"none", "causal", "explicit_mask"}, "none");
-  m.kind = kind == "causal"          ? MaskKind::causal
-           : kind == "explicit_mask" ? MaskKind::explicit_mask
-                                     : MaskKind::none;
-  m.alignment = f.choice_or("alignment", {"bottom_right", "top_left"}, "bottom_right") == "top_left"
-                    ? CausalAlignment::top_left
-                    : CausalAlignment::bottom_right;
+  m.kind = named_or(f, "kind", m.kind);
+  m.alignment = named_or(f, "alignment", m.alignment);
   m.q_len = size_as(f, "q_len", lq, lq == len ? "sizes.seq_len" : "sizes.q_seq_len");
   m.k_len = size_as(f, "k_len", len, "sizes.seq_len");
   m.key_lengths = f.sizes_or("key_lengths", {});
@@ -107,8 +102,8 @@ AttentionMask mask_of(cases::Fields& attention, std::size_t batch, std::size_t l
   const bool given = m.kind == MaskKind::explicit_mask;
   const Shape shape = given ? Shape{batch, lq, len} : Shape{};
   if (const auto s = f.sizes_or("allowed_shape", shape); s != shape) {
-    f.fail("allowed_shape", "is " + format_shape(s) + " but the mask of kind " + kind + " has " +
-                                format_shape(shape) +
+    f.fail("allowed_shape", "is " + format_shape(s) + " but the mask of kind " + to_string(m.kind) +
+                                " has " + format_shape(shape) +
                                 " ([batch, q_len, k_len] for explicit_mask, "
                                 "[] otherwise)");
   }
@@ -117,7 +112,8 @@ AttentionMask mask_of(cases::Fields& attention, std::size_t batch, std::size_t l
     flatten_mask(f, f.raw("allowed"), shape, 0, values);
     m.allowed = Tensor<std::uint8_t>(shape, std::move(values));
   } else if (f.has("allowed")) {
-    f.fail("allowed", "is given but the mask's kind is " + kind + "; only explicit_mask takes it");
+    f.fail("allowed", "is given but the mask's kind is " + to_string(m.kind) +
+                          "; only explicit_mask takes it");
   }
   f.done();
   return m;
@@ -157,13 +153,9 @@ ContextParallelConfig context_of(cases::Fields f, std::size_t lq, std::size_t le
   cc.seq_len = size_as(f, "seq_len", len, "sizes.seq_len");
   cc.q_seq_len = f.size_or("q_seq_len", lq == len ? 0 : lq);
   cc.q_split = split_or(f, "q_split", cc.q_split);
-  cc.layout = f.choice_or("layout", {"contiguous", "zigzag"}, "contiguous") == "zigzag"
-                  ? CpLayout::zigzag
-                  : CpLayout::contiguous;
+  cc.layout = named_or(f, "layout", cc.layout);
   cc.split = split_or(f, "split", cc.split);
-  cc.algorithm = f.choice_or("algorithm", {"ring", "all_gather"}, "ring") == "all_gather"
-                     ? CpAlgorithm::all_gather
-                     : CpAlgorithm::ring;
+  cc.algorithm = named_or(f, "algorithm", cc.algorithm);
   f.done();
   return cc;
 }
@@ -272,7 +264,7 @@ AttentionCase case_of(const cases::CaseManifest& m, AttentionCase* /*tag*/) {
     k.hidden = size_as(f, "hidden", m.size("hidden"), "sizes.hidden");
     k.has_bias = f.boolean_or("has_bias", k.has_bias);
     k.kv_head_split = split_or(f, "kv_head_split", k.kv_head_split);
-    k.reduce_algorithm = algorithm_or(f, "reduce_algorithm", k.reduce_algorithm);
+    k.reduce_algorithm = named_or(f, "reduce_algorithm", k.reduce_algorithm);
     if (f.has("context_parallel") && !f.raw("context_parallel").is_null()) {
       k.context_parallel = context_of(f.object("context_parallel"), len, len);
     }

@@ -2,6 +2,8 @@
 // its summary at the end of the program, the test configurations.
 #include "attention_unit_support.hpp"
 
+#include "testing/ratio_summary.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,26 +15,14 @@ namespace shardcheck::test::attention_unit {
 namespace {
 
 // Largest |err|/bound per "dtype / what", printed at the end of the program.
-std::map<std::string, double>& ratios() {
-  static std::map<std::string, double> r;
+test::WorstRatios& ratios() {
+  static test::WorstRatios r("attention: largest |err|/bound (<= 1 passes; mutants must exceed 1)");
   return r;
 }
 
-class PrintRatios : public ::testing::Environment {
- public:
-  void TearDown() override {
-    std::printf("\nattention: largest |err|/bound (<= 1 passes; mutants must exceed 1)\n");
-    for (const auto& [key, r] : ratios()) std::printf("  %-34s %.3g\n", key.c_str(), r);
-  }
-};
-const auto* const print_ratios = ::testing::AddGlobalTestEnvironment(new PrintRatios);
-
 }  // namespace
 
-void record(const std::string& key, double ratio) {
-  auto& r = ratios()[key];
-  r = std::max(r, ratio);
-}
+void record(const std::string& key, double ratio) { ratios().add(key, ratio); }
 
 AttentionConfig make_config(const Case& c, std::uint64_t seed) {
   AttentionConfig cfg;

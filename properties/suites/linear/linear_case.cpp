@@ -9,8 +9,7 @@ namespace {
 
 // Case sizes: small enough for the high-precision reference to stay cheap, large enough for
 // uneven splits, primes, empty shards and cancellation.
-constexpr std::size_t max_tokens = 13;
-constexpr std::size_t max_features = 24;
+constexpr std::size_t max_tokens = 13, max_features = 24;
 
 // Largest exponent of generated values for T such that no correct computation of a case this
 // size overflows: |dot| <= k * 2^(2e) must stay below T's max with room for the bias.

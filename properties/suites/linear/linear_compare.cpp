@@ -49,8 +49,8 @@ LinearCase case_of(const cases::CaseManifest& m, LinearCase* /*tag*/) {
     k.gather_output = f.boolean_or("gather_output", k.gather_output);
     k.sequence_parallel_input = f.boolean_or("sequence_parallel_input", k.sequence_parallel_input);
     k.token_split = split_or(f, "token_split", k.token_split);
-    k.all_reduce_algorithm = algorithm_or(f, "all_reduce_algorithm", k.all_reduce_algorithm);
-    k.kernel = kernel_or(f, "kernel", k.kernel);
+    k.all_reduce_algorithm = named_or(f, "all_reduce_algorithm", k.all_reduce_algorithm);
+    k.kernel = named_or(f, "kernel", k.kernel);
   } else {
     RowParallelConfig& k = c.row;
     k.in_split = split_or(f, "in_split", k.in_split);

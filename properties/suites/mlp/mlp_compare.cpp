@@ -53,8 +53,7 @@ MlpCase case_of(const cases::CaseManifest& m, MlpCase* /*tag*/) {
   c.has_bias = m.input("b_up") != nullptr;
   cases::Fields f = m.config;
   MlpConfig& k = c.cfg;
-  k.activation = named_or(
-      f, "activation", {Activation::gelu, Activation::gelu_tanh, Activation::swiglu}, k.activation);
+  k.activation = named_or(f, "activation", k.activation);
   k.ffn_features = same_size(f, "ffn_features", m, "ffn");
   k.ffn_split = split_or(f, "ffn_split", k.ffn_split);
   k.tokens = same_size(f, "tokens", m, "tokens");

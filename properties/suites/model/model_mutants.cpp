@@ -42,7 +42,6 @@ template <class T>
 struct CpGradsNotReduced : ModelRankStep<T> {
   using Base = ModelRankStep<T>;
   using Base::Base;
-  using typename Base::A;
   Communicator& data_parallel_group(const std::string&) override {
     return this->groups_.mesh.along("dp");
   }
@@ -55,7 +54,6 @@ template <class T>
 struct TiedEmbeddingNotSummed : ModelRankStep<T> {
   using Base = ModelRankStep<T>;
   using Base::Base;
-  using typename Base::A;
   void sum_tied_embedding() override {}
 };
 
@@ -77,7 +75,6 @@ template <class T>
 struct StaleMicroBatchActivation : ModelRankStep<T> {
   using Base = ModelRankStep<T>;
   using Base::Base;
-  using typename Base::A;
   Tensor<T> stage_input(std::size_t k) override {
     Tensor<T> x = Base::stage_input(k);
     if (this->coords_.first_stage()) return x;
@@ -114,7 +111,6 @@ template <class T>
 struct NormGradsNotReducedOverCp : ModelRankStep<T> {
   using Base = ModelRankStep<T>;
   using Base::Base;
-  using typename Base::A;
   Communicator& data_parallel_group(const std::string& n) override {
     const bool norm = n.find("norm") != std::string::npos || n.rfind("final_", 0) == 0;
     return norm ? this->groups_.mesh.along("dp") : Base::data_parallel_group(n);
@@ -152,7 +148,6 @@ template <class T>
 struct ReplicatedNormCountedPerTpRank : ModelRankStep<T> {
   using Base = ModelRankStep<T>;
   using Base::Base;
-  using typename Base::A;
   bool counted_in_norm(const std::string& name) const override {
     return name != "output" || !this->cfg_.tied_embedding;
   }
@@ -177,7 +172,6 @@ template <class T>
 struct SpNormGradsNotReduced : ModelRankStep<T> {
   using Base = ModelRankStep<T>;
   using Base::Base;
-  using typename Base::A;
   NormGrads<T> norm_grads(std::size_t k, const Tensor<T>& x, const Tensor<T>& gamma,
                           const Tensor<T>& dy) override {
     if (!this->par_.sequence_parallel) return Base::norm_grads(k, x, gamma, dy);
@@ -210,7 +204,6 @@ template <class T>
 struct TokensCountedPerDpRank : ModelRankStep<T> {
   using Base = ModelRankStep<T>;
   using Base::Base;
-  using typename Base::A;
   std::size_t count_tokens() const override {
     std::size_t n = 0;
     const auto& b = this->batch_;

@@ -10,11 +10,8 @@ namespace shardcheck::check {
 namespace {
 
 // Sizes: the reference propagates an error bound through every step, so keep it modest.
-constexpr std::size_t max_tokens = 24;
-constexpr std::size_t max_hidden = 32;
-constexpr std::size_t max_block_tokens = 10;
-constexpr std::size_t max_block_hidden = 8;
-constexpr std::size_t max_ffn = 8;
+constexpr std::size_t max_tokens = 24, max_hidden = 32, max_block_tokens = 10, max_block_hidden = 8,
+                      max_ffn = 8;
 
 // Largest exponent of generated values for T such that no correct computation overflows
 // (docs/norm.md, "Value ranges").

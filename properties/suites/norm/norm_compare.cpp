@@ -24,20 +24,12 @@
 namespace shardcheck::check {
 namespace {
 
-// @throws cases::CaseError listing the three kinds.
-NormKind kind_or(cases::Fields& f, const std::string& key, NormKind fallback) {
-  if (!f.has(key)) return fallback;
-  const std::string k = f.choice(key, {"layer_norm", "layer_norm_no_bias", "rms_norm"});
-  if (k == "layer_norm_no_bias") return NormKind::layer_norm_no_bias;
-  return k == "rms_norm" ? NormKind::rms_norm : NormKind::layer_norm;
-}
-
 // The sequence-parallel norm's config from `f` (norm_spec.cpp's to_json), at the manifest's
 // token count. @throws cases::CaseError: a field of the wrong type, an unknown kind, eps not
 // positive, a config tokens other than sizes.tokens.
 SequenceParallelNormConfig sp_norm_config(const cases::CaseManifest& m, cases::Fields& f) {
   SequenceParallelNormConfig k;
-  k.norm.kind = kind_or(f, "kind", k.norm.kind);
+  k.norm.kind = named_or(f, "kind", k.norm.kind);
   k.norm.eps = f.number_or("eps", k.norm.eps);
   if (!(k.norm.eps > 0)) {
     f.fail("eps", "is " + std::to_string(k.norm.eps) + "; the norm needs eps > 0");
@@ -50,7 +42,7 @@ SequenceParallelNormConfig sp_norm_config(const cases::CaseManifest& m, cases::F
                          "; give the same token count or leave the config's out");
   }
   k.token_split = split_or(f, "token_split", k.token_split);
-  k.reduce_algorithm = algorithm_or(f, "reduce_algorithm", k.reduce_algorithm);
+  k.reduce_algorithm = named_or(f, "reduce_algorithm", k.reduce_algorithm);
   return k;
 }
 
@@ -62,7 +54,7 @@ template <class Derive>
 Kernel derived_linear(cases::Fields& f, const std::string& key, Kernel fallback, Derive derived) {
   if (!f.has(key)) return fallback;
   cases::Fields layer = f.object(key);
-  const Kernel k = kernel_or(layer, "kernel", fallback);
+  const Kernel k = named_or(layer, "kernel", fallback);
   const nlohmann::json want = nlohmann::json::parse(derived(k));
   for (const auto& [field, derived_value] : want.items()) {
     if (field == "kernel" || !layer.has(field)) continue;

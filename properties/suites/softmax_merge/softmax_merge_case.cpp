@@ -12,10 +12,7 @@ namespace shardcheck::check {
 namespace {
 
 // Sizes: a case is a few hundred high-precision exp/log; keep it small.
-constexpr std::size_t max_rows = 6;
-constexpr std::size_t max_width = 6;
-constexpr std::size_t max_keys = 24;
-constexpr std::size_t max_parts = 8;
+constexpr std::size_t max_rows = 6, max_width = 6, max_keys = 24, max_parts = 8;
 
 const char* fill_name(EmptyFill f) {
   switch (f) {

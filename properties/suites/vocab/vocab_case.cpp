@@ -10,9 +10,7 @@ namespace shardcheck::check {
 namespace {
 
 // Sizes: the high-precision reference (exp/log in float128 per logit) stays cheap.
-constexpr std::size_t max_tokens = 16;
-constexpr std::size_t max_vocab = 40;
-constexpr std::size_t max_hidden = 12;
+constexpr std::size_t max_tokens = 16, max_vocab = 40, max_hidden = 12;
 
 std::string opt_str(const std::optional<std::int64_t>& v) {
   return v ? std::to_string(*v) : std::string("none");

@@ -111,7 +111,7 @@ void read_embedding_config(cases::Fields& f, VocabCase& c) {
   }
   k.sequence_parallel_output = f.boolean_or("sequence_parallel_output", k.sequence_parallel_output);
   k.token_split = split_or(f, "token_split", k.token_split);
-  k.reduce_algorithm = algorithm_or(f, "reduce_algorithm", k.reduce_algorithm);
+  k.reduce_algorithm = named_or(f, "reduce_algorithm", k.reduce_algorithm);
 }
 
 void read_cross_entropy_config(cases::Fields& f, VocabCase& c) {
@@ -123,12 +123,8 @@ void read_cross_entropy_config(cases::Fields& f, VocabCase& c) {
     f.fail("label_smoothing",
            "is " + std::to_string(k.label_smoothing) + "; give a number in [0, 1]");
   }
-  const std::string reduction =
-      f.choice_or("reduction", {"none", "sum", "mean"}, std::string(name(k.reduction)));
-  k.reduction = reduction == "none"  ? LossReduction::none
-                : reduction == "sum" ? LossReduction::sum
-                                     : LossReduction::mean;
-  k.reduce_algorithm = algorithm_or(f, "reduce_algorithm", k.reduce_algorithm);
+  k.reduction = named_or(f, "reduction", k.reduction);
+  k.reduce_algorithm = named_or(f, "reduce_algorithm", k.reduce_algorithm);
   const auto weights = [&f](const char* key, std::size_t n, const char* what) {
     auto w = f.numbers_or(key, {});
     if (!w.empty() && w.size() != n) {
