@@ -16,6 +16,7 @@
 #pragma once
 
 #include "reference/attention/attention_bound.hpp"
+#include "reference/attention/attention_bound_products.hpp"
 #include "reference/attention/attention_products.hpp"
 #include "reference/bounds.hpp"
 #include "reference/precision.hpp"
@@ -38,7 +39,8 @@ template <HighPrecision R = hp>
 AttentionBounds<R> attention_bounds(const AttentionConfig& cfg, const Tensor<R>& q,
                                     const Tensor<R>& k, const Tensor<R>& v, const Tensor<R>& dout,
                                     const Arithmetic& arith,
-                                    const AttentionBoundOptions<R>& opt = {}) {
+                                    const AttentionBoundOptions<R>& opt = {},
+                                    ContractionPath path = default_contraction_path()) {
   using std::abs;
   auto check = [](const Tensor<R>& e, const Tensor<R>& x, const char* name) {
     if (!e.empty() && e.shape() != x.shape()) {
@@ -82,7 +84,7 @@ AttentionBounds<R> attention_bounds(const AttentionConfig& cfg, const Tensor<R>&
   em.ek = &opt.k_error;
   em.ev = &opt.v_error;
   em.edo = &opt.dout_error;
-  return detail::attention_model<R>(cfg, q, k, v, dout, em, R(1) + pow2<R>(-40));
+  return detail::attention_model<R>(cfg, q, k, v, dout, em, R(1) + pow2<R>(-40), path);
 }
 
 // Bounds on the REFERENCE's own error |reference − exact| (its steps (1)–(4) with u = u_R, or
@@ -96,7 +98,7 @@ AttentionBounds<R> attention_reference_error(const AttentionConfig& cfg, const T
                                              ContractionPath path = default_contraction_path()) {
   detail::ErrorModel<R> em;
   em.u = unit_roundoff_of<R>() * (path != ContractionPath::plain ? 16 : 1);
-  return detail::attention_model<R>(cfg, q, k, v, dout, em, R(2));
+  return detail::attention_model<R>(cfg, q, k, v, dout, em, R(2), path);
 }
 
 }  // namespace shardcheck::reference
