@@ -46,16 +46,14 @@ namespace shardcheck::reference::detail {
 // One input's magnitudes: |x|, |x|⁺ = |x| + e_x and e_x (empty for an exact input).
 template <class R>
 struct InputMagnitudes {
-  Tensor<R> abs, raised, err;
+  Tensor<R> absolute, raised, err;
 
-  InputMagnitudes(const Tensor<R>& x, const Tensor<R>* e) {
+  InputMagnitudes(const Tensor<R>& x, const Tensor<R>* e)
+      : absolute(x.shape()), raised(x.shape()), err(e != nullptr ? *e : Tensor<R>()) {
     using std::abs;
-    this->abs = Tensor<R>(x.shape());
-    raised = Tensor<R>(x.shape());
-    if (e != nullptr && !e->empty()) err = *e;
     for (std::size_t i = 0; i < x.size(); ++i) {
-      this->abs[i] = abs(x[i]);
-      raised[i] = err.empty() ? this->abs[i] : R(this->abs[i] + err[i]);
+      absolute[i] = abs(x[i]);
+      raised[i] = err.empty() ? absolute[i] : R(absolute[i] + err[i]);
     }
   }
 };
@@ -122,9 +120,9 @@ class AttentionProductsModel : public AttentionModel<R> {
   // σ⁺·e_x + δσ·|x|, the weight of |dS| in dq (of k) and dk (of q); empty when 0.
   Tensor<R> combined(const InputMagnitudes<R>& m) const {
     if (m.err.empty() && this->dsig_ == 0) return {};
-    Tensor<R> c(m.abs.shape());
+    Tensor<R> c(m.absolute.shape());
     for (std::size_t i = 0; i < c.size(); ++i) {
-      c[i] = (m.err.empty() ? R(0) : R(this->sig_hat_ * m.err[i])) + this->dsig_ * m.abs[i];
+      c[i] = (m.err.empty() ? R(0) : R(this->sig_hat_ * m.err[i])) + this->dsig_ * m.absolute[i];
     }
     return c;
   }
@@ -147,7 +145,7 @@ class AttentionProductsModel : public AttentionModel<R> {
     const MagnitudeTerm<R> mag[] = {{{&x.raised, xo, qb.rows()}, {&y.raised, yo, kb.transposed()}}};
     r.mag = magnitude_sum<R>(mag, lq, lk, this->path_);
     std::vector<MagnitudeTerm<R>> in;
-    if (!y.err.empty()) in.push_back({{&x.abs, xo, qb.rows()}, {&y.err, yo, kb.transposed()}});
+    if (!y.err.empty()) in.push_back({{&x.absolute, xo, qb.rows()}, {&y.err, yo, kb.transposed()}});
     if (!x.err.empty()) in.push_back({{&x.err, xo, qb.rows()}, {&y.raised, yo, kb.transposed()}});
     if (!in.empty()) r.in = magnitude_sum<R>(in, lq, lk, this->path_);
     return r;
@@ -191,7 +189,7 @@ class AttentionProductsModel : public AttentionModel<R> {
     m.prefix.resize(D.lk * D.d);
     for (std::size_t s = 0; s < D.lk; ++s) {
       for (std::size_t e = 0; e < D.d; ++e) {
-        const double x = static_cast<double>(double_at_least(vm_.raised[D.ki(b, s, j, e)]));
+        const auto x = static_cast<double>(double_at_least(vm_.raised[D.ki(b, s, j, e)]));
         m.up[s * D.d + e] = x;
         m.prefix[s * D.d + e] = s == 0 ? x : std::max(x, m.prefix[(s - 1) * D.d + e]);
       }
