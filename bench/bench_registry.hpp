@@ -45,4 +45,10 @@ void register_reference_linear_benchmarks();
 // reference::mlp, mlp_backward and mlp_bounds end to end on each contraction path.
 void register_reference_mlp_benchmarks();
 
+// reference_attention/<dtype>/<fast|plain>/batch/heads/kv_heads/len/head_dim (2·4·2·9·4; with
+// SHARDCHECK_BENCH_BIG=1 also 1·4·2·128·32 and 1·8·8·512·64), causal, on both paths:
+// reference::attention_forward, attention_backward, attention_bounds and attention_reference_error
+// end to end on each contraction path.
+void register_reference_attention_benchmarks();
+
 }  // namespace shardcheck::bench

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   shardcheck::bench::register_fast_contraction_benchmarks();
   shardcheck::bench::register_reference_linear_benchmarks();
   shardcheck::bench::register_reference_mlp_benchmarks();
+  shardcheck::bench::register_reference_attention_benchmarks();
 
   std::string_view format = "console";
   constexpr std::string_view flag = "--benchmark_format=";

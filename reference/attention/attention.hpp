@@ -8,14 +8,18 @@
 //                             contraction path, and the entry points attention_forward and
 //                             attention_backward (named and ordered as the library's dense op),
 //                             which take the path (contraction/contraction_path.hpp)
-//   attention_bound.hpp       the bound's derivation, steps (1)–(6), one function of
-//                             detail::AttentionModel per step
+//   attention_bound.hpp       the bound's derivation, steps (1)–(7), one function of
+//                             detail::AttentionModel per step (its loops: the plain path)
+//   attention_bound_products.hpp  step (7): the bound's sums of magnitudes as contractions
+//                             (the fast and automatic paths), and detail::attention_model,
+//                             which picks the evaluation by the path
 //   here                      the bounds' entry points: attention_bounds (an implementation's
 //                             error, for any partition of the keys and queries) and
 //                             attention_reference_error (R's own)
 #pragma once
 
 #include "reference/attention/attention_bound.hpp"
+#include "reference/attention/attention_bound_products.hpp"
 #include "reference/attention/attention_products.hpp"
 #include "reference/bounds.hpp"
 #include "reference/precision.hpp"
@@ -32,13 +36,17 @@ namespace shardcheck::reference {
 // lib/ops/attention/attention.hpp's contract in `arith` (storage T, accumulator A), with the keys
 // (and the queries, for dk/dv) split into at most opt.parts blocks, and inputs within opt's error
 // bounds of q, k, v, dout, the weights formed as opt.exp says (natural exp, or the exp2 contract).
-// dout empty: forward bounds only. Derivation: attention_bound.hpp.
+// dout empty: forward bounds only. Derivation: attention_bound.hpp. `path`: the evaluation
+// (and the reference values it is evaluated at): plain, the loops; fast or automatic (the
+// default), the sums as contractions (step (7)), which differ from the loops' by a relative 2^-50
+// or less and are never below the exact formula.
 // @pre shapes as attention_forward; error tensors empty or of their input's shape.
 template <HighPrecision R = hp>
 AttentionBounds<R> attention_bounds(const AttentionConfig& cfg, const Tensor<R>& q,
                                     const Tensor<R>& k, const Tensor<R>& v, const Tensor<R>& dout,
                                     const Arithmetic& arith,
-                                    const AttentionBoundOptions<R>& opt = {}) {
+                                    const AttentionBoundOptions<R>& opt = {},
+                                    ContractionPath path = default_contraction_path()) {
   using std::abs;
   auto check = [](const Tensor<R>& e, const Tensor<R>& x, const char* name) {
     if (!e.empty() && e.shape() != x.shape()) {
@@ -82,13 +90,14 @@ AttentionBounds<R> attention_bounds(const AttentionConfig& cfg, const Tensor<R>&
   em.ek = &opt.k_error;
   em.ev = &opt.v_error;
   em.edo = &opt.dout_error;
-  return detail::attention_model<R>(cfg, q, k, v, dout, em, R(1) + pow2<R>(-40));
+  return detail::attention_model<R>(cfg, q, k, v, dout, em, R(1) + pow2<R>(-40), path);
 }
 
 // Bounds on the REFERENCE's own error |reference − exact| (its steps (1)–(4) with u = u_R, or
 // 16·u_R for the values of the fast or automatic `path` (attention_products.hpp, "Rounding"); no
 // input errors, nothing rounded to a storage type; exp and log of R assumed within 2u_R), for the
 // finite-difference checks and the suites. Doubled: the magnitudes are themselves R values.
+// Evaluated by `path` as attention_bounds is.
 template <HighPrecision R = hp>
 AttentionBounds<R> attention_reference_error(const AttentionConfig& cfg, const Tensor<R>& q,
                                              const Tensor<R>& k, const Tensor<R>& v,
@@ -96,7 +105,7 @@ AttentionBounds<R> attention_reference_error(const AttentionConfig& cfg, const T
                                              ContractionPath path = default_contraction_path()) {
   detail::ErrorModel<R> em;
   em.u = unit_roundoff_of<R>() * (path != ContractionPath::plain ? 16 : 1);
-  return detail::attention_model<R>(cfg, q, k, v, dout, em, R(2));
+  return detail::attention_model<R>(cfg, q, k, v, dout, em, R(2), path);
 }
 
 }  // namespace shardcheck::reference

@@ -3,7 +3,9 @@
 // into at most `parts` blocks merged with the softmax merge
 // (lib/ops/softmax_merge/softmax_merge.hpp) and any partition of the queries for dk/dv, in any
 // summation order; evaluated at the values of the definition (attention_products.hpp). Each step
-// (1)–(6) below is a function of detail::AttentionModel named after it; docs/attention.md has the
+// (1)–(6) below is a function of detail::AttentionModel named after it, evaluated by loops over
+// the keys and the head dim (the plain path); step (7) evaluates the same formulas with their
+// sums as contractions (attention_bound_products.hpp, the fast path); docs/attention.md has the
 // same in prose.
 //
 // ================================================================ the error bound
@@ -82,6 +84,29 @@
 //     the exact ones or, for differences, within 2^-100 of the magnitudes already in the error
 //     terms next to them. The final bound is raised by the factor 1 + 2^-40, which covers these
 //     and the evaluation of the formulas in R.
+// (7) Evaluation on the fast path (attention_bound_products.hpp; the loops below are the plain
+//     path, the 113-bit cross-check, taken for ContractionPath::plain and for inputs or input
+//     errors that are not all finite). Every length-d, length-Lk and length-N sum of (1)–(4)
+//     is a sum Σ_c a_c·b_c of NONNEGATIVE terms (magnitudes |x|⁺, error bounds, and weights
+//     made of them: Σ_e |q_e|⁺|k_se|⁺, Σ_s W_s·|v_s|⁺ with W_s = (ρ_s + (1 + ρ_s)g_out)·P_s, ...;
+//     the input-error sums as Σ(|q|·ek + eq·|k|⁺), never as a difference), evaluated for a whole
+//     head as one contraction of matrices (magnitude_sum, contraction/magnitude_sum.hpp) whose
+//     operands are rounded UP to doubles (≥ the R values, at most 2^-52 relative above) and
+//     whose value is then raised by 1 + 2·γ_K(u_R) (K the contracted length): a contraction is
+//     within γ_{K−1}(u_R)·Σ|a·b| of the exact sum on either path (contract.hpp,
+//     fast_contraction.hpp), and Σ|a·b| = Σ a·b for nonnegative operands, so each raised sum
+//     is ≥ the exact one (exact ≤ value/(1 − γ_K) ≤ value·(1 + 2γ_K)). Every formula of
+//     (1)–(5) is nondecreasing in these sums, so the fast bound is ≥ the exact formula's value
+//     at the same R magnitudes, and at most (1 + 2^-52)²(1 + 3γ_K(u_R)) above it. A row's or a
+//     key's γ factor (γ_{n+p}, γ_{N_s+p}) scales its whole sum, so it is folded into the sum's
+//     weights; the (n + 2)η-type terms are added per element. Masked keys get exactly zero
+//     weights (0·x = 0 exactly in the contractions: every operand is finite for finite inputs,
+//     so 0·inf cannot occur), which is the loops' skipping them; an unbounded row (Δ ≥ 1) gets
+//     zero weights and +inf results as in the loops. The values the formulas are evaluated at
+//     (S = Q·Kᵀ, dP = dout·Vᵀ) come from the same contractions as the reference's values
+//     (attention_products.hpp): within 2^-100 of the loops' as in (6). max|v_s|⁺ is taken in
+//     doubles rounded up. So the fast and plain bounds differ by a relative 2^-50 or less, the
+//     fast one never below the exact formula; the raise of (6) covers both.
 // Overflow is excluded (scores, sums and products stay far below A's and T's overflow
 // thresholds for the value ranges the suites draw); NaN/inf inputs are not bounded.
 //
@@ -201,7 +226,7 @@ struct ScoreErrors {
 template <class R>
 struct WeightErrors {
   R lm{0};
-  std::vector<R> a;
+  std::vector<R> a, exp_a;  // a_k and e^{a_k}
   R delta{0};
 };
 
@@ -212,13 +237,16 @@ struct ScoreGradientErrors {
   R p{0}, pi{0}, p_hat{0}, e_ds{0}, ds{0}, ds_hat{0};
 };
 
-// The header's steps for one arithmetic, row by row: add_rows() runs (1)–(4) on every query row,
-// finish() the sums over rows of dk and dv, (5) and (6).
+// The header's steps for one arithmetic, row by row: add_rows() runs (1)–(4) on every query row
+// and the sums over rows of dk and dv (the plain path), finish() (5) and (6). The protected
+// members are the formulas per row and per (row, key), which AttentionProductsModel (step (7))
+// evaluates from contractions instead of the loops.
 template <class R>
 class AttentionModel {
  public:
   AttentionModel(const AttentionConfig& cfg, const Tensor<R>& q, const Tensor<R>& k,
-                 const Tensor<R>& v, const Tensor<R>& dout, const ErrorModel<R>& em)
+                 const Tensor<R>& v, const Tensor<R>& dout, const ErrorModel<R>& em,
+                 ContractionPath path)
       : cfg_(cfg),
         q_(q),
         k_(k),
@@ -234,7 +262,8 @@ class AttentionModel {
         floor_(em.exp2 ? em.mu : em.eta),
         p_(em.parts == 0 ? 1 : em.parts),
         gd_(gamma<R>(D_.d, u_)),
-        fwd_(reference::attention_forward<R>(cfg, q, k, v)),
+        path_(path),
+        fwd_(reference::attention_forward<R>(cfg, q, k, v, path)),
         sig_hat_([&] {
           using std::abs;
           return R(abs(R(score_scale(cfg))) + em.scale_error);
@@ -258,23 +287,24 @@ class AttentionModel {
     }
   }
 
+  // The plain evaluation: (1)–(4) row by row in loops over the keys and the head dim.
   void add_rows() {
     for (std::size_t b = 0; b < D_.batch; ++b) {
       for (std::size_t i = 0; i < D_.h; ++i) {
         for (std::size_t t = 0; t < D_.lq; ++t) add_row(b, i, t);
       }
     }
+    if (backward_) gradient_sums();
   }
 
   AttentionBounds<R> finish(const R& raise) {
-    if (backward_) gradient_sums();
     // (5) rounding to T, (6) the raise. The T rounding needs the exact values.
     for (auto& x : B_.out_acc.values()) x *= raise;
     for (auto& x : B_.out.values()) x *= raise;
     for (auto& x : B_.lse.values()) x *= raise;
     if (backward_) {
       AttentionGrads<R> g;
-      if (em_.round_t) g = reference::attention_backward<R>(cfg_, q_, k_, v_, fwd_, dout_);
+      if (em_.round_t) g = reference::attention_backward<R>(cfg_, q_, k_, v_, fwd_, dout_, path_);
       B_.dq = Tensor<R>(q_.shape());
       B_.dk = Tensor<R>(k_.shape());
       B_.dv = Tensor<R>(k_.shape());
@@ -292,7 +322,7 @@ class AttentionModel {
     return std::move(B_);
   }
 
- private:
+ protected:
   static R at_or_zero(const Tensor<R>* t, std::size_t i) {
     return t == nullptr || t->empty() ? R(0) : (*t)[i];
   }
@@ -312,6 +342,7 @@ class AttentionModel {
     const auto we = weight_errors(se);
     if (!(we.delta < 1)) {
       unbounded_row(b, i, t);
+      unbounded_keys(b, i);
       return;
     }
     output_errors(we, b, i, t);
@@ -320,11 +351,10 @@ class AttentionModel {
     if (backward_) gradient_errors(se, e_lse, b, i, t);
   }
 
-  // (1) ε_s = σ⁺·E_w + δσ·|q·k_s| + u·σ⁺·(|q·k_s| + E_w) + η/2, E_w the dot's error.
+  // (1) The row's ε_s, by loops over the head dim.
   ScoreErrors<R> score_errors(std::size_t b, std::size_t i, std::size_t t) const {
     using std::abs;
     const std::size_t j = i / D_.group, n = row_.keys.size();
-    const R u = u_, eta = eta_;
     ScoreErrors<R> r;
     r.eps.assign(n, R(0));
     for (std::size_t x = 0; x < n; ++x) {
@@ -336,18 +366,32 @@ class AttentionModel {
         absqk += (abs(q_[a]) + eqa) * (abs(k_[c]) + ekc);
         inerr += abs(q_[a]) * ekc + abs(k_[c]) * eqa + eqa * ekc;
       }
-      const R ew = gd_ * absqk + R(D_.d) * eta + inerr;
-      const R qk = abs(row_.qk[x]);
-      if (exp2_) {  // (1') ε_s = (|σ| + ln2·δc)·E_w + ln2·δc·|q·k_s|
-        const R ln2dc = ln2_ * em_.scale_log2_error;
-        r.eps[x] = (sig_ + ln2dc) * ew + ln2dc * qk;
-      } else {
-        r.eps[x] = sig_hat_ * ew + dsig_ * qk + u * sig_hat_ * (qk + ew) + eta / 2;
-      }
+      r.eps[x] = score_error(absqk, inerr, abs(row_.qk[x]));
+    }
+    finish_score_errors(r);
+    return r;
+  }
+
+  // (1) ε_s = σ⁺·E_w + δσ·|q·k_s| + u·σ⁺·(|q·k_s| + E_w) + η/2, E_w = γ_d·mag + d·η + inerr the
+  // dot's error, from mag = Σ_e |q_e|⁺|k_se|⁺ and inerr = Σ_e (|q_e|ek_se + |k_se|eq_e +
+  // eq_e·ek_se).
+  R score_error(const R& mag, const R& inerr, const R& qk) const {
+    const R u = u_, eta = eta_;
+    const R ew = gd_ * mag + R(D_.d) * eta + inerr;
+    if (exp2_) {  // (1') ε_s = (|σ| + ln2·δc)·E_w + ln2·δc·|q·k_s|
+      const R ln2dc = ln2_ * em_.scale_log2_error;
+      return (sig_ + ln2dc) * ew + ln2dc * qk;
+    }
+    return sig_hat_ * ew + dsig_ * qk + u * sig_hat_ * (qk + ew) + eta / 2;
+  }
+
+  // (1) max ε_s and max |s| over the row.
+  void finish_score_errors(ScoreErrors<R>& r) const {
+    using std::abs;
+    for (std::size_t x = 0; x < r.eps.size(); ++x) {
       r.eps_max = r.eps[x] > r.eps_max ? r.eps[x] : r.eps_max;
       r.abs_s_max = abs(row_.score[x]) > r.abs_s_max ? R(abs(row_.score[x])) : r.abs_s_max;
     }
-    return r;
   }
 
   // (2) a_k = ε_k + u·X_k + 2u(1 + 2u) [+ Λ + u·Y_k + 2u(1 + 2u) when p ≥ 2];
@@ -363,13 +407,15 @@ class AttentionModel {
     const R lse_mag = (se.abs_s_max + se.eps_max + r.lm * (1 + 2 * u)) * (1 + u);
     const R lam = 2 * u * r.lm + u * lse_mag;
     r.a.resize(n);
+    r.exp_a.resize(n);
     r.delta = 4 * R(n + p_) * eta_;
     const R gsum = (1 + gamma0(n - 1, u)) * (1 + gamma0(p_ - 1, u));
     for (std::size_t x = 0; x < n; ++x) {
       const R X = row_.max + se.eps_max - row_.score[x] + se.eps[x];
       r.a[x] = se.eps[x] + u * X + c2;
       if (p_ >= 2) r.a[x] += lam + u * (X + r.lm + lam) + c2;
-      r.delta += row_.p[x] * (exp(r.a[x]) * gsum - 1);
+      r.exp_a[x] = exp(r.a[x]);
+      r.delta += row_.p[x] * (r.exp_a[x] * gsum - 1);
     }
     return r;
   }
@@ -387,28 +433,35 @@ class AttentionModel {
     const R lse_mag = (big_t * (1 + u) + r.lm * (1 + 4 * u)) * (1 + u);
     const R lam = 4 * u * (r.lm + lse_mag);
     r.a.resize(n);
+    r.exp_a.resize(n);
     r.delta = 4 * R(n + p_) * floor_;
     const R gsum = (1 + gamma0(n - 1, u)) * (1 + gamma0(p_ - 1, u));
     for (std::size_t x = 0; x < n; ++x) {
       const R X = row_.max + se.eps_max - row_.score[x] + se.eps[x];
       r.a[x] = se.eps[x] + u * (X + u * big_t) + c4;
       if (p_ >= 2) r.a[x] += lam + u * (X + r.lm + 2 * lam + 3 * u * big_t + c4) + c2;
-      r.delta += row_.p[x] * (exp(r.a[x]) * gsum - 1);
+      r.exp_a[x] = exp(r.a[x]);
+      r.delta += row_.p[x] * (r.exp_a[x] * gsum - 1);
     }
     return r;
   }
 
-  // Δ ≥ 1: the weights are not bounded; neither is anything of the row.
+  // Δ ≥ 1: the weights are not bounded; neither is anything of the row (out, lse, dq here).
   void unbounded_row(std::size_t b, std::size_t i, std::size_t t) {
     const R inf = std::numeric_limits<R>::infinity();
-    const std::size_t j = i / D_.group;
     B_.lse[D_.li(b, i, t)] = inf;
     for (std::size_t e = 0; e < D_.d; ++e) {
       B_.out_acc[D_.qi(b, t, i, e)] = inf;
       B_.out[D_.qi(b, t, i, e)] = inf;
+      if (backward_) B_.dq_acc[D_.qi(b, t, i, e)] = inf;
     }
+  }
+
+  // The plain evaluation's part of an unbounded row: nor are dk and dv of the keys it sees.
+  void unbounded_keys(std::size_t b, std::size_t i) {
     if (!backward_) return;
-    for (std::size_t e = 0; e < D_.d; ++e) B_.dq_acc[D_.qi(b, t, i, e)] = inf;
+    const R inf = std::numeric_limits<R>::infinity();
+    const std::size_t j = i / D_.group;
     for (std::size_t s : row_.keys) {
       for (std::size_t e = 0; e < D_.d; ++e) {
         dk_err_[D_.ki(b, s, j, e)] = inf;
@@ -422,24 +475,43 @@ class AttentionModel {
   // 2·max|v_s|⁺), ρ_s = e^{a_s}/(1 − Δ) − 1; in A (out_acc) and rounded to T (out).
   void output_errors(const WeightErrors<R>& we, std::size_t b, std::size_t i, std::size_t t) {
     using std::abs;
-    using std::exp;
     const std::size_t j = i / D_.group, n = row_.keys.size();
-    const R g_out = p_ == 1 ? gamma<R>(n + 1, u_) : gamma<R>(n + p_ + 2, u_);
+    const auto w = output_weights(we);
     for (std::size_t e = 0; e < D_.d; ++e) {
       R err(0), vmax(0);
       for (std::size_t x = 0; x < n; ++x) {
         const std::size_t c = D_.ki(b, row_.keys[x], j, e);
         const R evc = at_or_zero(em_.ev, c);
         const R vm = abs(v_[c]) + evc;
-        const R rho = exp(we.a[x]) / (1 - we.delta) - 1;
-        err += (rho + (1 + rho) * g_out) * row_.p[x] * vm + row_.p[x] * evc;
+        err += w[x] * vm + row_.p[x] * evc;
         vmax = vm > vmax ? vm : vmax;
       }
-      err += 4 * R(n + p_ + 2) * floor_ * (1 + 2 * vmax);
-      const std::size_t oi = D_.qi(b, t, i, e);
-      B_.out_acc[oi] = err;
-      B_.out[oi] = to_storage(fwd_.out[oi], err);
+      set_output(D_.qi(b, t, i, e), err + output_floor(n, vmax));
     }
+  }
+
+  // (3) The weight of |v_s|⁺ in E_out per visible key: (ρ_s + (1 + ρ_s)·g_out)·P_s,
+  // g_out = γ_{n+p+2} (γ_{n+1} when p = 1).
+  std::vector<R> output_weights(const WeightErrors<R>& we) const {
+    const std::size_t n = row_.keys.size();
+    const R g_out = p_ == 1 ? gamma<R>(n + 1, u_) : gamma<R>(n + p_ + 2, u_);
+    std::vector<R> w(n);
+    for (std::size_t x = 0; x < n; ++x) {
+      const R rho = we.exp_a[x] / (1 - we.delta) - 1;
+      w[x] = (rho + (1 + rho) * g_out) * row_.p[x];
+    }
+    return w;
+  }
+
+  // (3) The underflow term of E_out, 4(n + p + 2)·η·(1 + 2·max|v_s|⁺).
+  R output_floor(std::size_t n, const R& vmax) const {
+    return 4 * R(n + p_ + 2) * floor_ * (1 + 2 * vmax);
+  }
+
+  // E_out of element oi, in A and rounded to T.
+  void set_output(std::size_t oi, const R& err) {
+    B_.out_acc[oi] = err;
+    B_.out[oi] = to_storage(fwd_.out[oi], err);
   }
 
   // (3) E_lse = −log(1 − Δ) + 2u·Lm + u·(|lse*| − log(1 − Δ) + 2u·Lm).
@@ -494,14 +566,12 @@ class AttentionModel {
     return gd_ * mag + in + R(D_.d) * eta_;
   }
 
-  // (4) E_dP, π, E_diff and E_dS of visible key x.
+  // (4) E_dP of visible key x by a loop over the head dim, then its score_gradient.
   ScoreGradientErrors<R> score_gradient_errors(const ScoreErrors<R>& se, const R& e_lse,
                                                const R& e_d, const R& dval, std::size_t x,
                                                std::size_t b, std::size_t i, std::size_t t) const {
     using std::abs;
-    using std::exp;
     const std::size_t j = i / D_.group, s = row_.keys[x];
-    const R u = u_, eta = eta_;
     R dp(0), mag(0), in(0);
     for (std::size_t e = 0; e < D_.d; ++e) {
       const std::size_t oi = D_.qi(b, t, i, e), c = D_.ki(b, s, j, e);
@@ -510,10 +580,20 @@ class AttentionModel {
       mag += (abs(dout_[oi]) + ed) * (abs(v_[c]) + evc);
       in += abs(dout_[oi]) * evc + abs(v_[c]) * ed + ed * evc;
     }
+    return score_gradient(se.eps[x], e_lse, e_d, dval, x, dp, mag, in);
+  }
+
+  // (4) π, E_diff and E_dS of visible key x, from dP = dout·v_s, mag = Σ_e |dout_e|⁺|v_se|⁺ and
+  // in = Σ_e (|dout|·ev + |v|·edo + edo·ev): E_dP = γ_d·mag + in + d·η.
+  ScoreGradientErrors<R> score_gradient(const R& eps, const R& e_lse, const R& e_d, const R& dval,
+                                        std::size_t x, const R& dp, const R& mag,
+                                        const R& in) const {
+    using std::abs;
+    using std::exp;
+    const R u = u_, eta = eta_;
     const R e_dp = gd_ * mag + in + R(D_.d) * eta;
     ScoreGradientErrors<R> g;
     g.p = row_.p[x];
-    const R eps = se.eps[x];
     if (exp2_) {  // (4') P̂ = fl(exp2(fl(r̂·c − fl(lse·fl(log2 e)))))
       const R conv = 3 * u * (abs(row_.lse) + e_lse);
       g.pi = exp(eps + e_lse + conv + u * (row_.lse - row_.score[x] + eps + e_lse + conv)) *
@@ -588,6 +668,7 @@ class AttentionModel {
   const R floor_;        // an exp's (or exp2's) absolute error below the normal range: η (μ)
   const std::size_t p_;  // parts
   const R gd_;           // γ_d
+  const ContractionPath path_;  // the reference's values' path (and the evaluation's, step (7))
   const AttentionOutput<R> fwd_;
   const R sig_hat_;  // σ⁺ = |σ| + δσ
   const R sig_;      // |σ|
@@ -597,15 +678,6 @@ class AttentionModel {
   std::vector<std::size_t> kv_count_;
   RowSoftmax<R> row_;  // the current row
 };
-
-template <class R>
-AttentionBounds<R> attention_model(const AttentionConfig& cfg, const Tensor<R>& q,
-                                   const Tensor<R>& k, const Tensor<R>& v, const Tensor<R>& dout,
-                                   const ErrorModel<R>& em, const R& raise) {
-  AttentionModel<R> model(cfg, q, k, v, dout, em);
-  model.add_rows();
-  return model.finish(raise);
-}
 
 }  // namespace detail
 }  // namespace shardcheck::reference

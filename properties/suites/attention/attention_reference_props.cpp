@@ -2,8 +2,9 @@
 // central finite differences of L(q, k, v) = Σ dout ⊙ attention(q, k, v).out in the high precision,
 // for small shapes, every mask kind, key padding (fully padded sequences included: empty rows),
 // MHA, GQA and MQA. The reference's forward on empty rows: out 0, lse −inf, zero gradients.
-// And its two evaluation paths against each other (paths_case), and an exp2 kernel against the
-// exp2 contract's bound (exp2_case, at the end).
+// And its two evaluation paths against each other (paths_case), the bound's two evaluations
+// against each other (bound_paths_case), and an exp2 kernel against the exp2 contract's bound
+// (exp2_case, at the end).
 //
 // L is affine along every v axis (no truncation term there) but not along q or k. Along one
 // coordinate τ the affected rows' scores move as s_s(τ) = s_s + τ·a_s, and a row's part of L is
@@ -33,6 +34,7 @@
 #include <cstdio>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace shardcheck::props::ref::attention_props {
@@ -322,6 +324,87 @@ RC_GTEST_PROP(attention_reference, fast_and_plain_paths_agree_bfloat16, ()) {
 }
 RC_GTEST_PROP(attention_reference, a_2_pow_minus_80_change_between_the_paths_is_caught, ()) {
   paths_case<double>(true);
+}
+
+// ---------------------------------------------------------------- the bound's two evaluations
+
+// reference::attention_bounds evaluated on the fast path (attention_bound_products.hpp: its sums
+// of magnitudes as contractions, each raised to an upper bound) against the plain path (the
+// loops in R) on the same case: every mask kind and causal alignment, key padding and empty rows,
+// MHA, GQA and MQA, Lq ≠ Lk, parts 1–3, both softmax contracts, exact inputs or inputs with
+// error bounds (as the layer's projections hand the core), inputs of T or values computed in R
+// (not doubles: the R-sliced products). Step (7) of attention_bound.hpp: the fast path's sums
+// are each ≥ the exact sum of the formula and at most (1 + 2^-52)²(1 + 3·gamma_K(u_R)) above
+// it (their operands rounded up to doubles), while the two paths' magnitudes (the scores, P,
+// out, dP − D: R values of the reference's two paths) differ by about 2^-100 relative. So every
+// element of the fast bound must lie within [plain·(1 − 2^-40), plain·(1 + 2^-30)]: not below
+// the plain one by more than the evaluation's slack (the bound's own 1 + 2^-40 raise), and no
+// looser than 2^-30 (the slack the fast path is allowed to add). Equal elements (0, +inf) pass.
+template <class T>
+void bound_paths_case() {
+  using reference::ContractionPath;
+  AttnCase c = genCase<T>({9, 17, 8});
+  RC_TAG(kind_name(c.cfg.mask.kind));
+  if (c.cfg.mask.kind == MaskKind::causal && *uniform(0, 1) == 0)
+    c.cfg.mask.alignment = CausalAlignment::top_left;
+  if (*uniform(0, 2) == 0) {  // values computed in R, as the layer's projections are
+    for (auto* t : {&c.q, &c.k, &c.v, &c.dout}) {
+      for (auto& x : t->values()) x *= 1 + reference::pow2<hp>(-70);
+    }
+  }
+  reference::AttentionBoundOptions<hp> opt;
+  opt.parts = *uniform<std::size_t>(1, 3);
+  opt.exp = *uniform(0, 1) == 0 ? reference::SoftmaxExp::natural : reference::SoftmaxExp::base2;
+  const bool errors = *uniform(0, 1) == 0;
+  RC_TAG(errors ? "input errors" : "exact inputs");
+  if (errors) {  // |x|·2^-r, r in [6, 30], or 0 (a few exact elements)
+    const auto error_of = [](const Tensor<hp>& x) {
+      Tensor<hp> e(x.shape());
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        using std::abs;
+        const int r = *uniform(5, 30);
+        e[i] = r == 5 ? hp(0) : abs(x[i]) * reference::pow2<hp>(-r);
+      }
+      return e;
+    };
+    opt.q_error = error_of(c.q);
+    opt.k_error = error_of(c.k);
+    opt.v_error = error_of(c.v);
+    opt.dout_error = error_of(c.dout);
+  }
+  const auto arith = reference::arithmetic_of<T>();
+  const auto fast =
+      reference::attention_bounds(c.cfg, c.q, c.k, c.v, c.dout, arith, opt, ContractionPath::fast);
+  const auto plain =
+      reference::attention_bounds(c.cfg, c.q, c.k, c.v, c.dout, arith, opt, ContractionPath::plain);
+  const hp lo = 1 - reference::pow2<hp>(-40), hi = 1 + reference::pow2<hp>(-30);
+  const auto within = [&](const char* name, const Tensor<hp>& f, const Tensor<hp>& p) {
+    for (std::size_t x = 0; x < f.size(); ++x) {
+      if (f[x] == p[x]) continue;
+      if (!(f[x] >= p[x] * lo && f[x] <= p[x] * hi)) {
+        RC_FAIL(describe(c) + ", parts " + std::to_string(opt.parts) +
+                (opt.exp == reference::SoftmaxExp::base2 ? ", exp2" : ", natural exp") +
+                (errors ? ", input errors" : "") + ": " + name + "[" + std::to_string(x) +
+                "]: fast " + show_hp(f[x]) + ", plain " + show_hp(p[x]));
+      }
+    }
+  };
+  using B = reference::AttentionBounds<hp>;
+  const std::pair<const char*, Tensor<hp> B::*> results[] = {
+      {"out", &B::out},       {"lse", &B::lse},       {"dq", &B::dq},
+      {"dk", &B::dk},         {"dv", &B::dv},         {"out_acc", &B::out_acc},
+      {"dq_acc", &B::dq_acc}, {"dk_acc", &B::dk_acc}, {"dv_acc", &B::dv_acc}};
+  for (const auto& [name, m] : results) within(name, fast.*m, plain.*m);
+}
+
+RC_GTEST_PROP(attention_bounds, fast_evaluation_is_within_the_plain_one_float32, ()) {
+  bound_paths_case<float>();
+}
+RC_GTEST_PROP(attention_bounds, fast_evaluation_is_within_the_plain_one_bfloat16, ()) {
+  bound_paths_case<bfloat16>();
+}
+RC_GTEST_PROP(attention_bounds, fast_evaluation_is_within_the_plain_one_float64, ()) {
+  bound_paths_case<double>();
 }
 
 // ---------------------------------------------------------------- the exp2 contract
