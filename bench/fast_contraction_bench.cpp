@@ -20,6 +20,7 @@
 // the fast path's (manual time). The shape, 2048 × 11008 · 11008 × 4096, is registered only
 // when SHARDCHECK_BENCH_BIG=1 (fast and eigen only; a few minutes, several GB of memory).
 #include "bench_registry.hpp"
+#include "operands.hpp"
 #include "timing.hpp"
 
 #include "reference/contraction/fast_contraction.hpp"
@@ -146,9 +147,8 @@ void fast_contraction_bench(benchmark::State& state, std::size_t m, std::size_t 
 // The entry point Google Benchmark calls: the shape and whether to run hp from the arguments.
 template <class T>
 void fast_contraction_entry(benchmark::State& state) {
-  fast_contraction_bench<T>(state, static_cast<std::size_t>(state.range(0)),
-                            static_cast<std::size_t>(state.range(1)),
-                            static_cast<std::size_t>(state.range(2)), state.range(3) != 0);
+  const auto [m, k, n] = sizes_of<3>(state);
+  fast_contraction_bench<T>(state, m, k, n, state.range(3) != 0);
 }
 
 template <class T>

@@ -32,11 +32,7 @@ using reference::hp;
 
 template <class T>
 void reference_attention_entry(benchmark::State& state) {
-  const auto batch = static_cast<std::size_t>(state.range(0));
-  const auto h = static_cast<std::size_t>(state.range(1));
-  const auto g = static_cast<std::size_t>(state.range(2));
-  const auto len = static_cast<std::size_t>(state.range(3));
-  const auto d = static_cast<std::size_t>(state.range(4));
+  const auto [batch, h, g, len, d] = sizes_of<5>(state);
   const auto path = state.range(5) != 0 ? ContractionPath::plain : ContractionPath::fast;
   AttentionConfig cfg;
   cfg.q_heads = h;

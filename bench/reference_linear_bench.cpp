@@ -35,9 +35,7 @@ using reference::hp;
 
 template <class T>
 void reference_linear_entry(benchmark::State& state) {
-  const auto tokens = static_cast<std::size_t>(state.range(0));
-  const auto in = static_cast<std::size_t>(state.range(1));
-  const auto out = static_cast<std::size_t>(state.range(2));
+  const auto [tokens, in, out] = sizes_of<3>(state);
   const bool with_plain = state.range(3) != 0;
   const Tensor<T> x = normal_tensor<T>({tokens, in}, 1), w = normal_tensor<T>({out, in}, 2);
   const Tensor<T> no_bias;

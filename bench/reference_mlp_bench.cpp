@@ -30,9 +30,7 @@ using reference::hp;
 
 template <class T>
 void reference_mlp_entry(benchmark::State& state) {
-  const auto n = static_cast<std::size_t>(state.range(0));
-  const auto hid = static_cast<std::size_t>(state.range(1));
-  const auto f = static_cast<std::size_t>(state.range(2));
+  const auto [n, hid, f] = sizes_of<3>(state);
   const auto path = state.range(3) != 0 ? ContractionPath::plain : ContractionPath::fast;
   const auto act = Activation::swiglu;
   const Tensor<hp> x = normal_tensor<T, hp>({n, hid}, 1),

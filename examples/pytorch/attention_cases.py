@@ -4,7 +4,8 @@ dense attention as torch writes it (softmax(q·kᵀ·scale + causal mask)·v wit
 repeat_interleave; torch 1.13 has no F.scaled_dot_product_attention), and a hand-written ring
 attention (each cp rank's queries against every rank's K/V block in ring order, the blocks'
 partial outputs merged with their log-sum-exp), cp ranks simulated in one process, autograd for
-the backward, written as cases with python/shardcheck_case.py.
+the backward (ring_attention.py, shared with examples/real_size/ring_attention.py), written as
+cases with python/shardcheck_case.py.
 
     python3 examples/pytorch/attention_cases.py SHARDCHECK_BINARY WORK_DIR
 
@@ -21,92 +22,23 @@ What it shows (and checks, so ctest runs it: label "compare"):
 Needs python3-torch (Debian's, 1.13; scripts/setup installs it).
 """
 
-import math
 import os
 import shutil
 import sys
 
-from torch_support import torch, sc, np_of, chunk_sizes, Checks, DTYPES
+from torch_support import torch, Checks, DTYPES
+from ring_attention import attention_case as case_of
 
 BIN, WORK = sys.argv[1], sys.argv[2]
 BATCH, L, H, G, D, CP = 2, 10, 4, 2, 3, 3
 checks = Checks(BIN)
 torch.manual_seed(20261204)
-SCALE = 1 / math.sqrt(D)
-
-
-def block(q, k, v, q_pos, k_pos):
-    """One block: q [b, lq, h, d] against k, v [b, lk, g, d] at these global positions, causal
-    (every query sees at least one key). Returns the block's out [b, lq, h, d] and lse
-    [b, h, lq]."""
-    k = k.repeat_interleave(H // G, dim=2)  # query head i reads kv head i // (h/g)
-    v = v.repeat_interleave(H // G, dim=2)
-    s = torch.einsum("bqhd,bkhd->bhqk", q, k) * SCALE
-    s = s.masked_fill(k_pos[None, :] > q_pos[:, None], float("-inf"))
-    lse = torch.logsumexp(s, dim=-1)
-    return torch.einsum("bhqk,bkhd->bqhd", torch.exp(s - lse[..., None]), v), lse
-
-
-def merge(o1, l1, o2, l2, bug):
-    """The log-sum-exp merge of two partial results of the same queries (FlashAttention-2's
-    rescaling): lse = log(e^l1 + e^l2), out = e^(l1 − lse)·o1 + e^(l2 − lse)·o2."""
-    lse = torch.logaddexp(l1, l2)
-    ref = torch.maximum(l1, l2) if bug == "merge_by_max" else lse  # the bug: the larger lse
-    w1 = torch.exp(l1 - ref).transpose(1, 2)[..., None]
-    w2 = torch.exp(l2 - ref).transpose(1, 2)[..., None]
-    return w1 * o1 + w2 * o2, lse
-
-
-def ring_attention(q, k, v, cp, bug=None):
-    """Rank r's queries against the K/V block of rank (r − s) mod cp at ring step s, merged; a
-    block none of whose keys the queries see (a later rank's, under the causal mask) is skipped,
-    as ring attention kernels do."""
-    sizes = chunk_sizes(L, cp)
-    pos = torch.split(torch.arange(L), sizes)
-    qs, ks, vs = (torch.split(t, sizes, dim=1) for t in (q, k, v))
-    outs, lses = [], []
-    for r in range(cp):
-        o = lse = None
-        for s in range(cp):
-            j = (r - s) % cp
-            q_pos, k_pos = pos[r], pos[j]
-            if bug == "local_causal":  # positions within the blocks, not in the sequence
-                q_pos, k_pos = q_pos - q_pos[0], k_pos - k_pos[0]
-            seen = (k_pos[None, :] <= q_pos[:, None]).any(dim=1)
-            if not bool(seen.any()):
-                continue
-            assert bool(seen.all()), "contiguous causal blocks are seen by every query or none"
-            ob, lb = block(qs[r], ks[j], vs[j], q_pos, k_pos)
-            o, lse = (ob, lb) if o is None else merge(o, lse, ob, lb, bug)
-        outs.append(o)
-        lses.append(lse)
-    return torch.cat(outs, dim=1), torch.cat(lses, dim=2)
 
 
 def attention_case(dtype, cp, bug=None):
     q, k, v = (torch.randn(BATCH, L, n, D, dtype=dtype) for n in (H, G, G))
     dout = torch.randn(BATCH, L, H, D, dtype=dtype)
-    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
-    if cp == 1:
-        out, lse = block(*leaves, torch.arange(L), torch.arange(L))
-    else:
-        out, lse = ring_attention(*leaves, cp, bug)
-    out.backward(dout)
-    config = {"attention": {"q_heads": H, "kv_heads": G, "head_dim": D, "scale": 0,
-                            "mask": {"kind": "causal", "key_lengths": []}},
-              "cp": {"seq_len": L, "layout": "contiguous", "split": {"kind": "chunk"},
-                     "algorithm": "ring"}}
-    impl = "torch %s, %s" % (torch.__version__, "dense" if cp == 1 else "ring, hand-written")
-    case = sc.Case("context_parallel_attention", DTYPES[dtype],
-                   {"batch": BATCH, "seq_len": L, "q_heads": H, "kv_heads": G, "head_dim": D},
-                   {"cp": cp}, config, impl)
-    for name, t in (("q", q), ("k", k), ("v", v), ("dout", dout)):
-        case.input(name, np_of(t))
-    case.output("out", np_of(out))
-    for name, t in zip(("dq", "dk", "dv"), leaves):
-        case.output(name, np_of(t.grad))
-    case.output("lse", np_of(lse), elem="acc")
-    return case
+    return case_of(q, k, v, dout, cp, bug)
 
 
 shutil.rmtree(WORK, ignore_errors=True)
