@@ -9,8 +9,10 @@
 // NLOHMANN_JSON_SERIALIZE_ENUM names an enum's values in one declaration):
 //   SHARDCHECK_ENUM_NAMES(MaskKind, "none", "causal", "explicit_mask");
 // which specializes EnumNames<MaskKind> with `static constexpr std::array names`.
-// An enumerator added without a name prints as "?" and parses from nothing; the tests that
-// round-trip every spec through its JSON (properties/compare) see it.
+// An enumerator added without a name prints as "?" and parses from nothing, and nothing fails to
+// compile: extend the table with the enum (properties/compare/config_fields_tests.cpp pins each
+// table's names, so a name changed or dropped there fails it; an enumerator the table never
+// listed it cannot see).
 #pragma once
 
 #include <array>
