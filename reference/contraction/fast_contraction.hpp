@@ -15,7 +15,7 @@
 // depends on the operands being doubles except where said.
 //
 // Method, per part r (length k_r ≥ 1):
-//   The part's inner axis is cut into chunks of kc ≤ 256, and beta = floor((53 − ceil(log2 kc))
+//   The part's inner axis is cut into chunks of kc ≤ 2048, and beta = floor((53 − ceil(log2 kc))
 //   / 2) bits per slice; plan_part picks kc and the slice counts s_a, s_b by a cost model.
 //   Row i of a (restricted to the part) has top exponent E_i (every |a[i,c]| < 2^E_i); an
 //   element whose lowest set bit is 2^L needs ceil((E_i − L)/beta) slices. Every element needing
@@ -34,8 +34,10 @@
 //   where rest(i,j) = the positions c where a[i,c] or b[c,j] is a rest element (exactly the
 //   products the slices miss); each product is exact in R (106 ≤ 113 bits) when both factors
 //   are doubles, and rounds once in R when one is an R value. The first sum is
-//   formed EXACTLY as one 128-bit integer when it fits (D ≤ 4 for 22-bit slices) and converted
-//   to R with at most one rounding; otherwise its D diagonals are summed in R, d ascending.
+//   formed EXACTLY as one integer, of 128 bits when it fits (D ≤ 4 for 22-bit slices), else of
+//   512 bits (exact_sums.hpp; any D the default max_slices allows), and converted to R with at
+//   most one rounding; only beyond 512 bits (max_slices raised far above 8) are its D diagonals
+//   summed in R, d ascending.
 //   abs_sum_r, with AbsSums::exact, is the same with |A_t|·|B_u| and |a[i,c]·b[c,j]| (|a|'s
 //   slices are a's |slices|). With AbsSums::upper_bound (the default) it is one double GEMM per
 //   part instead: x[i,c] = |a[i,c]|·2^-E_i and y[c,j] = |b[c,j]|·2^-F_j rounded up to doubles
@@ -50,9 +52,9 @@
 //   abs_sum), at one GEMM where exact sums take s_a·s_b (with one slice pair: the exact sums).
 //
 // Accuracy (R with unit roundoff u_R = 2^-113 for hp): everything is exact but rho additions or
-// conversions in R: rho = (0 or 1) + |rest(i,j)| with the integer combination, else
-// D − 1 + |rest(i,j)| (D = s_a + s_b − 1 diagonals; each P_d < 2^113 converts exactly; the
-// scalings by powers of two are exact, with no overflow or underflow in R's range), plus 1 when
+// conversions in R: rho = (0 or 1) + |rest(i,j)| with the integer combination (128 or 512
+// bits), else D − 1 + |rest(i,j)| (D = s_a + s_b − 1 diagonals; each P_d < 2^113 converts exactly;
+// the scalings by powers of two are exact, with no overflow or underflow in R's range), plus 1 when
 // an operand holds R values and rest(i,j) is not empty (the rest products' own rounding: one
 // more factor 1 + delta on each of them). Lines holding an R value outside double's exponent
 // range (sliceable_exponent) are treated like lines holding ±inf or NaN (below). So for every
@@ -65,8 +67,8 @@
 // very bound dot.hpp states for contract_parts (gamma_{k_r−1}(u_R)·abs_sum_r), which is what
 // bounds.hpp's reference term covers, so the bounds stay sound unchanged; and they are within
 // 2^-100·Σ|a·b| whenever rho ≤ 8191 (gamma_8191(2^-113) < 2^-100): FastStats::max_roundings
-// reports the largest rho (D − 1 ≤ 14 with the default max_slices = 8, plus the rest products:
-// 0–15 on the benchmarks' data). Terms with rho > k_r − 1 (a very short part), and
+// reports the largest rho (1 plus the rest products with the default max_slices = 8: 0–15 on
+// the benchmarks' data). Terms with rho > k_r − 1 (a very short part), and
 // every element whose row of a or column of b holds ±inf or NaN, are computed by contract_parts
 // itself in R: bit-identical to the plain reference there (NaN, inf and signed-zero conventions
 // included). Subnormal inputs and zeros go through the fast path (the slicing is exact for
@@ -91,6 +93,8 @@
 // in R per rest product.
 #pragma once
 
+#include "reference/contraction/double_bits.hpp"
+#include "reference/contraction/exact_sums.hpp"
 #include "reference/dot.hpp"
 
 #include <Eigen/Core>
@@ -154,7 +158,7 @@ struct FastStats {
   std::size_t max_pairs = 0;      // largest number of slice pairs s_a·s_b of a part
   std::size_t max_diagonals = 0;  // largest D = s_a + s_b − 1 of a part
   std::size_t rest_products = 0;  // products of rest elements added in R (over all terms)
-  std::size_t max_roundings = 0;  // largest D − 1 + rho of a fast term: its sums in R
+  std::size_t max_roundings = 0;  // largest rho of a fast term: its roundings in R
   std::size_t hp_elements = 0;    // (element, part) terms computed by contract_parts instead
   std::size_t fast_elements = 0;  // (element, part) terms from the slices
 };
@@ -191,6 +195,9 @@ inline int ceil_log2(std::size_t k) { return k <= 1 ? 0 : static_cast<int>(std::
 
 // Bits per slice for GEMMs of inner length kc: kc·(2^beta − 1)^2 < 2^53.
 inline int slice_bits(std::size_t kc) { return (53 - ceil_log2(kc)) / 2; }
+
+// The longest chunk the plan considers (beta = 21 there; 22 up to 512, 24 up to 32).
+constexpr std::size_t max_chunk = 2048;
 
 // The binary exponent of a finite nonzero v: v = f·2^e with |f| in [0.5, 1).
 template <class V>
@@ -235,17 +242,17 @@ struct Operand {
   std::vector<int> top;
   std::vector<char> finite;
   std::vector<int> depth;  // [lines × k_r]
+  // depth_count[x]: how many elements of the finite lines have depth x (the plan's input)
+  std::vector<std::size_t> depth_count;
 
   // rest[s] = the elements needing more than s slices at beta (rest elements), over the
   // finite lines, for s = 0..max_slices.
   std::vector<std::size_t> rest(int beta, std::size_t max_slices) const {
     std::vector<std::size_t> needing(max_slices + 2, 0);  // needing[s]: exactly s (last: more)
-    for (std::size_t l = 0; l < lines; ++l) {
-      if (finite[l] == 0) continue;
-      for (std::size_t c = 0; c < k_r; ++c) {
-        const auto need = static_cast<std::size_t>((depth[l * k_r + c] + beta - 1) / beta);
-        ++needing[std::min(need, max_slices + 1)];
-      }
+    for (std::size_t x = 0; x < depth_count.size(); ++x) {
+      const std::size_t need =
+          (x + static_cast<std::size_t>(beta) - 1) / static_cast<std::size_t>(beta);
+      needing[std::min(need, max_slices + 1)] += depth_count[x];
     }
     std::vector<std::size_t> out(max_slices + 1, 0);
     std::size_t above = needing[max_slices + 1];
@@ -295,6 +302,14 @@ Operand analyse(std::size_t lines, std::size_t k_r, int threads, const At& at) {
       if (v != 0) o.depth[l * k_r + c] = o.top[l] - lowest_bit(v);
     }
   }
+  for (std::size_t l = 0; l < lines; ++l) {
+    if (o.finite[l] == 0) continue;
+    for (std::size_t c = 0; c < k_r; ++c) {
+      const auto x = static_cast<std::size_t>(o.depth[l * k_r + c]);
+      if (x >= o.depth_count.size()) o.depth_count.resize(x + 1, 0);
+      ++o.depth_count[x];
+    }
+  }
   return o;
 }
 
@@ -311,7 +326,7 @@ struct Plan {
 //   g·s_a·s_b·m·n·k_r·(1 + 32/chunk)        the GEMMs (short chunks run slower; g = 2 with exact
 //                                           abs sums, 1 when one GEMM bounds them)
 //   + 256·(rest_a·n + rest_b·m)              the rest products in R (about 256 times slower)
-// over chunk = min(k_r, 256) and its halves down to 16 (more bits per slice, fewer slices),
+// over chunk = min(k_r, max_chunk) and its halves down to 16 (more bits per slice, fewer slices),
 // s_a, s_b = 0..max_slices. Any plan is exact; this only sets the speed.
 inline Plan plan_part(const Operand& a, const Operand& b, std::size_t max_slices,
                       double gemms_per_pair = 2) {
@@ -319,7 +334,7 @@ inline Plan plan_part(const Operand& a, const Operand& b, std::size_t max_slices
   double best_cost = -1;
   const auto mnk =
       static_cast<double>(a.lines) * static_cast<double>(b.lines) * static_cast<double>(a.k_r);
-  for (std::size_t chunk = std::min<std::size_t>(std::max<std::size_t>(a.k_r, 1), 256);;
+  for (std::size_t chunk = std::min<std::size_t>(std::max<std::size_t>(a.k_r, 1), max_chunk);;
        chunk /= 2) {
     const int beta = slice_bits(chunk);
     const std::vector<std::size_t> ra = a.rest(beta, max_slices), rb = b.rest(beta, max_slices);
@@ -344,43 +359,54 @@ inline Plan plan_part(const Operand& a, const Operand& b, std::size_t max_slices
   return best;
 }
 
-// Calls f(l) for every finite line l of `o` (the lines that are sliced), the lines shared
-// statically among OpenMP threads: each line is handled by one thread, the same way whatever
-// the thread count.
+// Calls f(l) for every line l of `o`, the lines shared statically among OpenMP threads: each
+// line is handled by one thread, the same way whatever the thread count.
 template <class F>
-void for_each_finite_line(const Operand& o, int threads, const F& f) {
+void for_each_line(const Operand& o, int threads, const F& f) {
   const int nt = thread_count(threads);
   (void)nt;
 #pragma omp parallel for schedule(static) num_threads(nt) if (o.lines * o.k_r >= parallel_work)
-  for (std::size_t l = 0; l < o.lines; ++l) {
-    if (o.finite[l] != 0) f(l);
-  }
+  for (std::size_t l = 0; l < o.lines; ++l) f(l);
 }
 
 // One operand cut into `count` slices of beta bits: for an element of line l that needs at most
 // `count` slices, value = Σ_t slice_t·2^(top_l − t·beta); the others (rest) are 0 in every
-// slice and listed, in increasing c, in rest[l].
+// slice and listed, in increasing c, in rest[l]. Lines taking the plain path (not finite) are 0.
 struct Sliced {
-  // [lines × k_r] each (rows of a), or [k_r × lines] (columns of b: the layout Eigen's GEMM
-  // packs fastest); |slice| beside (only for AbsSums::exact).
+  // [k_r × lines] each, column l holding line l (a row of a or a column of b) contiguously: b's
+  // slices as the GEMM's right-hand side, a's transposed as its left-hand side; |slice| beside
+  // (only for AbsSums::exact).
   std::vector<Eigen::MatrixXd> slice, magnitude;
   std::vector<std::vector<std::size_t>> rest;  // per line
 };
 
 template <class V, class At>
-Sliced slice_lines(const Operand& o, int beta, std::size_t count, bool lines_are_columns,
-                   int threads, const At& at, bool with_magnitudes = true) {
+Sliced slice_lines(const Operand& o, int beta, std::size_t count, int threads, const At& at,
+                   bool with_magnitudes = true) {
   Sliced s;
   const auto lines = static_cast<Eigen::Index>(o.lines), k_r = static_cast<Eigen::Index>(o.k_r);
   s.rest.resize(o.lines);
-  s.slice.assign(count, lines_are_columns ? Eigen::MatrixXd::Zero(k_r, lines)
-                                          : Eigen::MatrixXd::Zero(lines, k_r));
-  for_each_finite_line(o, threads, [&](std::size_t l) {
+  // Not zeroed (nor copied) here: every column is written whole below, by the thread that owns
+  // the line, so each page is first touched there.
+  s.slice.resize(count);
+  for (auto& m : s.slice) m.resize(k_r, lines);
+  for_each_line(o, threads, [&](std::size_t l) {
+    const auto el = static_cast<Eigen::Index>(l);
+    std::vector<double*> column(count);
+    for (std::size_t t = 0; t < count; ++t) column[t] = s.slice[t].col(el).data();
     for (std::size_t c = 0; c < o.k_r; ++c) {
+      for (std::size_t t = 0; t < count; ++t) column[t][c] = 0.0;
+      if (o.finite[l] == 0) continue;
       const V& v = at(l, c);
       const auto need = static_cast<std::size_t>((o.depth[l * o.k_r + c] + beta - 1) / beta);
       if (need > count) {
         s.rest[l].push_back(c);
+        continue;
+      }
+      if constexpr (std::is_same_v<V, double>) {  // the same integers, from the bits
+        for (std::size_t t = 1; t <= need; ++t) {
+          column[t - 1][c] = slice_of(v, o.top[l], static_cast<int>(t), beta);
+        }
         continue;
       }
       using std::ldexp;
@@ -391,9 +417,7 @@ Sliced slice_lines(const Operand& o, int beta, std::size_t count, bool lines_are
         // not underflow, in double or in R); below 1 it may round but truncates to 0 either way.
         const V taken = trunc(V(ldexp(v, static_cast<int>(t) * beta - o.top[l])));
         // The difference is an integer below 2^beta in magnitude: exact, in V and as a double.
-        const auto el = static_cast<Eigen::Index>(l), ec = static_cast<Eigen::Index>(c);
-        (lines_are_columns ? s.slice[t - 1](ec, el) : s.slice[t - 1](el, ec)) =
-            static_cast<double>(V(taken - ldexp(previous, beta)));
+        column[t - 1][c] = static_cast<double>(V(taken - ldexp(previous, beta)));
         previous = taken;
       }
     }
@@ -415,7 +439,10 @@ double magnitude_up(const V& v, int top) {
   using std::ldexp;
   if constexpr (std::is_same_v<V, double>) {
     const int e = exponent_of(v);
-    if (e - top >= -1021) return std::ldexp(std::abs(v), -top);  // a normal double: exact
+    if (e - top >= -1021) {  // a normal double: exact
+      return top >= -1022 && top <= 1022 ? std::abs(v) * pow2_normal(-top)
+                                         : std::ldexp(std::abs(v), -top);
+    }
     return std::ldexp(1.0, std::max(e - top, -1074));
   } else {
     const V x = ldexp(V(abs(v)), -top);  // exact in R (sliceable_exponent keeps it in range)
@@ -425,8 +452,8 @@ double magnitude_up(const V& v, int top) {
   }
 }
 
-// One operand's magnitudes for the abs GEMM: element (l, c) = magnitude_up(at(l, c), top_l),
-// [lines × k_r] (rows of a) or [k_r × lines] (columns of b); lines taking the plain path (not
+// One operand's magnitudes for the abs GEMM: element (l, c) = magnitude_up(at(l, c), top_l) at
+// (c, l) of a [k_r × lines] matrix (the slices' layout); lines taking the plain path (not
 // finite) are 0. `nonzero[l]`: whether line l holds a nonzero value.
 struct Magnitudes {
   Eigen::MatrixXd m;
@@ -434,40 +461,23 @@ struct Magnitudes {
 };
 
 template <class V, class At>
-Magnitudes magnitudes_up(const Operand& o, bool lines_are_columns, int threads, const At& at) {
+Magnitudes magnitudes_up(const Operand& o, int threads, const At& at) {
   Magnitudes g;
   const auto lines = static_cast<Eigen::Index>(o.lines), k_r = static_cast<Eigen::Index>(o.k_r);
-  g.m = lines_are_columns ? Eigen::MatrixXd::Zero(k_r, lines) : Eigen::MatrixXd::Zero(lines, k_r);
+  g.m = Eigen::MatrixXd(k_r, lines);  // every column written whole below
   g.nonzero.assign(o.lines, 0);
-  for_each_finite_line(o, threads, [&](std::size_t l) {
+  for_each_line(o, threads, [&](std::size_t l) {
+    double* column = g.m.col(static_cast<Eigen::Index>(l)).data();
     for (std::size_t c = 0; c < o.k_r; ++c) {
+      column[c] = 0.0;
+      if (o.finite[l] == 0) continue;
       const V& v = at(l, c);
       if (v == 0) continue;
       g.nonzero[l] = 1;
-      const auto el = static_cast<Eigen::Index>(l), ec = static_cast<Eigen::Index>(c);
-      (lines_are_columns ? g.m(ec, el) : g.m(el, ec)) = magnitude_up(v, o.top[l]);
+      column[c] = magnitude_up(v, o.top[l]);
     }
   });
   return g;
-}
-
-// Exact integer sums of exact GEMM results (each an integer below 2^53 in magnitude).
-__extension__ using wide_int = __int128;
-
-// Whether v converts to R exactly: |v| < 2^digits (digits = 113 for hp).
-template <class R>
-bool fits_r(wide_int v) {
-  static_assert(std::numeric_limits<R>::digits < 127);
-  return (v < 0 ? -v : v) < (wide_int{1} << std::numeric_limits<R>::digits);
-}
-
-// v as R: exact when fits_r<R>(v), else one rounding (R(hi)·2^64 is exact, the sum rounds once).
-template <class R>
-R to_r(wide_int v) {
-  const auto hi = static_cast<std::int64_t>(v >> 64);
-  const auto lo = static_cast<std::uint64_t>(v);
-  using std::ldexp;
-  return ldexp(R(hi), 64) + R(lo);
 }
 
 inline int thread_count(int requested) {
@@ -550,16 +560,15 @@ Contraction<R> fast_contraction(const MatrixViewOf<Va>& a, const MatrixViewOf<Vb
     // the upper bound is then the exact sum.
     const bool exact_abs = asked_exact || plan.slices_a * plan.slices_b <= 1;
     const int beta = plan.beta;
-    auto sa =
-        detail::slice_lines<Va>(oa, beta, plan.slices_a, false, options.threads, at_a, exact_abs);
+    auto sa = detail::slice_lines<Va>(oa, beta, plan.slices_a, options.threads, at_a, exact_abs);
     const auto sb =
-        detail::slice_lines<Vb>(ob, beta, plan.slices_b, true, options.threads, at_b, exact_abs);
+        detail::slice_lines<Vb>(ob, beta, plan.slices_b, options.threads, at_b, exact_abs);
     // With AbsSums::upper_bound: |a| and |b| scaled by their lines' tops, rounded up, for one
     // GEMM per tile over the whole part.
     detail::Magnitudes ma, mb;
     if (!exact_abs) {
-      ma = detail::magnitudes_up<Va>(oa, false, options.threads, at_a);
-      mb = detail::magnitudes_up<Vb>(ob, true, options.threads, at_b);
+      ma = detail::magnitudes_up<Va>(oa, options.threads, at_a);
+      mb = detail::magnitudes_up<Vb>(ob, options.threads, at_b);
     }
     // (Ŝ + k_r·2^-1074)·abs_factor·2^(E_i + F_j) ≥ Σ|a·b| (see the file's header).
     R abs_factor(1), abs_underflow(0);
@@ -589,10 +598,14 @@ Contraction<R> fast_contraction(const MatrixViewOf<Va>& a, const MatrixViewOf<Vb
     }
     // The diagonals combine exactly in 128 bits when every P_d < 2^bits_d (min(na, nb) pairs
     // of chunks·kc products below 2^(2·beta) each: below 2^53 per chunk) and
-    // Σ_d |P_d|·2^((D−1−d)·beta) < 2^(bits_d + (D−1)·beta + 1) ≤ 2^127.
+    // Σ_d |P_d|·2^((D−1−d)·beta) < 2^(bits_d + (D−1)·beta + 1) ≤ 2^127; else in a WideSum
+    // (512 bits, exact_sums.hpp) when that holds with 2^511; else (more slices than the default
+    // max_slices allows) the diagonals are summed in R.
     const int bits_d = 53 + detail::ceil_log2(std::max<std::size_t>(std::min(na, nb) * chunks, 1));
     const bool integer_combine =
         diagonals > 0 && bits_d + static_cast<int>(diagonals - 1) * beta + 1 <= 127;
+    const bool wide_combine =
+        diagonals > 0 && !integer_combine && detail::fits_wide_sum(bits_d, diagonals, beta);
     const detail::wide_int radix = detail::wide_int{1} << beta;
     // value = (Σ_d P_d·2^((D−1−d)·beta))·2^(E_i + F_j − integer_scale)
     const int integer_scale = static_cast<int>(diagonals + 1) * beta;
@@ -632,11 +645,11 @@ Contraction<R> fast_contraction(const MatrixViewOf<Va>& a, const MatrixViewOf<Vb
             for (std::size_t t = 0; t < na; ++t) {
               for (std::size_t u = 0; u < nb; ++u) {
                 const std::size_t off = (t + u) * cells;
-                prod.noalias() = sa.slice[t].block(er0, eq0, erows, len) *
+                prod.noalias() = sa.slice[t].block(eq0, er0, len, erows).transpose() *
                                  sb.slice[u].block(eq0, ec0, len, ecols);
                 add(partial.data() + off);
                 if (exact_abs) {
-                  prod.noalias() = sa.magnitude[t].block(er0, eq0, erows, len) *
+                  prod.noalias() = sa.magnitude[t].block(eq0, er0, len, erows).transpose() *
                                    sb.magnitude[u].block(eq0, ec0, len, ecols);
                   add(abs_sum.data() + off);
                 }
@@ -648,7 +661,8 @@ Contraction<R> fast_contraction(const MatrixViewOf<Va>& a, const MatrixViewOf<Vb
           Eigen::MatrixXd abs_prod;
           if (!exact_abs && kr > 0) {
             const auto ekr = static_cast<Eigen::Index>(kr);
-            abs_prod.noalias() = ma.m.block(er0, 0, erows, ekr) * mb.m.block(0, ec0, ekr, ecols);
+            abs_prod.noalias() =
+                ma.m.block(0, er0, ekr, erows).transpose() * mb.m.block(0, ec0, ekr, ecols);
           }
           std::vector<std::size_t> rest;
           std::size_t tile_plain = 0, tile_rest = 0, tile_roundings = 0;
@@ -658,14 +672,17 @@ Contraction<R> fast_contraction(const MatrixViewOf<Va>& a, const MatrixViewOf<Vb
               // The rest positions of this element: c where a[i,c] or b[c,j] is left out of the
               // slices (a_sliced·b_sliced misses exactly the products a[i,c]·b[c,j] there).
               rest.clear();
-              std::set_union(sa.rest[gi].begin(), sa.rest[gi].end(), sb.rest[gj].begin(),
-                             sb.rest[gj].end(), std::back_inserter(rest));
-              // The slices' part, exactly as an integer when it fits (then one rounding to R at
-              // most), else D − 1 sums in R of the diagonals.
+              if (!sa.rest[gi].empty() || !sb.rest[gj].empty()) {
+                std::set_union(sa.rest[gi].begin(), sa.rest[gi].end(), sb.rest[gj].begin(),
+                               sb.rest[gj].end(), std::back_inserter(rest));
+              }
+              // The slices' part, exactly as an integer of 128 or 512 bits (then one rounding to
+              // R at most), else (beyond 512 bits) D − 1 sums in R of the diagonals.
               // Each rest product adds one sum in R; with an R factor the products themselves
               // round once more (a factor 1 + delta on each of them, so one more overall).
               std::size_t roundings = rest.size() + (!exact_products && !rest.empty() ? 1 : 0);
               R p(0), s(0);
+              const int scale = oa.top[gi] + ob.top[gj] - integer_scale;
               if (integer_combine) {
                 detail::wide_int ip = 0, is = 0;
                 for (std::size_t d = 0; d < diagonals; ++d) {  // Horner: Σ P_d·2^((D−1−d)·beta)
@@ -673,16 +690,25 @@ Contraction<R> fast_contraction(const MatrixViewOf<Va>& a, const MatrixViewOf<Vb
                   if (exact_abs) is = is * radix + abs_sum[d * cells + cell];
                 }
                 roundings += detail::fits_r<R>(ip) && detail::fits_r<R>(is) ? 0 : 1;
-                p = ldexp(detail::to_r<R>(ip), oa.top[gi] + ob.top[gj] - integer_scale);
-                s = ldexp(detail::to_r<R>(is), oa.top[gi] + ob.top[gj] - integer_scale);
+                p = detail::to_r_scaled<R>(ip, scale);
+                if (exact_abs) s = detail::to_r_scaled<R>(is, scale);
+              } else if (wide_combine) {
+                detail::WideSum ip, is;
+                for (std::size_t d = 0; d < diagonals; ++d) {  // the same, in 512 bits
+                  ip.shift_add(d == 0 ? 0 : beta, partial[d * cells + cell]);
+                  if (exact_abs) is.shift_add(d == 0 ? 0 : beta, abs_sum[d * cells + cell]);
+                }
+                roundings += 1;  // at most one: the conversion of the exact sum
+                p = detail::to_r_scaled<R>(ip, scale);
+                if (exact_abs) s = detail::to_r_scaled<R>(is, scale);
               } else {
                 roundings += diagonals == 0 ? 0 : diagonals - 1;
                 for (std::size_t d = 0; d < diagonals; ++d) {  // fixed order: D − 1 sums in R
                   p += detail::to_r<R>(partial[d * cells + cell]) * pw[d];
                   if (exact_abs) s += detail::to_r<R>(abs_sum[d * cells + cell]) * pw[d];
                 }
-                p = ldexp(p, oa.top[gi] + ob.top[gj] - total);
-                s = ldexp(s, oa.top[gi] + ob.top[gj] - total);
+                p = detail::scaled_by_pow2(p, oa.top[gi] + ob.top[gj] - total);
+                s = detail::scaled_by_pow2(s, oa.top[gi] + ob.top[gj] - total);
               }
               if (oa.finite[gi] == 0 || ob.finite[gj] == 0 || (kr > 0 && roundings > kr - 1)) {
                 plain(gi, gj);
@@ -700,8 +726,8 @@ Contraction<R> fast_contraction(const MatrixViewOf<Va>& a, const MatrixViewOf<Vb
                 s = R(0);
                 if (kr > 0 && ma.nonzero[gi] != 0 && mb.nonzero[gj] != 0) {
                   const auto ei = static_cast<Eigen::Index>(i), ej = static_cast<Eigen::Index>(j);
-                  s = ldexp((R(abs_prod(ei, ej)) + abs_underflow) * abs_factor,
-                            oa.top[gi] + ob.top[gj]);
+                  s = detail::scaled_by_pow2((R(abs_prod(ei, ej)) + abs_underflow) * abs_factor,
+                                             oa.top[gi] + ob.top[gj]);
                 }
               }
               tile_rest += rest.size();
