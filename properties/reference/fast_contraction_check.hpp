@@ -282,9 +282,10 @@ std::string violation(const ProductCase& c, const reference::Contraction<hp>& go
 }
 
 // One case of the property: T's values in a drawn mix, `valued` operands, oracle X; `mutant`
-// drops a's last slice (the self-test).
+// drops a's last slice, `karatsuba_mutant` forgets one square in Karatsuba's cross terms (the
+// self-tests).
 template <class T, class X>
-void fast_meets_its_claim(bool mutant, Valued valued) {
+void fast_meets_its_claim(bool mutant, Valued valued, bool karatsuba_mutant = false) {
   const Mix mix = draw_mix();
   const ProductCase c = *genProductCase<T>(mix, valued);
   FastStats stats;
@@ -292,12 +293,16 @@ void fast_meets_its_claim(bool mutant, Valued valued) {
   o.stats = &stats;
   o.mutant_drop_last_slice = mutant;
   o.abs_sums = *rc::gen::element(reference::AbsSums::upper_bound, reference::AbsSums::exact);
+  o.karatsuba = karatsuba_mutant || *rc::gen::arbitrary<bool>();
+  o.mutant_karatsuba_keeps_a_square = karatsuba_mutant;
   RC_TAG(type_name(T{}), mix_name(mix), valued_name(valued),
-         o.abs_sums == reference::AbsSums::exact ? "exact abs sums" : "upper-bound abs sums");
+         o.abs_sums == reference::AbsSums::exact ? "exact abs sums" : "upper-bound abs sums",
+         o.karatsuba ? "Karatsuba allowed" : "pairwise");
   const auto got = fast_of(c, o);
   RC_CLASSIFY(stats.rest_products > 0, "with rest products");
   RC_CLASSIFY(stats.hp_elements > 0, "with plain-path terms");
   RC_CLASSIFY(stats.max_pairs > 1, "more than one slice pair");
+  RC_CLASSIFY(stats.karatsuba_parts > 0, "Karatsuba's products");
   RC_CLASSIFY(stats.fast_elements == 0, "no term from the slices");
   const std::string v = violation<X>(c, got, stats, o.abs_sums);
   if (!v.empty()) RC_FAIL(std::string(type_name(T{})) + " " + mix_name(mix) + ": " + v);

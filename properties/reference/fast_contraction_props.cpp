@@ -6,7 +6,8 @@
 //                                  outside double's range)
 //   (4) bit-identical terms and values for 1 thread against 3 threads at tile 256 and at tile 3,
 //       and partials and values for tile 256 against tile 3 (abs sums too when exact).
-// The mutants (fast_contraction.mutant_is_caught*): with the last slice of a dropped, (1)-(2) fail.
+// The mutants (fast_contraction.mutant_is_caught*): with the last slice of a dropped, (1)-(2) fail;
+// fast_contraction.karatsuba_mutant_is_caught: with a square left in Karatsuba's cross terms too.
 // Shapes this small use chunks of 16..256 and up to 8 slices, the paths large shapes take.
 #include "reference/fast_contraction_check.hpp"
 
@@ -90,6 +91,15 @@ TEST(fast_contraction, mutant_is_caught) {
   const bool passed = rc::check("fast path with a's last slice dropped",
                                 [] { fast_meets_its_claim<double>(true); });
   EXPECT_FALSE(passed) << "the property did not notice a dropped slice: it cannot fail";
+}
+
+// Karatsuba's products with a cross term that keeps A_t·B_t (fast_contraction.hpp,
+// products_per_chunk): float64 data take Karatsuba's products in about half the cases.
+TEST(fast_contraction, karatsuba_mutant_is_caught) {
+  const bool passed = rc::check("Karatsuba's cross terms keeping a square", [] {
+    fast_meets_its_claim<double, Exact>(false, Valued::doubles, true);
+  });
+  EXPECT_FALSE(passed) << "the property did not notice a wrong Karatsuba cross term";
 }
 
 // The same mutant on R-valued operands (a holds 113-bit values: always more than one slice).

@@ -18,6 +18,7 @@
 // generic ldexp path is taken, which over- or underflows as R does.
 #pragma once
 
+#include "reference/contraction/double_bits.hpp"
 #include "reference/precision.hpp"
 
 #include <array>
@@ -181,6 +182,16 @@ R exact_scaled(bool negative, wide_uint mantissa, int e) {
   using std::ldexp;
   const R v = ldexp(to_r<R>(static_cast<wide_int>(mantissa)), e);
   return negative ? R(-v) : v;
+}
+
+// x·y in R, exactly (two doubles: at most 106 significant bits, an exponent of at least
+// −2148), from the product of their integer significands; +0 when either is zero.
+template <class R>
+R exact_product(double x, double y) {
+  if (x == 0 || y == 0) return R(0);
+  const DoubleFields fx = fields_of(x), fy = fields_of(y);
+  const wide_uint m = static_cast<wide_uint>(fx.m) * fy.m;  // below 2^106
+  return exact_scaled<R>(fx.negative != fy.negative, m, fx.q + fy.q);
 }
 
 // v·2^e rounded once to R (exact when |v| < 2^digits): +0 for v = 0.

@@ -155,12 +155,13 @@ MatrixViewOf<V> transposed_view(const V* data, std::size_t rows, std::size_t col
 // What the fast path did, for tests and benchmarks.
 struct FastStats {
   std::size_t gemms = 0;  // double GEMMs run (over all parts; an abs GEMM over a whole part: one)
-  std::size_t max_pairs = 0;      // largest number of slice pairs s_a·s_b of a part
-  std::size_t max_diagonals = 0;  // largest D = s_a + s_b − 1 of a part
-  std::size_t rest_products = 0;  // products of rest elements added in R (over all terms)
-  std::size_t max_roundings = 0;  // largest rho of a fast term: its roundings in R
-  std::size_t hp_elements = 0;    // (element, part) terms computed by contract_parts instead
-  std::size_t fast_elements = 0;  // (element, part) terms from the slices
+  std::size_t max_pairs = 0;        // largest number of slice pairs s_a·s_b of a part
+  std::size_t max_diagonals = 0;    // largest D = s_a + s_b − 1 of a part
+  std::size_t rest_products = 0;    // products of rest elements added in R (over all terms)
+  std::size_t max_roundings = 0;    // largest rho of a fast term: its roundings in R
+  std::size_t hp_elements = 0;      // (element, part) terms computed by contract_parts instead
+  std::size_t fast_elements = 0;    // (element, part) terms from the slices
+  std::size_t karatsuba_parts = 0;  // parts whose slice pairs took Karatsuba's products
 };
 
 // How abs_sum_r = Σ|a·b| over a part is computed (docs/fast-reference.md, "Σ|a·b| as an upper
@@ -186,6 +187,12 @@ struct FastOptions {
   // For the properties' self-test only (the mutant that proves they can fail): drops the last
   // slice of a, which makes the result wrong whenever a needs more than one slice.
   bool mutant_drop_last_slice = false;
+  // Likewise: Karatsuba's cross terms subtract only A_u·B_u, not A_t·B_t (t < u): wrong whenever
+  // a part takes Karatsuba's products.
+  bool mutant_karatsuba_keeps_a_square = false;
+  // Whether the plan may take Karatsuba's products for the slice pairs (products_per_chunk);
+  // false: every pair its own GEMM. Exact either way; for the benchmarks and tests.
+  bool karatsuba = true;
 };
 
 namespace detail {
@@ -195,6 +202,20 @@ inline int ceil_log2(std::size_t k) { return k <= 1 ? 0 : static_cast<int>(std::
 
 // Bits per slice for GEMMs of inner length kc: kc·(2^beta − 1)^2 < 2^53.
 inline int slice_bits(std::size_t kc) { return (53 - ceil_log2(kc)) / 2; }
+
+// Bits per slice when slice sums A_t + A_u (below 2^(beta+1)) enter the GEMMs (Karatsuba's
+// products, below): kc·(2^(beta+1) − 2)^2 = 4·kc·(2^beta − 1)^2 < 2^53.
+inline int karatsuba_slice_bits(std::size_t kc) { return (51 - ceil_log2(kc)) / 2; }
+
+// Double GEMMs per chunk for s_a × s_b slices. Pairwise: one per slice pair. Karatsuba (Knuth,
+// TAOCP vol. 2, 4.3.3, applied to the slices as digits): with s = min(s_a, s_b), one product
+// A_t·B_t per t < s and one (A_t + A_u)·(B_t + B_u) per t < u < s, from which
+// A_t·B_u + A_u·B_t = (A_t + A_u)·(B_t + B_u) − A_t·B_t − A_u·B_u exactly (integers), and the
+// pairs with t or u ≥ s on their own: s(s+1)/2 + s_a·s_b − s^2.
+inline std::size_t products_per_chunk(std::size_t sa, std::size_t sb, bool karatsuba) {
+  const std::size_t s = karatsuba ? std::min(sa, sb) : 0;
+  return s * (s + 1) / 2 + sa * sb - s * s;
+}
 
 // The longest chunk the plan considers (beta = 21 there; 22 up to 512, 24 up to 32).
 constexpr std::size_t max_chunk = 2048;
@@ -320,37 +341,47 @@ struct Plan {
   std::size_t chunk = 1;
   int beta = 26;
   std::size_t slices_a = 0, slices_b = 0;
+  bool karatsuba = false;  // the slice pairs by Karatsuba's products (products_per_chunk)
 };
 
 // The plan of least modelled cost, in multiply-adds of double GEMM:
-//   g·s_a·s_b·m·n·k_r·(1 + 32/chunk)        the GEMMs (short chunks run slower; g = 2 with exact
-//                                           abs sums, 1 when one GEMM bounds them)
-//   + 256·(rest_a·n + rest_b·m)              the rest products in R (about 256 times slower)
+//   g·P·m·n·k_r·(1 + 32/chunk)              the GEMMs, P = products_per_chunk (short chunks run
+//                                           slower; g = 2 with exact abs sums, 1 when one GEMM
+//                                           bounds them)
+//   + 1024·(rest_a·n + rest_b·m)             the rest products in R (measured at 1024³ on the
+//                                           2-core machine: 150–250 ns each, mostly a cache miss
+//                                           on the other factor and one addition in R, against
+//                                           about 0.16 ns per multiply-add of Eigen's GEMM)
 // over chunk = min(k_r, max_chunk) and its halves down to 16 (more bits per slice, fewer slices),
+// pairwise or (when allowed) Karatsuba's products at their one bit narrower slices,
 // s_a, s_b = 0..max_slices. Any plan is exact; this only sets the speed.
 inline Plan plan_part(const Operand& a, const Operand& b, std::size_t max_slices,
-                      double gemms_per_pair = 2) {
+                      double gemms_per_pair = 2, bool allow_karatsuba = true) {
   Plan best;
   double best_cost = -1;
   const auto mnk =
       static_cast<double>(a.lines) * static_cast<double>(b.lines) * static_cast<double>(a.k_r);
   for (std::size_t chunk = std::min<std::size_t>(std::max<std::size_t>(a.k_r, 1), max_chunk);;
        chunk /= 2) {
-    const int beta = slice_bits(chunk);
-    const std::vector<std::size_t> ra = a.rest(beta, max_slices), rb = b.rest(beta, max_slices);
-    std::vector<double> rest_a(max_slices + 1), rest_b(max_slices + 1);
-    for (std::size_t s = 0; s <= max_slices; ++s) {
-      rest_a[s] = static_cast<double>(ra[s]) * static_cast<double>(b.lines);
-      rest_b[s] = static_cast<double>(rb[s]) * static_cast<double>(a.lines);
-    }
-    for (std::size_t sa = 0; sa <= max_slices; ++sa) {
-      for (std::size_t sb = 0; sb <= max_slices; ++sb) {
-        const double cost = gemms_per_pair * static_cast<double>(sa * sb) * mnk *
-                                (1.0 + 32.0 / static_cast<double>(chunk)) +
-                            256 * (rest_a[sa] + rest_b[sb]);
-        if (best_cost < 0 || cost < best_cost) {
-          best = Plan{chunk, beta, sa, sb};
-          best_cost = cost;
+    for (const bool karatsuba : {false, true}) {
+      if (karatsuba && !allow_karatsuba) continue;
+      const int beta = karatsuba ? karatsuba_slice_bits(chunk) : slice_bits(chunk);
+      const std::vector<std::size_t> ra = a.rest(beta, max_slices), rb = b.rest(beta, max_slices);
+      std::vector<double> rest_a(max_slices + 1), rest_b(max_slices + 1);
+      for (std::size_t s = 0; s <= max_slices; ++s) {
+        rest_a[s] = static_cast<double>(ra[s]) * static_cast<double>(b.lines);
+        rest_b[s] = static_cast<double>(rb[s]) * static_cast<double>(a.lines);
+      }
+      for (std::size_t sa = 0; sa <= max_slices; ++sa) {
+        for (std::size_t sb = 0; sb <= max_slices; ++sb) {
+          const double cost = gemms_per_pair *
+                                  static_cast<double>(products_per_chunk(sa, sb, karatsuba)) * mnk *
+                                  (1.0 + 32.0 / static_cast<double>(chunk)) +
+                              1024 * (rest_a[sa] + rest_b[sb]);
+          if (best_cost < 0 || cost < best_cost) {
+            best = Plan{chunk, beta, sa, sb, karatsuba && std::min(sa, sb) >= 2};
+            best_cost = cost;
+          }
         }
       }
     }
@@ -555,7 +586,8 @@ Contraction<R> fast_contraction(const MatrixViewOf<Va>& a, const MatrixViewOf<Vb
     const detail::Operand oa = detail::analyse<Va>(m, kr, options.threads, at_a),
                           ob = detail::analyse<Vb>(n, kr, options.threads, at_b);
     const bool asked_exact = options.abs_sums == AbsSums::exact;
-    const detail::Plan plan = detail::plan_part(oa, ob, options.max_slices, asked_exact ? 2 : 1);
+    const detail::Plan plan =
+        detail::plan_part(oa, ob, options.max_slices, asked_exact ? 2 : 1, options.karatsuba);
     // With one slice pair the exact abs sums cost one GEMM too (and no magnitudes to convert):
     // the upper bound is then the exact sum.
     const bool exact_abs = asked_exact || plan.slices_a * plan.slices_b <= 1;
@@ -586,7 +618,24 @@ Contraction<R> fast_contraction(const MatrixViewOf<Va>& a, const MatrixViewOf<Vb
     // Slice pair (t, u), t, u ≥ 1, lies on diagonal t + u; diagonals 2..na+nb.
     const std::size_t diagonals = na == 0 || nb == 0 ? 0 : na + nb - 1;
     const std::size_t chunks = kr == 0 ? 0 : (kr + plan.chunk - 1) / plan.chunk;
-    stats.gemms += (exact_abs ? 2 : 1) * na * nb * chunks + (!exact_abs && kr > 0 ? 1 : 0);
+    // Karatsuba over the first ks slices of each operand: their sums A_t + A_u (t < u < ks),
+    // exact (integers below 2^(beta+1)); |A_t + A_u| = |A_t| + |A_u| (a slice has its
+    // element's sign).
+    const std::size_t ks = plan.karatsuba ? std::min(na, nb) : 0;
+    std::vector<Eigen::MatrixXd> sum_a, sum_b, sum_abs_a, sum_abs_b;  // pair (t, u), t < u
+    for (std::size_t t = 0; t < ks; ++t) {
+      for (std::size_t u = t + 1; u < ks; ++u) {
+        sum_a.emplace_back(sa.slice[t] + sa.slice[u]);
+        sum_b.emplace_back(sb.slice[t] + sb.slice[u]);
+        if (exact_abs) {
+          sum_abs_a.emplace_back(sa.magnitude[t] + sa.magnitude[u]);
+          sum_abs_b.emplace_back(sb.magnitude[t] + sb.magnitude[u]);
+        }
+      }
+    }
+    if (ks >= 2) ++stats.karatsuba_parts;
+    stats.gemms += (exact_abs ? 2 : 1) * detail::products_per_chunk(na, nb, ks >= 2) * chunks +
+                   (!exact_abs && kr > 0 ? 1 : 0);
     stats.max_pairs = std::max(stats.max_pairs, na * nb);
     stats.max_diagonals = std::max(stats.max_diagonals, diagonals);
     const int total = static_cast<int>(plan.slices_a + plan.slices_b) * beta;
@@ -631,29 +680,56 @@ Contraction<R> fast_contraction(const MatrixViewOf<Va>& a, const MatrixViewOf<Vb
           std::vector<detail::wide_int> partial(diagonals * cells, 0),
               abs_sum(exact_abs ? diagonals * cells : 0, 0);
           Eigen::MatrixXd prod(erows, ecols);
-          auto add = [&](detail::wide_int* acc) {
+          // acc += sign·prod, element by element (exact: integers below 2^53).
+          auto add = [&](detail::wide_int* acc, int sign = 1) {
             for (Eigen::Index j = 0; j < ecols; ++j) {
               for (Eigen::Index i = 0; i < erows; ++i) {
+                const auto v = static_cast<std::int64_t>(prod(i, j));  // below 2^53: exact
                 acc[static_cast<std::size_t>(j) * rows + static_cast<std::size_t>(i)] +=
-                    static_cast<std::int64_t>(prod(i, j));  // an integer below 2^53: exact
+                    sign > 0 ? v : -v;
               }
             }
           };
           for (std::size_t q0 = 0; q0 < chunks * plan.chunk; q0 += plan.chunk) {
             const auto eq0 = static_cast<Eigen::Index>(q0);
             const auto len = static_cast<Eigen::Index>(std::min(plan.chunk, kr - q0));
-            for (std::size_t t = 0; t < na; ++t) {
-              for (std::size_t u = 0; u < nb; ++u) {
-                const std::size_t off = (t + u) * cells;
-                prod.noalias() = sa.slice[t].block(eq0, er0, len, erows).transpose() *
-                                 sb.slice[u].block(eq0, ec0, len, ecols);
-                add(partial.data() + off);
-                if (exact_abs) {
-                  prod.noalias() = sa.magnitude[t].block(eq0, er0, len, erows).transpose() *
-                                   sb.magnitude[u].block(eq0, ec0, len, ecols);
-                  add(abs_sum.data() + off);
+            // prod = x's block (a side, transposed) times y's block (b side).
+            auto gemm = [&](const Eigen::MatrixXd& x, const Eigen::MatrixXd& y) {
+              prod.noalias() =
+                  x.block(eq0, er0, len, erows).transpose() * y.block(eq0, ec0, len, ecols);
+            };
+            // The slices' products (x_t, y_u: slices or their magnitudes) into acc's diagonals.
+            auto products = [&](const std::vector<Eigen::MatrixXd>& x,
+                                const std::vector<Eigen::MatrixXd>& y,
+                                const std::vector<Eigen::MatrixXd>& x_sums,
+                                const std::vector<Eigen::MatrixXd>& y_sums, detail::wide_int* acc) {
+              for (std::size_t t = 0; t < na; ++t) {
+                for (std::size_t u = 0; u < nb; ++u) {
+                  if (t < ks && u < ks) continue;  // Karatsuba's, below
+                  gemm(x[t], y[u]);
+                  add(acc + (t + u) * cells);
                 }
               }
+              for (std::size_t t = 0; t < ks; ++t) {  // A_t·B_t: on 2t, less on every t + u
+                gemm(x[t], y[t]);
+                add(acc + 2 * t * cells);
+                for (std::size_t u = 0; u < ks; ++u) {
+                  if (u != t && !(options.mutant_karatsuba_keeps_a_square && u > t)) {
+                    add(acc + (t + u) * cells, -1);
+                  }
+                }
+              }
+              std::size_t pair = 0;
+              for (std::size_t t = 0; t < ks; ++t) {  // (A_t + A_u)·(B_t + B_u) on t + u
+                for (std::size_t u = t + 1; u < ks; ++u, ++pair) {
+                  gemm(x_sums[pair], y_sums[pair]);
+                  add(acc + (t + u) * cells);
+                }
+              }
+            };
+            products(sa.slice, sb.slice, sum_a, sum_b, partial.data());
+            if (exact_abs) {
+              products(sa.magnitude, sb.magnitude, sum_abs_a, sum_abs_b, abs_sum.data());
             }
           }
           // The upper bound of Σ|a·b|: one GEMM of the magnitudes over the whole part (its
@@ -718,7 +794,12 @@ Contraction<R> fast_contraction(const MatrixViewOf<Va>& a, const MatrixViewOf<Vb
               for (const std::size_t q : rest) {  // increasing q: one more sum in R each
                 using std::abs;
                 // exact for two doubles (106 bits), else rounded once (counted above)
-                const R prod_q = R(a(gi, k0 + q)) * R(b(k0 + q, gj));
+                R prod_q;
+                if constexpr (exact_products) {
+                  prod_q = detail::exact_product<R>(a(gi, k0 + q), b(k0 + q, gj));
+                } else {
+                  prod_q = R(a(gi, k0 + q)) * R(b(k0 + q, gj));
+                }
                 p += prod_q;
                 if (exact_abs) s += abs(prod_q);
               }
