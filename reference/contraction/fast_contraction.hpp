@@ -26,7 +26,11 @@
 //   (exponents F_j, s_b slices). Every product of two slice entries is an integer below
 //   2^(2·beta), and kc of them sum to less than 2^53, so each chunk's GEMM A_t·B_u (and
 //   |A_t|·|B_u|) is EXACT in double whatever the order of its additions, the blocking, the use
-//   of FMA or the number of threads. The chunks' results, and the pairs (t, u) of one diagonal
+//   of FMA or the number of threads. With Karatsuba's products (products_per_chunk; the plan
+//   takes them at beta = floor((51 − ceil(log2 kc))/2), so that 4·kc·(2^beta − 1)^2 < 2^53 and
+//   the GEMMs of slice sums (A_t + A_u)·(B_t + B_u) are exact too) the pairs t ≠ u < s come
+//   from A_t·B_u + A_u·B_t = (A_t + A_u)·(B_t + B_u) − A_t·B_t − A_u·B_u, in exact integers.
+//   The chunks' results, and the pairs (t, u) of one diagonal
 //   d = t + u (one scale), are added EXACTLY as 128-bit integers:
 //   P_d[i,j] = Σ_{t+u=d} Σ_chunks (A_t·B_u)[i,j], and
 //     partial_r = 2^(E_i+F_j) · Σ_{d=2..s_a+s_b} P_d[i,j]·2^(−d·beta)
@@ -87,10 +91,12 @@
 // last bits. A property checks 1 against 3 threads at tile 3 and at tile 256, and tile 256
 // against tile 3 for the partials.
 //
-// Cost: s_a·s_b double GEMMs of m×k_r×n per part plus one for the abs sums (2·s_a·s_b with
-// AbsSums::exact; s_a = s_b = 1 for bfloat16 and float16 data, 2 for float, 3 for double on the
-// benchmarks' normal(0, 1) data), plus 2·rho additions in R per element and one or two products
-// in R per rest product.
+// Cost: products_per_chunk(s_a, s_b) double GEMMs of m×k_r×n per part (s_a·s_b pairwise;
+// s(s+1)/2 + s_a·s_b − s^2 with Karatsuba's, s = min(s_a, s_b)) plus one for the abs sums (twice
+// the products with AbsSums::exact); s_a = s_b = 1 for bfloat16 and float16 data (1 GEMM), 2 for
+// float (3), 3 for double (6) on the benchmarks' normal(0, 1) data; plus per element one exact
+// integer combination and conversion, one addition in R per rest product (whose product is
+// exact from the doubles' significands) and the abs sum's three operations in R.
 #pragma once
 
 #include "reference/contraction/double_bits.hpp"
