@@ -81,6 +81,12 @@ TEST(config_enum_names, a_name_of_the_wrong_type_is_an_error) {
   EXPECT_THROW(named_or(f, "field", Kernel::fast), cases::CaseError);
 }
 
+// What SHARDCHECK_ENUM_NAMES's compile-time check reads: an enumerator, or a value of none.
+static_assert(shardcheck::detail::is_enumerator<MaskKind::explicit_mask>());
+static_assert(!shardcheck::detail::is_enumerator<static_cast<MaskKind>(3)>());
+static_assert(!shardcheck::detail::enumerators_are<MaskKind>(std::make_index_sequence<2>()));
+static_assert(!shardcheck::detail::enumerators_are<MaskKind>(std::make_index_sequence<4>()));
+
 // cfg written by to_json and read back by read_fields into a default config: the same JSON, and
 // no field of it left unread.
 template <class C>
