@@ -183,6 +183,20 @@ JsonObject& JsonObject::field(const std::string& k, int v) {
   body_ += std::to_string(v);
   return *this;
 }
+JsonObject& JsonObject::field(const std::string& k, std::int64_t v) {
+  key(k);
+  body_ += std::to_string(v);
+  return *this;
+}
+JsonObject& JsonObject::field(const std::string& k, const SplitPolicy& v) {
+  return raw(k, json_split(v));
+}
+JsonObject& JsonObject::field(const std::string& k, const std::vector<double>& v) {
+  return raw(k, json_numbers(v));
+}
+JsonObject& JsonObject::field(const std::string& k, const std::vector<std::size_t>& v) {
+  return raw(k, json_sizes(v));
+}
 JsonObject& JsonObject::field(const std::string& k, const char* v) {
   return field(k, std::string(v));
 }

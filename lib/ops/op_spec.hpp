@@ -22,6 +22,7 @@
 #pragma once
 
 #include "layout/placement.hpp"
+#include "ops/field_table.hpp"
 #include "runtime/dtype.hpp"
 #include "runtime/enum_names.hpp"
 #include "runtime/ledger.hpp"
@@ -29,6 +30,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -189,10 +191,22 @@ class JsonObject {
   JsonObject& field(const std::string& key, int v);
   JsonObject& field(const std::string& key, const char* v);
   JsonObject& field(const std::string& key, const std::string& v);  // a JSON string
+  JsonObject& field(const std::string& key, std::int64_t v);
+  JsonObject& field(const std::string& key, const SplitPolicy& v);  // json_split
+  JsonObject& field(const std::string& key, const std::vector<double>& v);
+  JsonObject& field(const std::string& key, const std::vector<std::size_t>& v);
   template <NamedEnum E>
   JsonObject& field(const std::string& key, E v) {  // its name (runtime/enum_names.hpp)
     return field(key, to_string(v));
   }
+  template <class V>
+  JsonObject& field(const std::string& key, const std::optional<V>& v) {  // the value or null
+    return v ? field(key, *v) : raw(key, "null");
+  }
+  // A configuration (ops/field_table.hpp) or any value with a to_json(v): its JSON object.
+  template <class C>
+  requires requires(const C& c) { to_json(c); }
+  JsonObject& field(const std::string& key, const C& v) { return raw(key, to_json(v)); }
   JsonObject& raw(const std::string& key, const std::string& json);  // already JSON
   std::string str() const { return "{" + body_ + "}"; }
 
@@ -205,6 +219,15 @@ std::string json_number(double v);              // shortest round-trip, %.17g
 std::string json_numbers(const std::vector<double>& v);
 std::string json_sizes(const std::vector<std::size_t>& v);  // [3, 0, 4]  // [1, 0.5]
 std::string json_split(const SplitPolicy& s);               // {"kind": "explicit", "sizes": [...]}
+
+// A configuration's fields (ops/field_table.hpp) as a JSON object, in its table's order; the
+// caller may add a field the table cannot hold (one computed from others).
+template <FieldConfig C>
+JsonObject fields_object(const C& cfg) {
+  JsonObject o;
+  for_each_field(cfg, [&o](const char* key, const auto& v) { o.field(key, v); });
+  return o;
+}
 
 // Calls of rank r of a group of p, element counts by the runtime's rules.
 CallSpec all_reduce_spec(Pass pass, std::string tensor, std::string group, Elem elem,
@@ -251,3 +274,14 @@ std::vector<std::size_t> pieces_times(const SplitPolicy& policy, std::size_t n, 
                                       std::size_t by);
 
 }  // namespace shardcheck::spec
+
+namespace shardcheck {
+
+// A configuration as the JSON object its spec carries (OpSpec::config_json), every field of its
+// table (ConfigFields<C>, beside the op's spec) by its name.
+template <FieldConfig C>
+std::string to_json(const C& cfg) {
+  return spec::fields_object(cfg).str();
+}
+
+}  // namespace shardcheck

@@ -9,10 +9,10 @@
 // NLOHMANN_JSON_SERIALIZE_ENUM names an enum's values in one declaration):
 //   SHARDCHECK_ENUM_NAMES(MaskKind, "none", "causal", "explicit_mask");
 // which specializes EnumNames<MaskKind> with `static constexpr std::array names`.
-// An enumerator added without a name prints as "?" and parses from nothing, and nothing fails to
-// compile: extend the table with the enum (properties/compare/config_fields_tests.cpp pins each
-// table's names, so a name changed or dropped there fails it; an enumerator the table never
-// listed it cannot see).
+// The macro checks at compile time that the names and the enumerators are as many: an enumerator
+// added without a name (or a name left for one removed) fails to compile, naming the enum
+// (detail::names_every_enumerator, with GCC and Clang; properties/compare/config_fields_tests.cpp
+// pins each table's names, so a name changed there fails it).
 #pragma once
 
 #include <array>
@@ -21,6 +21,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
 namespace shardcheck {
 
@@ -28,11 +29,51 @@ namespace shardcheck {
 template <class E>
 struct EnumNames;
 
+namespace detail {
+
+// Whether V is one of its enum's enumerators. The compiler prints a template argument that is
+// an enumerator by its name ("V = shardcheck::MaskKind::causal") and any other value as a cast
+// ("V = (shardcheck::MaskKind)3"); magic_enum reads enums the same way. Other compilers: true.
+template <auto V>
+constexpr bool is_enumerator() noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+  constexpr std::string_view f = __PRETTY_FUNCTION__;
+  constexpr std::size_t at = f.find("V = ");
+  static_assert(at != std::string_view::npos, "is_enumerator: an unknown __PRETTY_FUNCTION__");
+  return f[at + 4] != '(';
+#else
+  return true;
+#endif
+}
+
+// Whether E's enumerators are exactly 0, 1, ..., N − 1.
+template <class E, std::size_t... I>
+constexpr bool enumerators_are(std::index_sequence<I...> /*values*/) noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+  return (is_enumerator<static_cast<E>(I)>() && ...) &&
+         !is_enumerator<static_cast<E>(sizeof...(I))>();
+#else
+  return true;
+#endif
+}
+
+// Whether EnumNames<E> names every enumerator of E, and nothing else.
+template <class E>
+constexpr bool names_every_enumerator() noexcept {
+  return enumerators_are<E>(std::make_index_sequence<EnumNames<E>::names.size()>());
+}
+
+}  // namespace detail
+
 #define SHARDCHECK_ENUM_NAMES(E, ...)                                                   \
   template <>                                                                           \
   struct EnumNames<E> {                                                                 \
     static constexpr std::array names = std::to_array<std::string_view>({__VA_ARGS__}); \
-  }
+  };                                                                                    \
+  static_assert(detail::names_every_enumerator<E>(),                                    \
+                "SHARDCHECK_ENUM_NAMES(" #E                                             \
+                ", ...): not one name per enumerator (an "                              \
+                "enumerator added without a name, or a name for none); name each, in order")
 
 template <class E>
 concept NamedEnum = std::is_enum_v<E> && requires {

@@ -16,4 +16,18 @@ SplitPolicy split_or(cases::Fields& config, const std::string& key, const SplitP
   return p;
 }
 
+std::optional<std::int64_t> field_or(cases::Fields& config, const std::string& key,
+                                     std::optional<std::int64_t> fallback) {
+  if (!config.has(key)) return fallback;
+  if (config.raw(key).is_null()) return std::nullopt;
+  return config.integer(key);
+}
+
+std::optional<std::size_t> field_or(cases::Fields& config, const std::string& key,
+                                    std::optional<std::size_t> fallback) {
+  if (!config.has(key)) return fallback;
+  if (config.raw(key).is_null()) return std::nullopt;
+  return config.size(key);
+}
+
 }  // namespace shardcheck::check

@@ -1,13 +1,15 @@
 // The config enums' names (runtime/enum_names.hpp) read back by the case parsers: every name the
 // spec prints parses to its enumerator through named_or (config_fields.hpp), an absent field takes
-// the fallback, and a name of no enumerator is a CaseError that lists every name.
+// the fallback, and a name of no enumerator is a CaseError that lists every name. The configs'
+// field tables (ops/field_table.hpp): what to_json writes, read_fields reads back.
 #include "budget/activation_memory.hpp"
 #include "compare/config_fields.hpp"
-#include "ops/attention/context_parallel_attention.hpp"
-#include "ops/mlp/mlp.hpp"
-#include "ops/norm/norm.hpp"
+#include "ops/attention/attention_spec.hpp"
+#include "ops/linear/linear_spec.hpp"
+#include "ops/mlp/mlp_spec.hpp"
+#include "ops/norm/norm_spec.hpp"
 #include "ops/op_spec.hpp"
-#include "ops/vocab/vocab_cross_entropy.hpp"
+#include "ops/vocab/vocab_spec.hpp"
 
 #include <gtest/gtest.h>
 
@@ -77,6 +79,53 @@ TEST(config_enum_names, an_unknown_name_is_an_error_listing_every_name) {
 TEST(config_enum_names, a_name_of_the_wrong_type_is_an_error) {
   cases::Fields f = config_with(2);
   EXPECT_THROW(named_or(f, "field", Kernel::fast), cases::CaseError);
+}
+
+// What SHARDCHECK_ENUM_NAMES's compile-time check reads: an enumerator, or a value of none.
+static_assert(shardcheck::detail::is_enumerator<MaskKind::explicit_mask>());
+static_assert(!shardcheck::detail::is_enumerator<static_cast<MaskKind>(3)>());
+static_assert(!shardcheck::detail::enumerators_are<MaskKind>(std::make_index_sequence<2>()));
+static_assert(!shardcheck::detail::enumerators_are<MaskKind>(std::make_index_sequence<4>()));
+
+// cfg written by to_json and read back by read_fields into a default config: the same JSON, and
+// no field of it left unread.
+template <class C>
+void reads_back(const C& cfg) {
+  const std::string json = to_json(cfg);
+  SCOPED_TRACE(json);
+  cases::Fields f(nlohmann::json::parse(json), "case.json", "config");
+  C read{};
+  read_fields(f, read);
+  EXPECT_NO_THROW(f.done());
+  EXPECT_EQ(to_json(read), json);
+}
+
+TEST(config_field_tables, what_to_json_writes_read_fields_reads_back) {
+  ColumnParallelConfig column{.out_features = 6, .tokens = 5, .gather_output = true};
+  column.out_split = SplitPolicy::explicit_sizes({4, 0, 2});
+  column.kernel = Kernel::fast;
+  reads_back(column);
+  RowParallelConfig row{.input_is_parallel = false, .sequence_parallel_output = true};
+  row.token_split = SplitPolicy::balanced();
+  row.reduce_algorithm = Algorithm::sequential;
+  reads_back(row);
+  MlpConfig mlp{.activation = Activation::swiglu, .ffn_features = 8, .tokens = 3};
+  mlp.sequence_parallel = true;
+  reads_back(mlp);
+  SequenceParallelNormConfig norm{.norm = {NormKind::rms_norm, 0.25}, .tokens = 7};
+  reads_back(norm);
+  VocabEmbeddingConfig embedding{.vocab = 12, .real_vocab = 10, .padding_idx = 3};
+  reads_back(embedding);
+  VocabCrossEntropyConfig ce;
+  ce.vocab = 9;
+  ce.ignore_index = std::nullopt;
+  ce.label_smoothing = 0.125;
+  ce.reduction = LossReduction::sum;
+  ce.class_weight = {0.5, 2};
+  reads_back(ce);
+  ContextParallelConfig cp{.seq_len = 9, .layout = CpLayout::zigzag, .q_seq_len = 3};
+  cp.algorithm = CpAlgorithm::all_gather;
+  reads_back(cp);
 }
 
 }  // namespace

@@ -398,7 +398,6 @@ class AttentionModel {
   // Δ = Σ_k P_k·d_k + 4(n + p)·η, d_k = e^{a_k}(1 + γ_{n−1})(1 + γ_{p−1}) − 1.
   WeightErrors<R> weight_errors(const ScoreErrors<R>& se) const {
     if (exp2_) return weight_errors_exp2(se);
-    using std::exp;
     using std::log;
     const std::size_t n = row_.keys.size();
     const R u = u_, c2 = 2 * u * (1 + 2 * u);
@@ -406,24 +405,17 @@ class AttentionModel {
     r.lm = log(R(n)) + gamma<R>(n, u);
     const R lse_mag = (se.abs_s_max + se.eps_max + r.lm * (1 + 2 * u)) * (1 + u);
     const R lam = 2 * u * r.lm + u * lse_mag;
-    r.a.resize(n);
-    r.exp_a.resize(n);
-    r.delta = 4 * R(n + p_) * eta_;
-    const R gsum = (1 + gamma0(n - 1, u)) * (1 + gamma0(p_ - 1, u));
-    for (std::size_t x = 0; x < n; ++x) {
-      const R X = row_.max + se.eps_max - row_.score[x] + se.eps[x];
-      r.a[x] = se.eps[x] + u * X + c2;
-      if (p_ >= 2) r.a[x] += lam + u * (X + r.lm + lam) + c2;
-      r.exp_a[x] = exp(r.a[x]);
-      r.delta += row_.p[x] * (r.exp_a[x] * gsum - 1);
-    }
+    weight_terms(se, r, [&](const R& eps, const R& X) {
+      R a = eps + u * X + c2;
+      if (p_ >= 2) a += lam + u * (X + r.lm + lam) + c2;
+      return a;
+    });
     return r;
   }
 
   // (2') The exp2 contract: a_k = ε_k + u·(X_k + u·T) + c4 [+ Λ + u·Y_k + 2u(1 + 2u) when
   // p ≥ 2], Lm = log n + γ_n + 2u·T + c4, Λ = 4u·Lm + 4u·LSE, Δ with μ.
   WeightErrors<R> weight_errors_exp2(const ScoreErrors<R>& se) const {
-    using std::exp;
     using std::log;
     const std::size_t n = row_.keys.size();
     const R u = u_, c2 = 2 * u * (1 + 2 * u), c4 = 4 * u * (1 + 4 * u);
@@ -432,18 +424,31 @@ class AttentionModel {
     r.lm = log(R(n)) + gamma<R>(n, u) + 2 * u * big_t + c4;
     const R lse_mag = (big_t * (1 + u) + r.lm * (1 + 4 * u)) * (1 + u);
     const R lam = 4 * u * (r.lm + lse_mag);
+    weight_terms(se, r, [&](const R& eps, const R& X) {
+      R a = eps + u * (X + u * big_t) + c4;
+      if (p_ >= 2) a += lam + u * (X + r.lm + 2 * lam + 3 * u * big_t + c4) + c2;
+      return a;
+    });
+    return r;
+  }
+
+  // The sum both contracts share: with each key's a_k = a_of(ε_k, X_k), X_k = m + ε_max − s_k +
+  // ε_k, it sets r.a, r.exp_a = e^{a_k} and Δ = Σ_k P_k·d_k + 4(n + p)·η (μ under exp2),
+  // d_k = e^{a_k}(1 + γ_{n−1})(1 + γ_{p−1}) − 1.
+  template <class A>
+  void weight_terms(const ScoreErrors<R>& se, WeightErrors<R>& r, A a_of) const {
+    using std::exp;
+    const std::size_t n = row_.keys.size();
     r.a.resize(n);
     r.exp_a.resize(n);
     r.delta = 4 * R(n + p_) * floor_;
-    const R gsum = (1 + gamma0(n - 1, u)) * (1 + gamma0(p_ - 1, u));
+    const R gsum = (1 + gamma0(n - 1, u_)) * (1 + gamma0(p_ - 1, u_));
     for (std::size_t x = 0; x < n; ++x) {
       const R X = row_.max + se.eps_max - row_.score[x] + se.eps[x];
-      r.a[x] = se.eps[x] + u * (X + u * big_t) + c4;
-      if (p_ >= 2) r.a[x] += lam + u * (X + r.lm + 2 * lam + 3 * u * big_t + c4) + c2;
+      r.a[x] = a_of(se.eps[x], X);
       r.exp_a[x] = exp(r.a[x]);
       r.delta += row_.p[x] * (r.exp_a[x] * gsum - 1);
     }
-    return r;
   }
 
   // Δ ≥ 1: the weights are not bounded; neither is anything of the row (out, lse, dq here).

@@ -185,47 +185,8 @@ std::vector<std::size_t> cp_query_lengths(const ContextParallelConfig& cc, int c
   return layout_lengths(cc.layout, cc.q_split, cc.q_seq_len, cp);
 }
 
-std::string to_json(const AttentionConfig& cfg) {
-  const auto& m = cfg.mask;
-  return spec::JsonObject()
-      .field("q_heads", cfg.q_heads)
-      .field("kv_heads", cfg.kv_heads)
-      .field("head_dim", cfg.head_dim)
-      .field("scale", cfg.scale)
-      .raw("mask", spec::JsonObject()
-                       .field("kind", m.kind)
-                       .field("alignment", m.alignment)
-                       .field("q_len", m.q_len)
-                       .field("k_len", m.k_len)
-                       .raw("key_lengths", spec::json_sizes(m.key_lengths))
-                       .raw("allowed_shape", spec::json_sizes(m.allowed.shape()))
-                       .str())
-      .str();
-}
-
-std::string to_json(const ContextParallelConfig& cc) {
-  return spec::JsonObject()
-      .field("seq_len", cc.seq_len)
-      .field("layout", cc.layout)
-      .raw("split", spec::json_split(cc.split))
-      .field("algorithm", cc.algorithm)
-      .field("q_seq_len", cc.q_seq_len)
-      .raw("q_split", spec::json_split(cc.q_split))
-      .str();
-}
-
-std::string to_json(const HeadParallelConfig& cfg) {
-  return spec::JsonObject()
-      .raw("attention", to_json(cfg.attention))
-      .field("hidden", cfg.hidden)
-      .field("has_bias", cfg.has_bias)
-      .raw("kv_head_split", spec::json_split(cfg.kv_head_split))
-      .field("reduce_algorithm", cfg.reduce_algorithm)
-      .raw("context_parallel", cfg.context_parallel ? to_json(*cfg.context_parallel) : "null")
-      .field("sequence_parallel", cfg.sequence_parallel)
-      .raw("token_split", spec::json_split(cfg.token_split))
-      .field("batch", cfg.batch)
-      .str();
+std::string to_json(const AttentionMask& m) {
+  return spec::fields_object(m).field("allowed_shape", m.allowed.shape()).str();
 }
 
 spec::OpSpec context_parallel_attention_spec(const AttentionConfig& cfg,

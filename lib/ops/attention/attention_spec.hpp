@@ -55,9 +55,16 @@ std::vector<std::size_t> cp_lengths(const ContextParallelConfig& cc, int cp);
 // q_seq_len cut by cc.q_split under the same layout.
 std::vector<std::size_t> cp_query_lengths(const ContextParallelConfig& cc, int cp);
 
-std::string to_json(const AttentionConfig& cfg);
-std::string to_json(const ContextParallelConfig& cc);
-std::string to_json(const HeadParallelConfig& cfg);
+// The configurations' fields (ops/field_table.hpp): what to_json writes and the compare reader
+// reads. The mask's allowed_shape is computed (the shape of its allowed tensor): its to_json adds
+// it after the table's fields.
+SHARDCHECK_CONFIG_FIELDS(AttentionMask, kind, alignment, q_len, k_len, key_lengths);
+std::string to_json(const AttentionMask& m);
+SHARDCHECK_CONFIG_FIELDS(AttentionConfig, q_heads, kv_heads, head_dim, scale, mask);
+SHARDCHECK_CONFIG_FIELDS(ContextParallelConfig, seq_len, layout, split, algorithm, q_seq_len,
+                         q_split);
+SHARDCHECK_CONFIG_FIELDS(HeadParallelConfig, attention, hidden, has_bias, kv_head_split,
+                         reduce_algorithm, context_parallel, sequence_parallel, token_split, batch);
 
 std::vector<spec::OpSpec> attention_example_specs();
 

@@ -71,30 +71,6 @@ spec::RankBuffers row_buffers(const RowParallelConfig& cfg, std::size_t tokens, 
 
 }  // namespace
 
-std::string to_json(const ColumnParallelConfig& cfg) {
-  return spec::JsonObject()
-      .field("out_features", cfg.out_features)
-      .field("tokens", cfg.tokens)
-      .raw("out_split", spec::json_split(cfg.out_split))
-      .field("gather_output", cfg.gather_output)
-      .field("sequence_parallel_input", cfg.sequence_parallel_input)
-      .raw("token_split", spec::json_split(cfg.token_split))
-      .field("all_reduce_algorithm", cfg.all_reduce_algorithm)
-      .field("kernel", cfg.kernel)
-      .str();
-}
-
-std::string to_json(const RowParallelConfig& cfg) {
-  return spec::JsonObject()
-      .raw("in_split", spec::json_split(cfg.in_split))
-      .field("input_is_parallel", cfg.input_is_parallel)
-      .field("sequence_parallel_output", cfg.sequence_parallel_output)
-      .raw("token_split", spec::json_split(cfg.token_split))
-      .field("reduce_algorithm", cfg.reduce_algorithm)
-      .field("kernel", cfg.kernel)
-      .str();
-}
-
 spec::OpSpec column_parallel_linear_spec(const ColumnParallelConfig& cfg, std::size_t tokens,
                                          std::size_t in, std::size_t out, bool has_bias, int p) {
   auto s = spec::op_spec("column_parallel_linear", "linear", to_json(cfg),

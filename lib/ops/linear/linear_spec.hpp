@@ -34,9 +34,12 @@ spec::OpSpec column_parallel_linear_spec(const ColumnParallelConfig& cfg, std::s
 spec::OpSpec row_parallel_linear_spec(const RowParallelConfig& cfg, std::size_t tokens,
                                       std::size_t in, std::size_t out, bool has_bias, int p);
 
-// The configurations as JSON objects, every field by its C++ name.
-std::string to_json(const ColumnParallelConfig& cfg);
-std::string to_json(const RowParallelConfig& cfg);
+// The configurations' fields (ops/field_table.hpp), every field by its C++ name: what to_json
+// writes and the compare reader reads.
+SHARDCHECK_CONFIG_FIELDS(ColumnParallelConfig, out_features, tokens, out_split, gather_output,
+                         sequence_parallel_input, token_split, all_reduce_algorithm, kernel);
+SHARDCHECK_CONFIG_FIELDS(RowParallelConfig, in_split, input_is_parallel, sequence_parallel_output,
+                         token_split, reduce_algorithm, kernel);
 
 // Both layers at example configurations (uneven splits, sequence parallelism on and off).
 std::vector<spec::OpSpec> linear_example_specs();

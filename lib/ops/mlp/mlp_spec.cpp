@@ -6,19 +6,6 @@ namespace shardcheck {
 
 using spec::Role;
 
-std::string to_json(const MlpConfig& cfg) {
-  return spec::JsonObject()
-      .field("activation", cfg.activation)
-      .field("ffn_features", cfg.ffn_features)
-      .raw("ffn_split", spec::json_split(cfg.ffn_split))
-      .field("tokens", cfg.tokens)
-      .field("sequence_parallel", cfg.sequence_parallel)
-      .raw("token_split", spec::json_split(cfg.token_split))
-      .field("reduce_algorithm", cfg.reduce_algorithm)
-      .field("kernel", cfg.kernel)
-      .str();
-}
-
 spec::OpSpec parallel_mlp_spec(const MlpConfig& cfg, std::size_t tokens, std::size_t hidden,
                                bool has_bias, int p) {
   const std::size_t F = cfg.ffn_features;

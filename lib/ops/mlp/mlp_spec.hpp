@@ -25,7 +25,10 @@ namespace shardcheck {
 spec::OpSpec parallel_mlp_spec(const MlpConfig& cfg, std::size_t tokens, std::size_t hidden,
                                bool has_bias, int p);
 
-std::string to_json(const MlpConfig& cfg);
+// The configuration's fields (ops/field_table.hpp): what to_json writes and the compare reader
+// reads.
+SHARDCHECK_CONFIG_FIELDS(MlpConfig, activation, ffn_features, ffn_split, tokens, sequence_parallel,
+                         token_split, reduce_algorithm, kernel);
 
 std::vector<spec::OpSpec> mlp_example_specs();
 

@@ -20,54 +20,6 @@ using spec::Elem;
 using spec::Pass;
 using spec::Role;
 
-std::string to_json(const ModelConfig& cfg) {
-  return spec::JsonObject()
-      .field("vocab", cfg.vocab)
-      .field("hidden", cfg.hidden)
-      .field("heads", cfg.heads)
-      .field("kv_heads", cfg.kv_heads)
-      .field("head_dim", cfg.head_dim)
-      .field("ffn", cfg.ffn)
-      .field("layers", cfg.layers)
-      .field("norm", cfg.norm.kind)
-      .field("eps", cfg.norm.eps)
-      .field("activation", cfg.activation)
-      .field("linear_bias", cfg.linear_bias)
-      .field("tied_embedding", cfg.tied_embedding)
-      .raw("ignore_index", cfg.ignore_index ? std::to_string(*cfg.ignore_index) : "null")
-      .str();
-}
-
-std::string to_json(const ModelParallelConfig& par) {
-  return spec::JsonObject()
-      .field("pp", par.pp)
-      .field("dp", par.dp)
-      .field("cp", par.cp)
-      .field("tp", par.tp)
-      .raw("layer_split", spec::json_split(par.layer_split))
-      .raw("batch_split", spec::json_split(par.batch_split))
-      .field("micro_batches", par.micro_batches)
-      .raw("micro_batch_split", spec::json_split(par.micro_batch_split))
-      .field("cp_layout", par.cp_layout)
-      .raw("seq_split", spec::json_split(par.seq_split))
-      .field("cp_algorithm", par.cp_algorithm)
-      .field("sequence_parallel", par.sequence_parallel)
-      .raw("token_split", spec::json_split(par.token_split))
-      .raw("kv_head_split", spec::json_split(par.kv_head_split))
-      .raw("ffn_split", spec::json_split(par.ffn_split))
-      .raw("vocab_split", spec::json_split(par.vocab_split))
-      .field("reduce_algorithm", par.reduce_algorithm)
-      .str();
-}
-
-std::string to_json(const OptimizerConfig& opt) {
-  return spec::JsonObject()
-      .field("learning_rate", opt.learning_rate)
-      .field("max_grad_norm", opt.max_grad_norm)
-      .field("clip_eps", opt.clip_eps)
-      .str();
-}
-
 namespace {
 
 // A shard's tensor name as the dense model's: its stage's layer index made global, and a tied

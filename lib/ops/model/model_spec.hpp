@@ -33,9 +33,22 @@ spec::OpSpec model_train_step_spec(const ModelConfig& cfg, const ModelParallelCo
 spec::RankCalls model_train_step_calls(const ModelConfig& cfg, const ModelParallelConfig& par,
                                        std::size_t sequences, std::size_t seq_len, int world_rank);
 
-std::string to_json(const ModelConfig& cfg);
-std::string to_json(const ModelParallelConfig& par);
-std::string to_json(const OptimizerConfig& opt);
+// The configurations' fields (ops/field_table.hpp), the norm's kind written as "norm" and its eps
+// flat: what to_json writes.
+template <>
+struct ConfigFields<ModelConfig> {
+  using C = ModelConfig;
+  static constexpr std::tuple fields = std::tuple_cat(
+      SHARDCHECK_FIELDS_OF(C, vocab, hidden, heads, kv_heads, head_dim, ffn, layers),
+      std::tuple{config_field("norm", &C::norm, &NormConfig::kind),
+                 config_field("eps", &C::norm, &NormConfig::eps)},
+      SHARDCHECK_FIELDS_OF(C, activation, linear_bias, tied_embedding, ignore_index));
+};
+SHARDCHECK_CONFIG_FIELDS(ModelParallelConfig, pp, dp, cp, tp, layer_split, batch_split,
+                         micro_batches, micro_batch_split, cp_layout, seq_split, cp_algorithm,
+                         sequence_parallel, token_split, kv_head_split, ffn_split, vocab_split,
+                         reduce_algorithm);
+SHARDCHECK_CONFIG_FIELDS(OptimizerConfig, learning_rate, max_grad_norm, clip_eps);
 
 std::vector<spec::OpSpec> model_example_specs();
 

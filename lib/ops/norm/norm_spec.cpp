@@ -8,16 +8,6 @@ using spec::Elem;
 using spec::Pass;
 using spec::Role;
 
-std::string to_json(const SequenceParallelNormConfig& cfg) {
-  return spec::JsonObject()
-      .field("kind", cfg.norm.kind)
-      .field("eps", cfg.norm.eps)
-      .field("tokens", cfg.tokens)
-      .raw("token_split", spec::json_split(cfg.token_split))
-      .field("reduce_algorithm", cfg.reduce_algorithm)
-      .str();
-}
-
 namespace {
 
 // The norm's tensors and, per rank, its backward all_reduce.

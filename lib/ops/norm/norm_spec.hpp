@@ -26,7 +26,16 @@ spec::OpSpec sequence_parallel_norm_spec(const SequenceParallelNormConfig& cfg, 
 spec::OpSpec sp_block_spec(const SequenceParallelNormConfig& norm, std::size_t hidden,
                            std::size_t ffn, const SplitPolicy& ffn_split, int p);
 
-std::string to_json(const SequenceParallelNormConfig& cfg);
+// The configuration's fields (ops/field_table.hpp), the norm's kind and eps written flat: what
+// to_json writes and the compare reader reads.
+template <>
+struct ConfigFields<SequenceParallelNormConfig> {
+  using C = SequenceParallelNormConfig;
+  static constexpr std::tuple fields =
+      std::tuple_cat(std::tuple{config_field("kind", &C::norm, &NormConfig::kind),
+                                config_field("eps", &C::norm, &NormConfig::eps)},
+                     SHARDCHECK_FIELDS_OF(C, tokens, token_split, reduce_algorithm));
+};
 
 std::vector<spec::OpSpec> norm_example_specs();
 

@@ -6,43 +6,6 @@ using spec::Elem;
 using spec::Pass;
 using spec::Role;
 
-namespace {
-
-// The real vocabulary of a padded table or logits (null: no padding, V = vocab).
-std::string real_vocab_json(std::optional<std::size_t> real) {
-  return real ? std::to_string(*real) : "null";
-}
-
-}  // namespace
-
-std::string to_json(const VocabEmbeddingConfig& cfg) {
-  spec::JsonObject o;
-  o.field("vocab", cfg.vocab).raw("real_vocab", real_vocab_json(cfg.real_vocab));
-  o.raw("vocab_split", spec::json_split(cfg.vocab_split));
-  if (cfg.padding_idx) {
-    o.raw("padding_idx", std::to_string(*cfg.padding_idx));
-  } else {
-    o.raw("padding_idx", "null");
-  }
-  return o.field("sequence_parallel_output", cfg.sequence_parallel_output)
-      .raw("token_split", spec::json_split(cfg.token_split))
-      .field("reduce_algorithm", cfg.reduce_algorithm)
-      .str();
-}
-
-std::string to_json(const VocabCrossEntropyConfig& cfg) {
-  spec::JsonObject o;
-  o.field("vocab", cfg.vocab).raw("real_vocab", real_vocab_json(cfg.real_vocab));
-  o.raw("vocab_split", spec::json_split(cfg.vocab_split));
-  o.raw("ignore_index", cfg.ignore_index ? std::to_string(*cfg.ignore_index) : "null");
-  return o.field("label_smoothing", cfg.label_smoothing)
-      .field("reduction", cfg.reduction)
-      .field("reduce_algorithm", cfg.reduce_algorithm)
-      .raw("class_weight", spec::json_numbers(cfg.class_weight))
-      .raw("token_weight", spec::json_numbers(cfg.token_weight))
-      .str();
-}
-
 spec::OpSpec vocab_parallel_embedding_spec(const VocabEmbeddingConfig& cfg, std::size_t tokens,
                                            std::size_t hidden, int p) {
   auto s = spec::op_spec("vocab_parallel_embedding", "vocab", to_json(cfg),

@@ -32,8 +32,12 @@ spec::OpSpec vocab_parallel_embedding_spec(const VocabEmbeddingConfig& cfg, std:
 spec::OpSpec vocab_parallel_cross_entropy_spec(const VocabCrossEntropyConfig& cfg,
                                                std::size_t tokens, int p);
 
-std::string to_json(const VocabEmbeddingConfig& cfg);
-std::string to_json(const VocabCrossEntropyConfig& cfg);
+// The configurations' fields (ops/field_table.hpp), an absent optional written null: what
+// to_json writes and the compare reader reads.
+SHARDCHECK_CONFIG_FIELDS(VocabEmbeddingConfig, vocab, real_vocab, vocab_split, padding_idx,
+                         sequence_parallel_output, token_split, reduce_algorithm);
+SHARDCHECK_CONFIG_FIELDS(VocabCrossEntropyConfig, vocab, real_vocab, vocab_split, ignore_index,
+                         label_smoothing, reduction, reduce_algorithm, class_weight, token_weight);
 
 std::vector<spec::OpSpec> vocab_example_specs();
 

@@ -24,6 +24,7 @@
 #include "compare/compare.hpp"
 #include "compare/config_fields.hpp"
 #include "engine/slicing.hpp"
+#include "ops/attention/attention_spec.hpp"
 #include "suites/attention/attention_expected.hpp"
 #include "suites/attention/attention_mutants.hpp"
 #include "suites/attention/attention_run.hpp"
@@ -50,14 +51,20 @@ cases::Fields object_or_empty(cases::Fields& f, const std::string& key) {
   return {nlohmann::json::object(), f.file(), f.where(key)};
 }
 
-// A config field that repeats a size: absent, the size; given, it must be the size.
-std::size_t size_as(cases::Fields& f, const std::string& key, std::size_t size,
-                    const std::string& size_name) {
-  const std::size_t n = f.size_or(key, size);
+// A config field `key` that repeats a size, read as n (absent: the size): it must be the size.
+void require_size(cases::Fields& f, const std::string& key, std::size_t n, std::size_t size,
+                  const std::string& size_name) {
   if (n != size) {
     f.fail(key, "is " + text(n) + " but " + size_name + " is " + text(size) +
                     "; give the same value or leave the field out");
   }
+}
+
+// A config field that repeats a size: absent, the size; given, it must be the size.
+std::size_t size_as(cases::Fields& f, const std::string& key, std::size_t size,
+                    const std::string& size_name) {
+  const std::size_t n = f.size_or(key, size);
+  require_size(f, key, n, size, size_name);
   return n;
 }
 
@@ -84,11 +91,11 @@ AttentionMask mask_of(cases::Fields& attention, std::size_t batch, std::size_t l
                       std::size_t len) {
   cases::Fields f = object_or_empty(attention, "mask");
   AttentionMask m;
-  m.kind = named_or(f, "kind", m.kind);
-  m.alignment = named_or(f, "alignment", m.alignment);
-  m.q_len = size_as(f, "q_len", lq, lq == len ? "sizes.seq_len" : "sizes.q_seq_len");
-  m.k_len = size_as(f, "k_len", len, "sizes.seq_len");
-  m.key_lengths = f.sizes_or("key_lengths", {});
+  m.q_len = lq;  // absent: the sizes
+  m.k_len = len;
+  read_fields(f, m);
+  require_size(f, "q_len", m.q_len, lq, lq == len ? "sizes.seq_len" : "sizes.q_seq_len");
+  require_size(f, "k_len", m.k_len, len, "sizes.seq_len");
   if (!m.key_lengths.empty() && m.key_lengths.size() != batch) {
     f.fail("key_lengths", "has " + text(m.key_lengths.size()) + " entries but batch is " +
                               text(batch) + "; give one key length per sequence, or []");
@@ -150,12 +157,10 @@ AttentionConfig attention_of(cases::Fields& config, const AttentionConfig& sizes
 // self-attention; else the queries' length, sizes.q_seq_len), "q_split"}.
 ContextParallelConfig context_of(cases::Fields f, std::size_t lq, std::size_t len) {
   ContextParallelConfig cc;
-  cc.seq_len = size_as(f, "seq_len", len, "sizes.seq_len");
-  cc.q_seq_len = f.size_or("q_seq_len", lq == len ? 0 : lq);
-  cc.q_split = split_or(f, "q_split", cc.q_split);
-  cc.layout = named_or(f, "layout", cc.layout);
-  cc.split = split_or(f, "split", cc.split);
-  cc.algorithm = named_or(f, "algorithm", cc.algorithm);
+  cc.seq_len = len;  // absent: the sizes
+  cc.q_seq_len = lq == len ? 0 : lq;
+  read_fields(f, cc);
+  require_size(f, "seq_len", cc.seq_len, len, "sizes.seq_len");
   f.done();
   return cc;
 }

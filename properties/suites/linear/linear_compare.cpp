@@ -5,9 +5,9 @@
 // dw, db, each optional.
 #include "compare/compare.hpp"
 #include "compare/config_fields.hpp"
+#include "ops/linear/linear_spec.hpp"
 #include "suites/linear/linear_case.hpp"
 #include "suites/linear/linear_mutants.hpp"
-#include "suites/reduction_fields.hpp"
 #include "suites/upstream_gradient.hpp"
 
 #include <algorithm>
@@ -42,22 +42,11 @@ LinearCase case_of(const cases::CaseManifest& m, LinearCase* /*tag*/) {
   c.has_bias = m.input("b") != nullptr;
   cases::Fields f = m.config;
   if (c.layer == LinearLayer::column_parallel) {
-    ColumnParallelConfig& k = c.column;
-    k.out_features = f.size_or("out_features", c.out);
-    k.tokens = f.size_or("tokens", c.tokens);
-    k.out_split = split_or(f, "out_split", k.out_split);
-    k.gather_output = f.boolean_or("gather_output", k.gather_output);
-    k.sequence_parallel_input = f.boolean_or("sequence_parallel_input", k.sequence_parallel_input);
-    k.token_split = split_or(f, "token_split", k.token_split);
-    k.all_reduce_algorithm = named_or(f, "all_reduce_algorithm", k.all_reduce_algorithm);
-    k.kernel = named_or(f, "kernel", k.kernel);
+    c.column.out_features = c.out;  // absent: the sizes
+    c.column.tokens = c.tokens;
+    read_fields(f, c.column);
   } else {
-    RowParallelConfig& k = c.row;
-    k.in_split = split_or(f, "in_split", k.in_split);
-    k.input_is_parallel = f.boolean_or("input_is_parallel", k.input_is_parallel);
-    k.sequence_parallel_output =
-        f.boolean_or("sequence_parallel_output", k.sequence_parallel_output);
-    read_reduction_fields(f, k);
+    read_fields(f, c.row);
   }
   f.done();
   // The contract: where the kernel adds y's bias (reference/bounds.hpp, steps (c) and (f)).

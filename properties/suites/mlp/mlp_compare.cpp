@@ -8,9 +8,9 @@
 // optional. The suite's data holds fc1 fused, [w_gate; w_up]: the case's halves are stacked.
 #include "compare/compare.hpp"
 #include "compare/config_fields.hpp"
+#include "ops/mlp/mlp_spec.hpp"
 #include "suites/mlp/mlp_case.hpp"
 #include "suites/mlp/mlp_mutants.hpp"
-#include "suites/reduction_fields.hpp"
 #include "suites/upstream_gradient.hpp"
 
 #include <algorithm>
@@ -21,16 +21,14 @@
 namespace shardcheck::check {
 namespace {
 
-// `size` from the config, which must be the manifest's size `of` when given.
-std::size_t same_size(cases::Fields& f, const std::string& key, const cases::CaseManifest& m,
-                      const std::string& of) {
+// The config's field `key`, `got`, must be the manifest's size `of` (absent, it was set to it).
+void require_same_size(cases::Fields& f, const std::string& key, std::size_t got,
+                       const cases::CaseManifest& m, const std::string& of) {
   const std::size_t want = m.size(of);
-  const std::size_t got = f.size_or(key, want);
   if (got != want) {
     f.fail(key, "is " + std::to_string(got) + " but sizes." + of + " is " + std::to_string(want) +
                     "; give the same size or leave the config's out");
   }
-  return got;
 }
 
 // [a; b]: a's rows, then b's (first dimensions added).
@@ -53,12 +51,11 @@ MlpCase case_of(const cases::CaseManifest& m, MlpCase* /*tag*/) {
   c.has_bias = m.input("b_up") != nullptr;
   cases::Fields f = m.config;
   MlpConfig& k = c.cfg;
-  k.activation = named_or(f, "activation", k.activation);
-  k.ffn_features = same_size(f, "ffn_features", m, "ffn");
-  k.ffn_split = split_or(f, "ffn_split", k.ffn_split);
-  k.tokens = same_size(f, "tokens", m, "tokens");
-  k.sequence_parallel = f.boolean_or("sequence_parallel", k.sequence_parallel);
-  read_reduction_fields(f, k);
+  k.ffn_features = m.size("ffn");  // absent: the sizes
+  k.tokens = c.tokens;
+  read_fields(f, k);
+  require_same_size(f, "ffn_features", k.ffn_features, m, "ffn");
+  require_same_size(f, "tokens", k.tokens, m, "tokens");
   f.done();
   // The dots: up over hidden, down over ffn, dx over the fused ffn axis (swiglu: gate and up),
   // the weight and bias gradients over tokens.

@@ -13,6 +13,7 @@
 #include "compare/compare.hpp"
 #include "compare/config_fields.hpp"
 #include "ops/linear/linear_spec.hpp"
+#include "ops/norm/norm_spec.hpp"
 #include "suites/norm/norm_case.hpp"
 #include "suites/norm/norm_mutants.hpp"
 #include "suites/upstream_gradient.hpp"
@@ -29,20 +30,17 @@ namespace {
 // positive, a config tokens other than sizes.tokens.
 SequenceParallelNormConfig sp_norm_config(const cases::CaseManifest& m, cases::Fields& f) {
   SequenceParallelNormConfig k;
-  k.norm.kind = named_or(f, "kind", k.norm.kind);
-  k.norm.eps = f.number_or("eps", k.norm.eps);
+  const std::size_t tokens = m.size("tokens");
+  k.tokens = tokens;  // absent: sizes.tokens
+  read_fields(f, k);
   if (!(k.norm.eps > 0)) {
     f.fail("eps", "is " + std::to_string(k.norm.eps) + "; the norm needs eps > 0");
   }
-  const std::size_t tokens = m.size("tokens");
-  k.tokens = f.size_or("tokens", tokens);
   if (k.tokens != tokens) {
     f.fail("tokens", "is " + std::to_string(k.tokens) + " but sizes.tokens is " +
                          std::to_string(tokens) +
                          "; give the same token count or leave the config's out");
   }
-  k.token_split = split_or(f, "token_split", k.token_split);
-  k.reduce_algorithm = named_or(f, "reduce_algorithm", k.reduce_algorithm);
   return k;
 }
 

@@ -19,6 +19,7 @@
 // length vocab or a token_weight not of length tokens.
 #include "compare/compare.hpp"
 #include "compare/config_fields.hpp"
+#include "ops/vocab/vocab_spec.hpp"
 #include "suites/upstream_gradient.hpp"
 #include "suites/vocab/vocab_case.hpp"
 #include "suites/vocab/vocab_mutants.hpp"
@@ -28,39 +29,6 @@
 
 namespace shardcheck::check {
 namespace {
-
-// A field written as an integer or null (to_json's padding_idx, ignore_index): absent gives
-// `fallback`, null gives none.
-std::optional<std::int64_t> index_or(cases::Fields& f, const std::string& key,
-                                     std::optional<std::int64_t> fallback) {
-  if (!f.has(key)) return fallback;
-  if (f.raw(key).is_null()) return std::nullopt;
-  return f.integer(key);
-}
-
-// The config's vocab: sizes.vocab when absent, refused when it says otherwise.
-std::size_t vocab_of(cases::Fields& f, std::size_t vocab) {
-  const std::size_t v = f.size_or("vocab", vocab);
-  if (v != vocab) {
-    f.fail("vocab", "is " + std::to_string(v) + " but sizes.vocab is " + std::to_string(vocab) +
-                        "; give the same global vocabulary size in both (or omit this one)");
-  }
-  return v;
-}
-
-// The config's real_vocab (a padded vocabulary: V real rows or columns of the vocab = V_pad):
-// absent or null gives none (no padding), else an integer in [1, vocab].
-std::optional<std::size_t> real_vocab_of(cases::Fields& f, std::size_t vocab) {
-  const auto v = index_or(f, "real_vocab", std::nullopt);
-  if (!v) return std::nullopt;
-  if (*v < 1 || static_cast<std::uint64_t>(*v) > vocab) {
-    f.fail("real_vocab", "is " + std::to_string(*v) +
-                             ", outside [1, vocab = " + std::to_string(vocab) +
-                             "]; give the real vocabulary V of the padded V_pad = vocab, or "
-                             "null for no padding");
-  }
-  return static_cast<std::size_t>(*v);
-}
 
 // "ids.npy: ids[3]: is 11, outside [0, 11); every ids value must be a global vocabulary index".
 cases::CaseError index_out_of_range(const std::string& path, const std::string& name, std::size_t i,
@@ -91,51 +59,55 @@ std::vector<std::int64_t> read_ids(const cases::CaseManifest& m, const std::stri
   return ids;
 }
 
-// The fields both ops' configs have: the padded vocabulary, the real one and their split.
+// The config's fields (its table, ops/vocab/vocab_spec.hpp), then the checks of the fields both
+// ops' configs have: vocab, sizes.vocab when absent, refused when it says otherwise; real_vocab
+// (a padded vocabulary: V real rows or columns of the vocab = V_pad), absent or null for none
+// (no padding), else in [1, vocab].
 template <class Config>
 void read_vocabulary(cases::Fields& f, const VocabCase& c, Config& k) {
-  k.vocab = vocab_of(f, c.vocab);
-  k.real_vocab = real_vocab_of(f, c.vocab);
-  k.vocab_split = split_or(f, "vocab_split", k.vocab_split);
+  k.vocab = c.vocab;
+  read_fields(f, k);
+  if (k.vocab != c.vocab) {
+    f.fail("vocab", "is " + std::to_string(k.vocab) + " but sizes.vocab is " +
+                        std::to_string(c.vocab) +
+                        "; give the same global vocabulary size in both (or omit this one)");
+  }
+  if (k.real_vocab && (*k.real_vocab < 1 || *k.real_vocab > c.vocab)) {
+    f.fail("real_vocab", "is " + std::to_string(*k.real_vocab) +
+                             ", outside [1, vocab = " + std::to_string(c.vocab) +
+                             "]; give the real vocabulary V of the padded V_pad = vocab, or "
+                             "null for no padding");
+  }
 }
 
 void read_embedding_config(cases::Fields& f, VocabCase& c) {
   VocabEmbeddingConfig& k = c.embedding;
   read_vocabulary(f, c, k);
-  k.padding_idx = index_or(f, "padding_idx", k.padding_idx);
   if (k.padding_idx &&
       (*k.padding_idx < 0 || static_cast<std::size_t>(*k.padding_idx) >= c.real_vocab())) {
     f.fail("padding_idx", "is " + std::to_string(*k.padding_idx) + ", outside [0, " +
                               std::to_string(c.real_vocab()) +
                               "); give a global row, V - 1 for PyTorch's -1, or null for none");
   }
-  k.sequence_parallel_output = f.boolean_or("sequence_parallel_output", k.sequence_parallel_output);
-  k.token_split = split_or(f, "token_split", k.token_split);
-  k.reduce_algorithm = named_or(f, "reduce_algorithm", k.reduce_algorithm);
 }
 
 void read_cross_entropy_config(cases::Fields& f, VocabCase& c) {
   VocabCrossEntropyConfig& k = c.ce;
   read_vocabulary(f, c, k);
-  k.ignore_index = index_or(f, "ignore_index", k.ignore_index);
-  k.label_smoothing = f.number_or("label_smoothing", k.label_smoothing);
   if (!(k.label_smoothing >= 0 && k.label_smoothing <= 1)) {
     f.fail("label_smoothing",
            "is " + std::to_string(k.label_smoothing) + "; give a number in [0, 1]");
   }
-  k.reduction = named_or(f, "reduction", k.reduction);
-  k.reduce_algorithm = named_or(f, "reduce_algorithm", k.reduce_algorithm);
-  const auto weights = [&f](const char* key, std::size_t n, const char* what) {
-    auto w = f.numbers_or(key, {});
+  const auto weights = [&f](const char* key, const std::vector<double>& w, std::size_t n,
+                            const char* what) {
     if (!w.empty() && w.size() != n) {
       f.fail(key, "has " + std::to_string(w.size()) + " numbers but " + what + " is " +
                       std::to_string(n) + "; give one weight per " +
                       (std::string(what) == "vocab" ? "class" : "token") + ", or [] for none");
     }
-    return w;
   };
-  k.class_weight = weights("class_weight", c.real_vocab(), "vocab");
-  k.token_weight = weights("token_weight", c.tokens, "tokens");
+  weights("class_weight", k.class_weight, c.real_vocab(), "vocab");
+  weights("token_weight", k.token_weight, c.tokens, "tokens");
 }
 
 }  // namespace
