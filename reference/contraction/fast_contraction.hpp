@@ -26,10 +26,11 @@
 //   (exponents F_j, s_b slices). Every product of two slice entries is an integer below
 //   2^(2·beta), and kc of them sum to less than 2^53, so each chunk's GEMM A_t·B_u (and
 //   |A_t|·|B_u|) is EXACT in double whatever the order of its additions, the blocking, the use
-//   of FMA or the number of threads. With Karatsuba's products (products_per_chunk; the plan
-//   takes them at beta = floor((51 − ceil(log2 kc))/2), so that 4·kc·(2^beta − 1)^2 < 2^53 and
-//   the GEMMs of slice sums (A_t + A_u)·(B_t + B_u) are exact too) the pairs t ≠ u < s come
-//   from A_t·B_u + A_u·B_t = (A_t + A_u)·(B_t + B_u) − A_t·B_t − A_u·B_u, in exact integers.
+//   of FMA or the number of threads. With Karatsuba's products (products_per_chunk), in their
+//   subtractive form, the pairs t ≠ u < s come from
+//   A_t·B_u + A_u·B_t = A_t·B_t + A_u·B_u − (A_t − A_u)·(B_t − B_u), in exact integers: the
+//   slices of one element share its sign, so |A_t − A_u| ≤ max(|A_t|, |A_u|) ≤ 2^beta − 1 and
+//   the GEMMs of slice differences are exact at the same beta and kc.
 //   The chunks' results, and the pairs (t, u) of one diagonal
 //   d = t + u (one scale), are added EXACTLY as 128-bit integers:
 //   P_d[i,j] = Σ_{t+u=d} Σ_chunks (A_t·B_u)[i,j], and
@@ -193,8 +194,8 @@ struct FastOptions {
   // For the properties' self-test only (the mutant that proves they can fail): drops the last
   // slice of a, which makes the result wrong whenever a needs more than one slice.
   bool mutant_drop_last_slice = false;
-  // Likewise: Karatsuba's cross terms subtract only A_u·B_u, not A_t·B_t (t < u): wrong whenever
-  // a part takes Karatsuba's products.
+  // Likewise: Karatsuba's cross terms add only A_u·B_u, not A_t·B_t (t < u): wrong whenever a
+  // part takes Karatsuba's products.
   bool mutant_karatsuba_keeps_a_square = false;
   // Whether the plan may take Karatsuba's products for the slice pairs (products_per_chunk);
   // false: every pair its own GEMM. Exact either way; for the benchmarks and tests.
@@ -209,15 +210,12 @@ inline int ceil_log2(std::size_t k) { return k <= 1 ? 0 : static_cast<int>(std::
 // Bits per slice for GEMMs of inner length kc: kc·(2^beta − 1)^2 < 2^53.
 inline int slice_bits(std::size_t kc) { return (53 - ceil_log2(kc)) / 2; }
 
-// Bits per slice when slice sums A_t + A_u (below 2^(beta+1)) enter the GEMMs (Karatsuba's
-// products, below): kc·(2^(beta+1) − 2)^2 = 4·kc·(2^beta − 1)^2 < 2^53.
-inline int karatsuba_slice_bits(std::size_t kc) { return (51 - ceil_log2(kc)) / 2; }
-
 // Double GEMMs per chunk for s_a × s_b slices. Pairwise: one per slice pair. Karatsuba (Knuth,
-// TAOCP vol. 2, 4.3.3, applied to the slices as digits): with s = min(s_a, s_b), one product
-// A_t·B_t per t < s and one (A_t + A_u)·(B_t + B_u) per t < u < s, from which
-// A_t·B_u + A_u·B_t = (A_t + A_u)·(B_t + B_u) − A_t·B_t − A_u·B_u exactly (integers), and the
-// pairs with t or u ≥ s on their own: s(s+1)/2 + s_a·s_b − s^2.
+// TAOCP vol. 2, 4.3.3, subtractive form, applied to the slices as digits): with
+// s = min(s_a, s_b), one product A_t·B_t per t < s and one (A_t − A_u)·(B_t − B_u) per
+// t < u < s, from which A_t·B_u + A_u·B_t = A_t·B_t + A_u·B_u − (A_t − A_u)·(B_t − B_u) exactly
+// (integers; the differences stay within beta bits, the slices of an element sharing its sign),
+// and the pairs with t or u ≥ s on their own: s(s+1)/2 + s_a·s_b − s^2.
 inline std::size_t products_per_chunk(std::size_t sa, std::size_t sb, bool karatsuba) {
   const std::size_t s = karatsuba ? std::min(sa, sb) : 0;
   return s * (s + 1) / 2 + sa * sb - s * s;
@@ -359,7 +357,7 @@ struct Plan {
 //                                           on the other factor and one addition in R, against
 //                                           about 0.16 ns per multiply-add of Eigen's GEMM)
 // over chunk = min(k_r, max_chunk) and its halves down to 16 (more bits per slice, fewer slices),
-// pairwise or (when allowed) Karatsuba's products at their one bit narrower slices,
+// pairwise or (when allowed) Karatsuba's products (the same slices, fewer GEMMs),
 // s_a, s_b = 0..max_slices. Any plan is exact; this only sets the speed.
 inline Plan plan_part(const Operand& a, const Operand& b, std::size_t max_slices,
                       double gemms_per_pair = 2, bool allow_karatsuba = true) {
@@ -371,7 +369,7 @@ inline Plan plan_part(const Operand& a, const Operand& b, std::size_t max_slices
        chunk /= 2) {
     for (const bool karatsuba : {false, true}) {
       if (karatsuba && !allow_karatsuba) continue;
-      const int beta = karatsuba ? karatsuba_slice_bits(chunk) : slice_bits(chunk);
+      const int beta = slice_bits(chunk);
       const std::vector<std::size_t> ra = a.rest(beta, max_slices), rb = b.rest(beta, max_slices);
       std::vector<double> rest_a(max_slices + 1), rest_b(max_slices + 1);
       for (std::size_t s = 0; s <= max_slices; ++s) {
@@ -624,18 +622,18 @@ Contraction<R> fast_contraction(const MatrixViewOf<Va>& a, const MatrixViewOf<Vb
     // Slice pair (t, u), t, u ≥ 1, lies on diagonal t + u; diagonals 2..na+nb.
     const std::size_t diagonals = na == 0 || nb == 0 ? 0 : na + nb - 1;
     const std::size_t chunks = kr == 0 ? 0 : (kr + plan.chunk - 1) / plan.chunk;
-    // Karatsuba over the first ks slices of each operand: their sums A_t + A_u (t < u < ks),
-    // exact (integers below 2^(beta+1)); |A_t + A_u| = |A_t| + |A_u| (a slice has its
-    // element's sign).
+    // Karatsuba over the first ks slices of each operand: their differences A_t − A_u
+    // (t < u < ks), exact integers of at most beta bits (a slice has its element's sign, so
+    // |A_t − A_u| ≤ max(|A_t|, |A_u|)); for the exact abs sums |A_t| − |A_u| likewise.
     const std::size_t ks = plan.karatsuba ? std::min(na, nb) : 0;
-    std::vector<Eigen::MatrixXd> sum_a, sum_b, sum_abs_a, sum_abs_b;  // pair (t, u), t < u
+    std::vector<Eigen::MatrixXd> diff_a, diff_b, diff_abs_a, diff_abs_b;  // pair (t, u), t < u
     for (std::size_t t = 0; t < ks; ++t) {
       for (std::size_t u = t + 1; u < ks; ++u) {
-        sum_a.emplace_back(sa.slice[t] + sa.slice[u]);
-        sum_b.emplace_back(sb.slice[t] + sb.slice[u]);
+        diff_a.emplace_back(sa.slice[t] - sa.slice[u]);
+        diff_b.emplace_back(sb.slice[t] - sb.slice[u]);
         if (exact_abs) {
-          sum_abs_a.emplace_back(sa.magnitude[t] + sa.magnitude[u]);
-          sum_abs_b.emplace_back(sb.magnitude[t] + sb.magnitude[u]);
+          diff_abs_a.emplace_back(sa.magnitude[t] - sa.magnitude[u]);
+          diff_abs_b.emplace_back(sb.magnitude[t] - sb.magnitude[u]);
         }
       }
     }
@@ -685,6 +683,10 @@ Contraction<R> fast_contraction(const MatrixViewOf<Va>& a, const MatrixViewOf<Vb
           // of its slice products.
           std::vector<detail::wide_int> partial(diagonals * cells, 0),
               abs_sum(exact_abs ? diagonals * cells : 0, 0);
+          // Karatsuba's squares A_t·B_t over the chunks, per t < ks, before they are spread over
+          // the diagonals (once per tile rather than once per chunk).
+          std::vector<detail::wide_int> square(ks * cells, 0),
+              abs_square(exact_abs ? ks * cells : 0, 0);
           Eigen::MatrixXd prod(erows, ecols);
           // acc += sign·prod, element by element (exact: integers below 2^53).
           auto add = [&](detail::wide_int* acc, int sign = 1) {
@@ -707,8 +709,9 @@ Contraction<R> fast_contraction(const MatrixViewOf<Va>& a, const MatrixViewOf<Vb
             // The slices' products (x_t, y_u: slices or their magnitudes) into acc's diagonals.
             auto products = [&](const std::vector<Eigen::MatrixXd>& x,
                                 const std::vector<Eigen::MatrixXd>& y,
-                                const std::vector<Eigen::MatrixXd>& x_sums,
-                                const std::vector<Eigen::MatrixXd>& y_sums, detail::wide_int* acc) {
+                                const std::vector<Eigen::MatrixXd>& x_diffs,
+                                const std::vector<Eigen::MatrixXd>& y_diffs, detail::wide_int* acc,
+                                detail::wide_int* sq) {
               for (std::size_t t = 0; t < na; ++t) {
                 for (std::size_t u = 0; u < nb; ++u) {
                   if (t < ks && u < ks) continue;  // Karatsuba's, below
@@ -716,28 +719,37 @@ Contraction<R> fast_contraction(const MatrixViewOf<Va>& a, const MatrixViewOf<Vb
                   add(acc + (t + u) * cells);
                 }
               }
-              for (std::size_t t = 0; t < ks; ++t) {  // A_t·B_t: on 2t, less on every t + u
+              for (std::size_t t = 0; t < ks; ++t) {  // A_t·B_t, spread after the chunks
                 gemm(x[t], y[t]);
-                add(acc + 2 * t * cells);
-                for (std::size_t u = 0; u < ks; ++u) {
-                  if (u != t && !(options.mutant_karatsuba_keeps_a_square && u > t)) {
-                    add(acc + (t + u) * cells, -1);
-                  }
-                }
+                add(sq + t * cells);
               }
               std::size_t pair = 0;
-              for (std::size_t t = 0; t < ks; ++t) {  // (A_t + A_u)·(B_t + B_u) on t + u
+              for (std::size_t t = 0; t < ks; ++t) {  // (A_t − A_u)·(B_t − B_u) less on t + u
                 for (std::size_t u = t + 1; u < ks; ++u, ++pair) {
-                  gemm(x_sums[pair], y_sums[pair]);
-                  add(acc + (t + u) * cells);
+                  gemm(x_diffs[pair], y_diffs[pair]);
+                  add(acc + (t + u) * cells, -1);
                 }
               }
             };
-            products(sa.slice, sb.slice, sum_a, sum_b, partial.data());
+            products(sa.slice, sb.slice, diff_a, diff_b, partial.data(), square.data());
             if (exact_abs) {
-              products(sa.magnitude, sb.magnitude, sum_abs_a, sum_abs_b, abs_sum.data());
+              products(sa.magnitude, sb.magnitude, diff_abs_a, diff_abs_b, abs_sum.data(),
+                       abs_square.data());
             }
           }
+          // Each square on its own diagonal 2t and on every cross diagonal t + u (u ≠ t < ks).
+          auto spread = [&](const detail::wide_int* sq, detail::wide_int* acc) {
+            for (std::size_t t = 0; t < ks; ++t) {
+              for (std::size_t u = 0; u < ks; ++u) {
+                if (u > t && options.mutant_karatsuba_keeps_a_square) continue;
+                detail::wide_int* to = acc + (t + u) * cells;
+                const detail::wide_int* from = sq + t * cells;
+                for (std::size_t e = 0; e < cells; ++e) to[e] += from[e];
+              }
+            }
+          };
+          spread(square.data(), partial.data());
+          if (exact_abs) spread(abs_square.data(), abs_sum.data());
           // The upper bound of Σ|a·b|: one GEMM of the magnitudes over the whole part (its
           // rounding depends on Eigen's blocking of this tile's shape, never on the thread).
           Eigen::MatrixXd abs_prod;
