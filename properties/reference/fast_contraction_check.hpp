@@ -25,7 +25,9 @@
 //   (3) non-finite plain terms: the fast term is the same (NaN for NaN, the same infinity).
 // With AbsSums::upper_bound (drawn per case; the default of fast_contraction) (1), (2) and (2')
 // hold for partial, and abs_sum instead lies in the header's bracket
-//   Σ|ab|·(1 − c) ≤ abs_sum ≤ (1 + 4·gamma_{k_r}(2^-53))·Σ|ab| + 4·k_r·max|a|·max|b|·2^-1016
+//   Σ|ab|·(1 − c) ≤ abs_sum ≤ (1 + 2^-52)^q·(1 + 4·gamma_{k_r}(2^-53))·Σ|ab|
+//                             + 4·k_r·max|a|·max|b|·2^-1016
+// (q: the operands holding R values, whose magnitudes magnitude_up rounds up to doubles)
 // (the lower end is the plain path's, for terms computed by contract_parts; 2^(E_i + F_j) ≤
 // 4·max|a[i, ·]|·max|b[·, j]| over the part), plus the oracle's slack.
 #pragma once
@@ -261,7 +263,9 @@ std::string violation(const ProductCase& c, const reference::Contraction<hp>& go
           const X fa = exactly<X>(f.abs_sum);
           const X g53 = kr == 0 ? X(0) : reference::gamma<X>(kr, reference::pow2<X>(-53));
           const X low = o.abs_sum * (1 - claim) - slack;
-          const X high = (1 + 4 * g53) * o.abs_sum +
+          const X r_up = pow(1 + reference::pow2<X>(-52),
+                             static_cast<int>(c.a_in_r) + static_cast<int>(c.b_in_r));
+          const X high = r_up * (1 + 4 * g53) * o.abs_sum +
                          4 * X(kr) * o.max_a * o.max_b * reference::pow2<X>(-1016) + slack;
           if (fa < low || fa > high) {
             return where + "abs_sum " + show_exact(fa) + " outside the upper-bound bracket [" +

@@ -52,7 +52,9 @@
 //     abs_sum_r = 2^(E_i+F_j)·(Ŝ + k_r·2^-1074)·(1 + 2·gamma_{k_r}(2^-53) + 2^-100)     in R
 //   (1/(1 − gamma) ≤ 1 + 2·gamma; the 2^-100 covers R's own roundings of that expression), or 0
 //   when line i of a or line j of b is all zeros. So Σ|a·b| ≤ abs_sum_r ≤
-//   (1 + 4·gamma_{k_r}(2^-53))·Σ|a·b| + k_r·2^(E_i+F_j−1016): an upper bound, 2^-39 relative at
+//   (1 + 2^-52)^q·(1 + 4·gamma_{k_r}(2^-53))·Σ|a·b| + k_r·2^(E_i+F_j−1016), q the number of
+//   operands holding R values (magnitude_up raises each of their magnitudes by up to 2^-52
+//   relative; a double's is exact): an upper bound, 2^-39 relative at
 //   k_r = 11008, which is what bounds.hpp needs (every term of element_bound is nondecreasing in
 //   abs_sum), at one GEMM where exact sums take s_a·s_b (with one slice pair: the exact sums).
 //
@@ -175,8 +177,9 @@ struct FastStats {
 // bound"):
 //   upper_bound  one double GEMM of |a|·|b| per part on magnitudes scaled by the lines' top
 //                exponents and rounded up, its rounding error then added back: a guaranteed
-//                upper bound, Σ|a·b| ≤ abs_sum_r ≤ (1 + 4·gamma_{k_r}(2^-53))·Σ|a·b| +
-//                k_r·2^(E_i + F_j − 1016), which is all bounds.hpp needs (its terms are
+//                upper bound, Σ|a·b| ≤ abs_sum_r ≤ (1 + 2^-52)^q·(1 + 4·gamma_{k_r}(2^-53))·
+//                Σ|a·b| + k_r·2^(E_i + F_j − 1016) (q: operands holding R values), which is
+//                all bounds.hpp needs (its terms are
 //                nondecreasing in abs_sum); s_a·s_b − 1 fewer GEMMs than `exact`. A part with
 //                one slice pair (bfloat16 and float16 data) takes the exact sums instead: no
 //                dearer there, and within the bracket too
