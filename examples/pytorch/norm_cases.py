@@ -19,6 +19,9 @@ What it shows (and checks, so ctest runs it: label "compare"):
     LayerNorm and RMSNorm, float64 and float32, passes; its two planted bugs fail and are
     diagnosed: dgamma/dbeta never summed (param-grads-not-reduced) and g's backward keeping each
     rank's rows of its own partial dz (g-backward-split-without-reduce);
+  - F.layer_norm declared with its own contract, "welford" (torch's CPU RowwiseMoments: Welford
+    updates merged by Chan's formula), passes in float64 and float32, sequence-parallel and at
+    hidden = 1;
   - the report's tolerance table for all of them.
 Needs python3-torch (Debian's, 1.13; scripts/setup installs it).
 """
@@ -48,7 +51,7 @@ def inputs(dtype):
     return x, gamma, beta, dy
 
 
-def sequence_parallel(kind, dtype, p, split=None, bug=None):
+def sequence_parallel(kind, dtype, p, split=None, bug=None, contract=None):
     """The norm on p simulated ranks, each its rows of the tokens (split: their counts, default
     torch.chunk's); each rank's dgamma (dbeta) is its local sum, all_reduced over the ranks
     unless the bug is "unreduced"."""
@@ -75,7 +78,8 @@ def sequence_parallel(kind, dtype, p, split=None, bug=None):
     impl = "torch %s %s" % (torch.__version__, "RMSNorm (Llama)" if kind == "rms_norm"
                             else "F.layer_norm")
     case = sc.Case("sequence_parallel_norm", DTYPES[dtype], {"tokens": TOKENS, "hidden": HIDDEN},
-                   {"tp": p}, config, impl + ("" if p == 1 else ", hand-sharded"))
+                   {"tp": p}, config, impl + ("" if p == 1 else ", hand-sharded"),
+                   contract=contract)
     for name, t in (("x", x), ("gamma", gamma), ("beta", beta), ("dy", dy)):
         if t is not None:
             case.input(name, np_of(t))
@@ -186,6 +190,22 @@ code, out = checks.compare(good, "--report", os.path.join(WORK, "report"))
 checks.expect("the report is written (exit 0)",
               code == 0 and os.path.exists(os.path.join(WORK, "report", "report.md")), out)
 
+# torch's CPU LayerNorm takes its mean and variance from RowwiseMoments (Welford updates in
+# vector lanes, the lanes' states merged by Chan's AddMoments in a cascade) and forms xhat as
+# fma(x, rstd, -rstd*mean): its own contract is "welford" (docs/compare.md, "Contract").
+wel = os.path.join(WORK, "welford")
+m = 0
+for dtype, tag in DTYPES.items():
+    for p, split in ((1, None), (3, [4, 0, 3])):
+        sequence_parallel("layer_norm", dtype, p, split, contract="welford").write(
+            os.path.join(wel, "%s_p%d" % (tag, p)))
+        m += 1
+    layer_norm_hidden_1(dtype, "welford").write(os.path.join(wel, tag + "_hidden_1"))
+    m += 1
+out = checks.expect_passes("torch's LayerNorm declared welford (its RowwiseMoments) passes in "
+                           "float64 and float32, sequence-parallel and at hidden = 1", wel, m)
+checks.expect("the verdicts name the welford contract", out.count("contract welford") == m, out)
+
 for kind, bad in (("layer_norm", ["dgamma", "dbeta"]), ("rms_norm", ["dgamma"])):
     d = os.path.join(WORK, "unreduced_" + kind)
     sequence_parallel(kind, torch.float32, 3, bug="unreduced").write(d)
@@ -210,7 +230,7 @@ for bug, bad, want in (
 # LayerNorm at hidden = 1 under the default contract, which covers both xhat orders: passes in
 # float64 and float32; declared as the library's two_pass order it fails (y about 160x, dgamma
 # about 1e17x its bound: torch's fma order is not that contract); declared as fused_rstd_mean
-# it passes; an unknown contract is bad input.
+# it passes (and as welford, above); an unknown contract is bad input.
 h1 = os.path.join(WORK, "hidden_1")
 for dtype, tag in DTYPES.items():
     layer_norm_hidden_1(dtype).write(os.path.join(h1, tag))
@@ -221,10 +241,11 @@ checks.expect_fails("torch's LayerNorm at hidden = 1 judged as two_pass", d, ["d
 d = os.path.join(WORK, "hidden_1_fused")
 layer_norm_hidden_1(torch.float64, "fused_rstd_mean").write(d)
 checks.expect_passes("torch's LayerNorm at hidden = 1 judged as fused_rstd_mean", d, 1)
-d = os.path.join(WORK, "hidden_1_welford")
-layer_norm_hidden_1(torch.float64, "welford").write(d)
+d = os.path.join(WORK, "hidden_1_kahan")
+layer_norm_hidden_1(torch.float64, "kahan").write(d)
 code, out = checks.compare(d)
 checks.expect("an unknown contract is bad input (exit 2) naming the field and the contracts",
-              code == 2 and "contract:" in out and "fused_rstd_mean" in out, out)
+              code == 2 and "contract:" in out and "fused_rstd_mean" in out and "welford" in out,
+              out)
 
 checks.finish()

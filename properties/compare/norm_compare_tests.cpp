@@ -257,6 +257,69 @@ TEST(CompareNorm, a_one_pass_variance_fails_two_pass_and_passes_declared_one_pas
             << one.verdict.tensors[0].summary() << " (one_pass)\n";
 }
 
+// A LayerNorm forward whose mean and variance are PyTorch's CPU RowwiseMoments in float32: each
+// element a Welford update (m += δ·fl(1/k), M2 += δ·(x − m)) in lanes of 4, strided, the lanes'
+// states merged by AddMoments (m += δ·w_b, M2 += M2_b + δ·δ·w_b·n_a), xhat as fma(x, rstd,
+// −rstd·mean), on the rows shifted to 200. Declared welford, it passes and the contract line
+// names welford; on these rows (spread far below the mean) the welford bound is tighter than the
+// default's, whose one-pass order grows as (mean/σ)², so the ratio is larger under welford.
+TEST(CompareNorm, a_welford_variance_passes_declared_welford) {
+  const NormKind ln = NormKind::layer_norm;
+  auto data = norm_data<float>(ln);
+  for (std::size_t i = 0; i < data.x.size(); ++i) data.x[i] = 200.0F + data.x[i];
+  struct State {
+    float n = 0, mean = 0, m2 = 0;
+  };
+  const auto merge = [](State a, const State& b) {
+    if (b.n == 0) return a;
+    const float n = a.n + b.n, w = b.n / n, delta = b.mean - a.mean;
+    a.mean += w * delta;
+    a.m2 += b.m2 + delta * delta * w * a.n;
+    a.n = n;
+    return a;
+  };
+  Tensor<float> y(Shape{tokens, hidden});
+  const float eps = 1e-5F;
+  for (std::size_t t = 0; t < tokens; ++t) {
+    State lanes[4];
+    for (std::size_t i = 0; i < hidden; ++i) {
+      State& s = lanes[i % 4];
+      const float v = data.x[t * hidden + i];
+      s.n += 1;
+      const float delta = v - s.mean;
+      s.mean += delta * (1.0F / s.n);
+      s.m2 += delta * (v - s.mean);
+    }
+    const State all = merge(merge(lanes[0], lanes[1]), merge(lanes[2], lanes[3]));
+    const float rstd = 1.0F / std::sqrt(all.m2 / static_cast<float>(hidden) + eps);
+    for (std::size_t i = 0; i < hidden; ++i) {
+      const float xhat = std::fma(data.x[t * hidden + i], rstd, -(rstd * all.mean));
+      y[t * hidden + i] = xhat * data.gamma[i] + data.beta[i];
+    }
+  }
+  const fs::path d = fresh_norm_dir("welford");
+  write_inputs(d, ln, data);
+  write_tensor(d / "y.npy", y);
+  const std::string inputs = R"({"x": "x.npy", "gamma": "gamma.npy", "beta": "beta.npy"})";
+  const std::string base = norm_manifest(ln, "float32", R"({"y": "y.npy"})", "", inputs);
+  std::ofstream(d / "case.json") << with(base, R"("dtype": "float32")",
+                                         R"("dtype": "float32", "contract": "welford")");
+  const auto welford = compare_dir(d);
+  EXPECT_TRUE(welford.verdict.pass()) << welford.verdict.explain();
+  EXPECT_GT(welford.verdict.tensors[0].max_ratio, 0.0);  // a finite bound
+  EXPECT_THAT(welford.contract,
+              HasSubstr("contract welford: the mean and M2 of Welford states merged in any tree "
+                        "(var = M2/n); layer_norm's xhat as (x − mean)·rstd or as fma(x, rstd, "
+                        "−rstd·mean), dx as ((g − c1) − xhat·c2)·rstd or as a·g + b·x + c: the "
+                        "larger bound"));
+  std::ofstream(d / "case.json") << base;
+  const auto fallback = compare_dir(d);
+  EXPECT_TRUE(fallback.verdict.pass()) << fallback.verdict.explain();
+  EXPECT_GT(welford.verdict.tensors[0].max_ratio, fallback.verdict.tensors[0].max_ratio);
+  std::cout << "Welford y at rows shifted to 200: " << welford.verdict.tensors[0].summary()
+            << " (welford); " << fallback.verdict.tensors[0].summary() << " (default)\n";
+}
+
 TEST(CompareNormBadInput, every_error_names_the_file_and_the_field) {
   const NormKind ln = NormKind::layer_norm;
   const fs::path d = write_dense_case<float>("bad_input", ln, "float32");
@@ -304,12 +367,14 @@ TEST(CompareNormBadInput, every_error_names_the_file_and_the_field) {
         "only column_parallel_linear, row_parallel_linear and parallel_mlp take another"}},
       {"unknown contract",
        with(norm_manifest(ln, "float32", outs), R"("dtype": "float32")",
-            R"("dtype": "float32", "contract": "welford")"),
-       {"contract: is \"welford\" but sequence_parallel_norm knows \"two_pass\" (var = Σ(x − "
+            R"("dtype": "float32", "contract": "kahan")"),
+       {"contract: is \"kahan\" but sequence_parallel_norm knows \"two_pass\" (var = Σ(x − "
         "mean)²/n, xhat = (x − mean)·rstd, as lib/ops/norm), \"fused_rstd_mean\" (the same "
-        "variance, xhat = fma(x, rstd, −rstd·mean), as PyTorch's CPU LayerNorm) and "
-        "\"one_pass\" (var = Σx²/n − mean², optionally clamped at 0, xhat in either order); "
-        "omit the field for a bound that covers all three"}},
+        "variance, xhat = fma(x, rstd, −rstd·mean) and dx = a·g + b·x + c, PyTorch's CPU "
+        "LayerNorm's orders), \"one_pass\" (var = Σx²/n − mean², optionally clamped at 0, xhat "
+        "in either order) and \"welford\" (mean and M2 of Welford states merged in any tree, "
+        "var = M2/n, xhat and dx in either order: PyTorch's CPU and CUDA kernels, Apex); omit the "
+        "field for a bound that covers the first three"}},
       {"mesh of another name",
        with(norm_manifest(ln, "float32", outs), "\"tp\"", "\"sp\""),
        {"mesh: is {sp=3} but sequence_parallel_norm at this config runs on {tp=3}"}},

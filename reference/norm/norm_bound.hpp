@@ -63,8 +63,10 @@
 // input is the reason the clamp exists). The propagation carries var's value v and R-error r
 // from the two-pass evaluation (the definition's value: every later v stays the definition's)
 // and the implementation's error e from the one-pass steps: e bounds |v̂ − var| whatever v is,
-// since every rule reads only M = |v| + r ≥ |exact| from the operands. A Welford (or Chan
-// pairwise) variance is not derived (docs/norm.md says what is missing).
+// since every rule reads only M = |v| + r ≥ |exact| from the operands.
+//   welford   the mean and M2 = Σ(x − mean)² of Welford states merged in any binary tree the
+//             launch shape decides (PyTorch's CPU RowwiseMoments and CUDA WelfordOps, Apex's
+//             cuWelfordOnlineSum/cuChanOnlineSum), var = M2/n: welford_errors below.
 // Underflow is covered by the eta/2 terms. Overflow in A is excluded by the suite's value ranges
 // (docs/norm.md);
 // a final rounding to T that overflows gives ±inf, which properties/engine/tensor_check accepts
@@ -196,6 +198,8 @@ class Propagator {
   // The bound of a final value: e + r, raised for its evaluation in R.
   R final_bound(const Tracked<R>& a) const { return a.bound() * (1 + gamma<R>(64, units_.u_r)); }
 
+  const Units<R>& units() const { return units_; }
+
  private:
   // m·e for bounds, with 0·inf = 0: a term whose magnitude is exactly 0 contributes nothing
   // however large the other factor's error bound (an infinite bound means "no bound").
@@ -277,6 +281,7 @@ struct NormForwardTracked {
   TrackedTensor<R> y;            // [tokens, hidden], rounded to T
   TrackedTensor<R> xhat;         // [tokens, hidden], in A
   std::vector<Tracked<R>> rstd;  // [tokens], in A
+  std::vector<Tracked<R>> mean;  // [tokens], in A (exact 0 for rms_norm)
 };
 
 template <class R = hp>
@@ -296,12 +301,111 @@ struct NormBackwardTracked {
 //   fused       x·rstd − rstd·mean (PyTorch's CPU LayerNorm: fma(x, rstd, −rstd·mean))
 enum class NormXhat { difference, fused };
 // How it forms layer_norm's variance (rms_norm's ms = Σx²/n is one pass in both): the header.
-enum class NormVariance { two_pass, one_pass };
-// One evaluation order the bound covers: xhat's and the variance's.
+enum class NormVariance { two_pass, one_pass, welford };
+// How it forms layer_norm's dx (rms_norm's is the centered form in both):
+//   centered  ((g − c1) − xhat·c2)·rstd, c1 = Σg/n, c2 = Σg·xhat/n (lib/ops/norm, PyTorch's
+//             CUDA kernel, Apex)
+//   affine    a·g + b·x + c with a = rstd, ds = Σ g·x, db = Σ g,
+//             b = (db·mean − ds)·a·a·a·fl(1/n), c = −b·mean − db·a·fl(1/n), the three terms of
+//             dx added in any order (PyTorch's CPU LayerNormBackwardKernelImplInternal). The
+//             same value in R; in floating point b·x + c cancels where |x − mean| is far below
+//             |x| (a row far from 0, or hidden = 1, where dx is exactly 0 and the affine form
+//             leaves about u·rstd·|g|).
+// The affine form is bounded by the rules above applied to its own steps; its v and r are the
+// centered form's (the definition's value), its e the affine steps'.
+enum class NormDx { centered, affine };
+// One evaluation order the bound covers: xhat's, the variance's and dx's.
 struct NormForm {
   NormXhat xhat = NormXhat::difference;
   NormVariance variance = NormVariance::two_pass;
+  NormDx dx = NormDx::centered;
 };
+
+// ---- the Welford variance (NormVariance::welford) ----
+//
+// The contract. Every leaf is one element: the state (1, x, 0). Two states (n_a, m_a, M2_a) and
+// (n_b, m_b, M2_b) merge, n = n_a + n_b, in A, in one of these forms (any mix, any tree):
+//   mean  delta:    m = m_a + fl(fl(m_b − m_a)·w_b), w_b = fl(n_b/n) or the product a division
+//                   (Welford's update m + (x − m)/n; PyTorch's AddMoments and WelfordOps)
+//         weighted: m = fl(w_a·m_a) + fl(w_b·m_b), w_a, w_b = fl(n_a/n), fl(n_b/n) (Apex's Chan)
+//   M2    Chan:     M2_a + M2_b + c, c the product of δ̂ = fl(m_b − m_a) twice and of n_a, n_b,
+//                   1/n as at most 4 more rounded factors (counts exact, weights rounded once):
+//                   δ·δ·w_b·n_a (PyTorch), δ·δ·w_a·w_b·n (Apex)
+//         Welford:  M2_a + fl(x − m_a)·fl(x − m), m the merged mean, for a singleton b = (1, x, 0)
+//   the two or three terms of M2 added in any order; var = M2/n (one division, or a product
+//   with fl(1/n)). Underflow: each rounding may add eta/2 (eta A's smallest subnormal).
+// The bound is a priori and holds for every tree, every leaf order and every mix of forms.
+// Notation: x̂ the row the kernel reads (x within x.e of the reference's x), n its length, u the
+// unit roundoff of A, M ≥ max|x̂_i|, D ≥ max x̂ − min x̂, m2 ≥ M2(x̂) = Σ(x̂_i − mean(x̂))², and
+// for a merge N of subtrees a, b: μ_a, μ_b their exact means, δ_N = μ_b − μ_a,
+// w_N = n_a·n_b/n_N. Chan's identity: M2(x̂) = Σ_N w_N·δ_N² over the n − 1 merges (exact).
+// (1) The mean. With e_K ≥ |m̂_K − μ_K|, a merge gives
+//       e_N ≤ (n_a/n_N)·e_a + (n_b/n_N)·e_b + ℓ_N,
+//     ℓ_N ≤ γ3·w_b·(D + e_a + e_b) + u·(M + ...) in the delta form and γ3·(M + max e) in the
+//     weighted one, so ℓ_N ≤ L := (γ3 + u)(1 + γ3)(D + M + 3Ē) + 2·eta whenever every e ≤ Ē.
+//     Unrolled, e_N ≤ L·Σ_{K ⊆ N} n_K/n_N over the merges K under N, and Σ n_K (the sum of the
+//     leaves' depths) is at most n_N(n_N + 1)/2 − 1 (a chain), so e_N ≤ L·(n_N + 1)/2. With
+//     Ē = L·(n + 1)/2 the fixed point is L = ((γ3 + u)(1 + γ3)(D + M) + 2·eta)/(1 − 1.5·(n + 1)·
+//     (γ3 + u)(1 + γ3)) (no bound, +inf, when the denominator is not positive).
+// (2) One merge's M2 term. Chan form: ĉ = (m̂_b − m̂_a)²·w_N·(1 + θ8), |θ8| ≤ γ8, and
+//     |(m̂_b − m̂_a)² − δ²| ≤ 2|δ|(e_a + e_b) + (e_a + e_b)², e_a + e_b ≤ L·(n_N + 2)/2.
+//     Welford form (n_b = 1, w_N = n_a/n_N ≥ 1/2): ĉ = (x − m̂_a)(x − m̂)(1 + θ3), exact c =
+//     (x − μ_a)(x − μ) with |x − μ| ≤ |δ|, so the product is off by ≤ |δ|(e_a + e) + e_a·e, and
+//     |δ| = w_N|δ|·n_N/n_a with e_a + e ≤ L·(2n_N + 1)/2 gives |δ|(e_a + e) ≤ w_N|δ|L(n_N + 3).
+//     Both: |ĉ_N − c_N| ≤ (1 + γ8)(w_N|δ_N|·L·(n_N + 3) + 4·w_N·Ē²) + γ8·c_N + 2n·eta.
+// (3) Summed over the merges, by Cauchy–Schwarz with Σ w_N·δ_N² = M2:
+//       Σ w_N|δ_N|(n_N + 3) ≤ sqrt(m2·S3), S3 = Σ w_N(n_N + 3)² ≤ (n + 11)·n(n − 1)/2,
+//     as (n_N + 3)²/n_N ≤ n_N + 10.5 and Σ_N n_a·n_b = n(n − 1)/2 (each pair of leaves meets
+//     once); Σ w_N ≤ n(n − 1)/4. So F := Σ|ĉ_N − c_N| ≤ (1 + γ8)(L·sqrt(m2·S3) + Ē²·n(n − 1))
+//     + γ8·m2 + 2n²·eta.
+// (4) The additions of M2 add the n − 1 terms ĉ_N in some tree (a singleton's M2 is an exact 0,
+//     and adding it is exact), so each term passes at most n − 2 roundings (Higham, ASNA 2nd ed.,
+//     (3.4) in any order): |M̂2 − M2| ≤ F + γ_{n−2}·(m2 + F). Then var = M2/n with at most two
+//     roundings: e_var ≤ (F + γ_{n−2}(m2 + F))·(1 + γ2)/n + γ2·m2/n + eta.
+// The bound is first order in n·u times the row's spread (D + M)/sqrt(var): Welford's error grows
+// with |mean|/σ, not (mean/σ)² as the one-pass formula's does (Chan, Golub, LeVeque, Amer.
+// Statist. 37(3), 1983), but it is a worst case over every tree and form: on unit rows it is
+// wider than the two-pass bound (docs/norm.md, "The Welford variance", has the figures).
+// The row's own input errors: |m̂ − mean(x)| ≤ Ē + |mean(x̂) − mean(x)| and the second term is
+// at most the two-pass rules' e for the mean (exact arithmetic is one of the executions those
+// rules cover); likewise for var. normalize_row adds these to the two-pass e's.
+template <class R>
+struct WelfordErrors {
+  R mean{0};      // Ē: |Welford mean − mean(x̂)|
+  R variance{0};  // |Welford var − var(x̂)|
+};
+
+// welford_errors: token t's row of x, its two-pass var (v, r, e: m2 = n·(v + r + e) ≥ M2(x̂)).
+template <class R>
+WelfordErrors<R> welford_errors(const TrackedTensor<R>& x, std::size_t t, const Tracked<R>& var,
+                                const Units<R>& units) {
+  using std::abs;
+  using std::sqrt;
+  const std::size_t n = x.shape[1];
+  if (n < 2) return {};  // one leaf: the state (1, x, 0) is exact
+  const R inf = std::numeric_limits<R>::infinity();
+  R hi = -inf, lo = inf, big(0);
+  for (std::size_t i = 0; i < n; ++i) {
+    const Tracked<R>& xi = x(t, i);
+    const R slack = xi.r + xi.e;
+    hi = std::max(hi, R(xi.v + slack));
+    lo = std::min(lo, R(xi.v - slack));
+    big = std::max(big, R(abs(xi.v) + slack));
+  }
+  const R u = units.u_a, eta = units.eta_a, nn(n);
+  const R g3 = gamma<R>(3, u), g8 = gamma<R>(8, u), g2 = gamma<R>(2, u);
+  const R c = (g3 + u) * (1 + g3);
+  const R den = 1 - R(1.5) * (nn + 1) * c;
+  if (!(den > 0)) return {inf, inf};
+  const R L = (c * (hi - lo + big) + 2 * eta) / den;  // (1)
+  const R ebar = L * (nn + 1) / 2;
+  const R m2 = nn * (var.v + var.r + var.e);
+  const R s3 = (nn + 11) * nn * (nn - 1) / 2;
+  const R f = (1 + g8) * (L * sqrt(m2 * s3) + ebar * ebar * nn * (nn - 1)) + g8 * m2 +
+              2 * nn * nn * eta;                                         // (2), (3)
+  const R em2 = f + (n >= 3 ? R(gamma<R>(n - 2, u) * (m2 + f)) : R(0));  // (4)
+  return {ebar, em2 * (1 + g2) / nn + g2 * m2 / nn + eta};
+}
 
 template <class R>
 Tracked<R> normalize_row(NormKind kind, const TrackedTensor<R>& x, std::size_t t, const R& eps,
@@ -323,7 +427,15 @@ Tracked<R> normalize_row(NormKind kind, const TrackedTensor<R>& x, std::size_t t
     // ms − mean², ms = Σx²/n: its error bound, with the two-pass value and R-error kept.
     for (std::size_t i = 0; i < n; ++i) terms[i] = P.mul(x(t, i), x(t, i));
     var.e = P.sub(P.div(P.sum(terms), count), P.mul(mean, mean)).e;
+  } else if (form.variance == NormVariance::welford && kind != NormKind::rms_norm) {
+    // The merge tree's errors on top of the two-pass e's, which bound what the row's own input
+    // errors do to the exact mean and var; d is formed again with the Welford mean.
+    const auto w = welford_errors(x, t, var, P.units());
+    var.e += w.variance;
+    mean.e += w.mean;
+    for (std::size_t i = 0; i < n; ++i) d[i] = P.sub(x(t, i), mean);
   }
+  out.mean.push_back(mean);
   auto rstd = P.div(Propagator<R>::exact(R(1)), P.sqrt(P.add(var, Propagator<R>::exact(eps))));
   if (form.xhat == NormXhat::fused && kind != NormKind::rms_norm) {
     const auto shift = P.mul(rstd, mean);
@@ -352,7 +464,8 @@ void scale_and_shift_row(NormKind kind, std::size_t t, const Tensor<R>& gamma,
 template <class R>
 void input_gradient_row(NormKind kind, std::size_t t, const Tensor<R>& gamma,
                         const TrackedTensor<R>& dy, const NormForwardTracked<R>& fwd,
-                        const Propagator<R>& P, TrackedTensor<R>& dx) {
+                        const Propagator<R>& P, TrackedTensor<R>& dx, const TrackedTensor<R>& x,
+                        NormForm form = {}) {
   const std::size_t n = dx.shape[1];
   const auto count = Propagator<R>::exact(R(n));
   std::vector<Tracked<R>> g(n), terms(n);
@@ -369,6 +482,35 @@ void input_gradient_row(NormKind kind, std::size_t t, const Tensor<R>& gamma,
     for (std::size_t i = 0; i < n; ++i) {
       const auto centered = P.sub(g[i], c1);
       dx(t, i) = P.to_storage(P.mul(P.sub(centered, P.mul(fwd.xhat(t, i), c2)), rstd));
+    }
+    if (form.dx == NormDx::affine) {
+      // a·g + b·x + c (NormDx): its error bound e, the centered form's v and r kept.
+      const auto& mean = fwd.mean[t];
+      for (std::size_t i = 0; i < n; ++i) terms[i] = P.mul(g[i], x(t, i));
+      const auto ds = P.sum(terms);
+      const auto db = P.sum(std::span<const Tracked<R>>(g));
+      const auto scale = P.div(Propagator<R>::exact(R(1)), count);
+      const auto b =
+          P.mul(P.mul(P.mul(P.mul(P.sub(P.mul(db, mean), ds), rstd), rstd), rstd), scale);
+      // b̂ = b + β enters dx twice, as b̂·x and in c = −b̂·mean − ...: β·(x − mean) plus its part
+      // of those roundings, |β|·γ4·(|x| + |mean|). The rules would take |β|·(|x| + |mean|), which
+      // a³ (about 3e7 at var = 0, eps = 1e-5) makes useless where x − mean cancels. So b is
+      // carried exact through the steps and β added once (docs/norm.md, "PyTorch's CPU dx").
+      auto b_exact = b;
+      b_exact.e = R(0);
+      auto c = P.add(P.mul(b_exact, mean), P.mul(P.mul(db, rstd), scale));
+      c.v = -c.v;  // −b·mean − db·a·scale: negation is exact
+      using std::abs;
+      const R g4 = reference::gamma<R>(4, P.units().u_a);  // the function, not the weights
+      const R mean_mag = abs(mean.v) + mean.r + mean.e;
+      for (std::size_t i = 0; i < n; ++i) {
+        const Tracked<R>& xi = x(t, i);
+        const Tracked<R> three[] = {P.mul(rstd, g[i]), P.mul(b_exact, xi), c};
+        auto sum = P.sum(three);
+        const R spread = abs(xi.v - mean.v) + xi.r + xi.e + mean.r + mean.e;
+        sum.e += b.e * (spread + g4 * (abs(xi.v) + xi.r + xi.e + mean_mag));
+        dx(t, i).e = P.to_storage(sum).e;
+      }
     }
   }
 }
@@ -416,7 +558,7 @@ NormForwardTracked<R> propagate_norm_forward(NormKind kind, const TrackedTensor<
                                              const R& eps, const Propagator<R>& P,
                                              NormForm form = {}) {
   detail::require_norm_shapes(kind, x.shape, gamma, beta, nullptr);
-  NormForwardTracked<R> out{TrackedTensor<R>(x.shape), TrackedTensor<R>(x.shape), {}};
+  NormForwardTracked<R> out{TrackedTensor<R>(x.shape), TrackedTensor<R>(x.shape), {}, {}};
   for (std::size_t t = 0; t < x.shape[0]; ++t) {
     out.rstd.push_back(normalize_row(kind, x, t, eps, P, out, form));
     scale_and_shift_row(kind, t, gamma, beta, P, out);
@@ -441,7 +583,7 @@ NormBackwardTracked<R> propagate_norm_backward(NormKind kind, const TrackedTenso
   NormBackwardTracked<R> out;
   out.dx = TrackedTensor<R>(x.shape);
   for (std::size_t t = 0; t < x.shape[0]; ++t)
-    input_gradient_row(kind, t, gamma, dy, fwd, P, out.dx);
+    input_gradient_row(kind, t, gamma, dy, fwd, P, out.dx, x, form);
   parameter_gradients(kind, dy, fwd, parts, P, out);
   return out;
 }

@@ -21,6 +21,8 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace shardcheck::check {
 namespace {
@@ -97,6 +99,79 @@ BlockConfig block_config(const cases::CaseManifest& m, cases::Fields& f) {
   return b;
 }
 
+// The norm's contracts (reference/norm/norm_bound.hpp, NormForm: xhat's order × the
+// variance's × dx's; docs/compare.md, "Contract"). Each lists the forms its bound covers (each
+// element's bound is the largest of theirs); the unnamed entry is the default, which covers
+// every kernel of the first three contracts.
+using reference::NormDx;
+using reference::NormForm;
+using reference::NormVariance;
+using reference::NormXhat;
+constexpr NormXhat kDiff = NormXhat::difference, kFma = NormXhat::fused;
+constexpr NormVariance kTwo = NormVariance::two_pass, kOne = NormVariance::one_pass,
+                       kWelford = NormVariance::welford;
+constexpr NormDx kCentered = NormDx::centered, kAffine = NormDx::affine;
+
+// The four forms of one variance order: each xhat order with each dx order.
+std::vector<NormForm> every_xhat_and_dx(NormVariance variance) {
+  return {{kDiff, variance, kCentered},
+          {kFma, variance, kCentered},
+          {kDiff, variance, kAffine},
+          {kFma, variance, kAffine}};
+}
+
+struct NormContract {
+  std::string_view name;     // as a case declares it; empty: the default
+  std::string_view summary;  // for the refusal's list
+  std::string_view words;    // the verdict's contract line
+  std::vector<NormForm> forms;
+};
+
+const std::vector<NormContract> kNormContracts = {
+    {"two_pass",
+     "var = Σ(x − mean)²/n, xhat = (x − mean)·rstd, as lib/ops/norm",
+     "contract two_pass: layer_norm's xhat as (x − mean)·rstd; the variance in two passes",
+     {{kDiff, kTwo, kCentered}}},
+    {"fused_rstd_mean",
+     "the same variance, xhat = fma(x, rstd, −rstd·mean) and dx = a·g + b·x + c, PyTorch's CPU "
+     "LayerNorm's orders",
+     "contract fused_rstd_mean: layer_norm's xhat as fma(x, rstd, −rstd·mean) and dx as "
+     "((g − c1) − xhat·c2)·rstd or as a·g + b·x + c (PyTorch's CPU kernel); the variance in two "
+     "passes: the larger bound",
+     {{kFma, kTwo, kCentered}, {kFma, kTwo, kAffine}}},
+    {"one_pass",
+     "var = Σx²/n − mean², optionally clamped at 0, xhat in either order",
+     "contract one_pass: layer_norm's xhat as (x − mean)·rstd or as fma(x, rstd, −rstd·mean) "
+     "(PyTorch's CPU kernel); the variance in one pass (Σx²/n − mean², optionally clamped at "
+     "0): the larger bound",
+     {{kDiff, kOne, kCentered}, {kFma, kOne, kCentered}}},
+    {"welford",
+     "mean and M2 of Welford states merged in any tree, var = M2/n, xhat and dx in either "
+     "order: PyTorch's CPU and CUDA kernels, Apex",
+     "contract welford: the mean and M2 of Welford states merged in any tree (var = M2/n); "
+     "layer_norm's xhat as (x − mean)·rstd or as fma(x, rstd, −rstd·mean), dx as ((g − c1) − "
+     "xhat·c2)·rstd or as a·g + b·x + c: the larger bound",
+     every_xhat_and_dx(kWelford)},
+    {"",
+     "",
+     "layer_norm's xhat as (x − mean)·rstd or as fma(x, rstd, −rstd·mean) (PyTorch's CPU "
+     "kernel), dx as ((g − c1) − xhat·c2)·rstd or as a·g + b·x + c; the variance in two passes "
+     "or in one (Σx²/n − mean²): the larger bound",
+     {{kDiff, kTwo, kCentered},
+      {kFma, kTwo, kCentered},
+      {kFma, kTwo, kAffine},
+      {kDiff, kOne, kCentered},
+      {kFma, kOne, kCentered}}},
+};
+
+// The contract a case declares (empty: the default), nullptr when the norm has none of the name.
+const NormContract* norm_contract(std::string_view name) {
+  for (const auto& k : kNormContracts) {
+    if (k.name == name) return &k;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 NormCase case_of(const cases::CaseManifest& m, NormCase* /*tag*/) {
@@ -110,58 +185,35 @@ NormCase case_of(const cases::CaseManifest& m, NormCase* /*tag*/) {
     c.block.norm = sp_norm_config(m, f);
   }
   f.done();
-  // The contract: how the kernel forms layer_norm's xhat and its variance
-  // (reference/norm/norm_bound.hpp, NormForm).
-  using reference::NormForm;
-  using reference::NormVariance;
-  using reference::NormXhat;
-  const NormForm two_pass{NormXhat::difference, NormVariance::two_pass},
-      fused{NormXhat::fused, NormVariance::two_pass},
-      one_pass{NormXhat::difference, NormVariance::one_pass},
-      one_pass_fused{NormXhat::fused, NormVariance::one_pass};
-  if (m.contract.empty()) {
-    c.forms = {two_pass, fused, one_pass, one_pass_fused};  // covers every contract's kernels
-  } else if (m.contract == "two_pass") {
-    c.forms = {two_pass};
-  } else if (m.contract == "fused_rstd_mean") {
-    c.forms = {fused};
-  } else if (m.contract == "one_pass") {
-    c.forms = {one_pass, one_pass_fused};
-  } else {
-    throw cases::CaseError(
-        m.file + ": contract: is \"" + m.contract + "\" but " + m.op +
-        " knows \"two_pass\" (var = Σ(x − mean)²/n, xhat = (x − mean)·rstd, as lib/ops/norm), "
-        "\"fused_rstd_mean\" (the same variance, xhat = fma(x, rstd, −rstd·mean), as PyTorch's "
-        "CPU LayerNorm) and \"one_pass\" (var = Σx²/n − mean², optionally clamped at 0, xhat in "
-        "either order); omit the field for a bound that covers all three");
+  const auto* contract = norm_contract(m.contract);
+  if (contract == nullptr) {
+    std::string known;
+    for (const auto& k : kNormContracts) {
+      if (k.name.empty()) continue;
+      known += (known.empty()         ? ""
+                : k.name == "welford" ? " and "
+                                      : ", ") +
+               ("\"" + std::string(k.name) + "\" (" + std::string(k.summary) + ")");
+    }
+    throw cases::CaseError(m.file + ": contract: is \"" + m.contract + "\" but " + m.op +
+                           " knows " + known +
+                           "; omit the field for a bound that covers the first three");
   }
+  c.forms = contract->forms;
   return c;
 }
 
 std::optional<std::string> contract_words(const NormCase& c, DType t) {
-  using reference::NormVariance;
-  using reference::NormXhat;
-  bool difference = false, fused = false, two = false, one = false;
-  for (const auto& f : c.forms) {
-    (f.xhat == NormXhat::fused ? fused : difference) = true;
-    (f.variance == NormVariance::one_pass ? one : two) = true;
+  for (const auto& k : kNormContracts) {
+    if (k.forms.size() == c.forms.size() &&
+        std::equal(k.forms.begin(), k.forms.end(), c.forms.begin(),
+                   [](const NormForm& a, const NormForm& b) {
+                     return a.xhat == b.xhat && a.variance == b.variance && a.dx == b.dx;
+                   })) {
+      return default_contract(t) + "; " + std::string(k.words);
+    }
   }
-  const std::string xhat = difference && fused
-                               ? "layer_norm's xhat as (x − mean)·rstd or as fma(x, rstd, "
-                                 "−rstd·mean) (PyTorch's CPU kernel)"
-                           : fused ? "layer_norm's xhat as fma(x, rstd, −rstd·mean) (PyTorch's "
-                                     "CPU kernel)"
-                                   : "layer_norm's xhat as (x − mean)·rstd";
-  const std::string var = two && one ? "the variance in two passes or in one (Σx²/n − mean²)"
-                          : one      ? "the variance in one pass (Σx²/n − mean², optionally "
-                                       "clamped at 0)"
-                                     : "the variance in two passes";
-  const std::string name = one && !two                    ? "contract one_pass: "
-                           : one || (difference && fused) ? ""
-                           : fused                        ? "contract fused_rstd_mean: "
-                                                          : "contract two_pass: ";
-  const std::string larger = c.forms.size() > 1 ? ": the larger bound" : "";
-  return default_contract(t) + "; " + name + xhat + "; " + var + larger;
+  return default_contract(t) + "; the library's orders (lib/ops/norm)";
 }
 
 template <class T>
