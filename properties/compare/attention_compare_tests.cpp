@@ -12,6 +12,7 @@
 #include "cases/npy.hpp"
 #include "compare/compare.hpp"
 #include "ops/attention/attention.hpp"
+#include "suites/attention/attention_accumulate_emulation.hpp"
 #include "suites/attention/attention_exp2_emulation.hpp"
 #include "suites/attention/attention_impl.hpp"
 #include "suites/attention/attention_run.hpp"
@@ -301,6 +302,54 @@ TEST(AttentionCompare, an_exp2_kernel_passes_under_its_contract_and_the_default)
   };
   std::printf("attention exp2 kernel: worst |err|/bound %.3g (exp2), %.3g (default), %.3g (exp)\n",
               worst(declared), worst(either), worst(natural));
+}
+
+// A bfloat16 kernel that accumulates in bfloat16 (attention_accumulate_emulation.hpp: every step
+// rounded to bfloat16) as the dense op's global outputs: outside the default contract (float32
+// accumulation), within the declared "accumulate": "bfloat16", whose contract line says so; a
+// sum too long for a bfloat16 accumulator's a-priori bound is refused, naming the sizes.
+TEST(AttentionCompare, a_bfloat16_accumulating_kernel_passes_its_declared_accumulator) {
+  const auto c = core_case(DType::bfloat16, CpLayout::zigzag, MaskKind::causal);
+  const auto d = core_data<bfloat16>(c);
+  const auto run = attention_accumulate::accumulate_kernel<bfloat16, bfloat16>(
+      c.attention(), d.q, d.k, d.v, d.dout, {0, c.k_len()});
+  CaseDir dir = core_inputs("accumulate_bf16", c, d);
+  const auto& a = c.attention();
+  const auto as_t = [](const Shape& shape, const std::vector<float>& v) {
+    Tensor<bfloat16> t(shape);
+    for (std::size_t i = 0; i < v.size(); ++i) t[i] = bfloat16(v[i]);
+    return t;
+  };
+  dir.output("out", as_t(d.q.shape(), run.out));
+  dir.output("lse", Tensor<float>(Shape{c.batch, a.q_heads, c.q_len()}, run.lse));
+  dir.output("dq", as_t(d.q.shape(), run.dq));
+  dir.output("dk", as_t(d.k.shape(), run.dk));
+  dir.output("dv", as_t(d.k.shape(), run.dv));
+  const auto fallback = dir.compare();
+  EXPECT_FALSE(fallback.verdict.pass()) << "a bfloat16 accumulator passed the float32 bound";
+  dir.manifest()["accumulate"] = "bfloat16";
+  const auto declared = dir.compare();
+  EXPECT_TRUE(declared.verdict.pass()) << declared.verdict.explain();
+  expect_parts(declared.contract, {"declared accumulate: inputs and outputs in bfloat16, every "
+                                   "dot product and sum accumulated in bfloat16"});
+  const auto worst = [](const CompareResult& r) {
+    double w = 0;
+    for (const auto& t : r.verdict.tensors) w = std::max(w, t.max_ratio);
+    return w;
+  };
+  std::printf(
+      "attention bfloat16 accumulation: worst |err|/bound %.3g (default), %.3g "
+      "(accumulate bfloat16)\n",
+      worst(fallback), worst(declared));
+  dir.manifest()["sizes"]["seq_len"] = 300;
+  dir.manifest()["sizes"]["q_seq_len"] = 300;
+  dir.manifest()["config"]["cp"]["seq_len"] = 300;
+  dir.manifest()["config"]["attention"]["mask"]["q_len"] = 300;
+  dir.manifest()["config"]["attention"]["mask"]["k_len"] = 300;
+  expect_parts(dir.error(),
+               {"case.json: accumulate: is bfloat16 but the longest contraction has 300 terms (Lk "
+                "= 300, Lq = 300, head_dim = 2) and a dot accumulated in bfloat16 has an a-priori "
+                "bound only up to 255 terms"});
 }
 
 TEST(AttentionCompare, a_forward_only_case_is_judged_on_what_it_gives) {

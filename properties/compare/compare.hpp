@@ -373,8 +373,9 @@ CompareResult compare_as(const cases::CaseManifest& m,
                            " but the bounds of " + s.op + " in " + std::string(name(m.dtype)) +
                            " assume " + std::string(name(acc_dtype(m.dtype))) +
                            " accumulation; omit the field or give that type (only "
-                           "column_parallel_linear, row_parallel_linear and parallel_mlp take "
-                           "another: docs/compare.md, \"Contract\")");
+                           "column_parallel_linear, row_parallel_linear, parallel_mlp, "
+                           "context_parallel_attention and attention_layer take another: "
+                           "docs/compare.md, \"Contract\")");
   }
   CompareResult out;
   out.dir = m.dir;

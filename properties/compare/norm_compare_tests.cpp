@@ -364,7 +364,8 @@ TEST(CompareNormBadInput, every_error_names_the_file_and_the_field) {
             R"("dtype": "float32", "accumulate": "float64")"),
        {"accumulate: is float64 but the bounds of sequence_parallel_norm in float32 assume "
         "float32 accumulation",
-        "only column_parallel_linear, row_parallel_linear and parallel_mlp take another"}},
+        "only column_parallel_linear, row_parallel_linear, parallel_mlp, "
+        "context_parallel_attention and attention_layer take another"}},
       {"unknown contract",
        with(norm_manifest(ln, "float32", outs), R"("dtype": "float32")",
             R"("dtype": "float32", "contract": "kahan")"),

@@ -86,6 +86,7 @@ std::string AttentionCase::describe() const {
     }
   }
   s += " cp=" + std::to_string(cp);
+  if (accumulate) s += " accumulate=" + std::string(name(*accumulate));
   if (layer.context_parallel) {
     const auto& c = context();
     s += " layout=" + to_string(c.layout) + " split=" + c.split.to_string() +

@@ -63,6 +63,9 @@ struct AttentionCase {
                              // layer.context_parallel the cp config (always set for the core)
   gen::Profile profile = gen::Profile::unit;
   SoftmaxContract contract = SoftmaxContract::natural;
+  // The accumulator of every sum: acc_t<T> (reference::arithmetic_of) unless a case on disk
+  // declares another ("accumulate", compare/compare.hpp), a 16-bit one included.
+  std::optional<DType> accumulate;
 
   int world() const { return tp * cp; }
   std::size_t q_len() const { return layer.attention.mask.q_len; }  // Lq

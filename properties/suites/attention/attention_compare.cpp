@@ -30,6 +30,7 @@
 #include "suites/attention/attention_run.hpp"
 #include "suites/upstream_gradient.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -286,6 +287,23 @@ AttentionCase case_of(const cases::CaseManifest& m, AttentionCase* /*tag*/) {
     c.cp = k.context_parallel ? mesh_size(m, "cp", 1) : 1;
   }
   f.done();
+  // A declared accumulator (compare.hpp), refused when a sum is too long for an a-priori bound:
+  // the longest is over the keys (softmax, P·V, dQ), the queries (dK, dV), the head dim (q·k,
+  // D = rowsum(dO∘O)) and, in the layer, hidden (the projections), the heads' width (the output
+  // projection) and the tokens (the weight gradients).
+  {
+    const auto& a = c.attention();
+    std::size_t longest = std::max({c.k_len(), c.q_len(), a.head_dim});
+    std::string words = "Lk = " + text(c.k_len()) + ", Lq = " + text(c.q_len()) +
+                        ", head_dim = " + text(a.head_dim);
+    if (c.op == AttentionOp::layer) {
+      longest = std::max({longest, c.layer.hidden, a.q_heads * a.head_dim, c.batch * c.len()});
+      words += ", hidden = " + text(c.layer.hidden) +
+               ", q_heads·head_dim = " + text(a.q_heads * a.head_dim) +
+               ", tokens = " + text(c.batch * c.len());
+    }
+    c.accumulate = require_accumulate_bounded(m, longest, words);
+  }
   // The contract: how the kernel forms the softmax's weights (docs/attention.md, "The exp2
   // contract"); without one, the larger of the two bounds.
   if (m.contract.empty()) {
@@ -309,8 +327,11 @@ AttentionCase case_of(const cases::CaseManifest& m, AttentionCase* /*tag*/) {
   return c;
 }
 
+// The bounds take any accumulator that holds T (compare.hpp: require_accumulate_holds).
+constexpr bool takes_declared_accumulate(const AttentionCase* /*tag*/) { return true; }
+
 std::optional<std::string> contract_words(const AttentionCase& c, DType t) {
-  const std::string head = default_contract(t) + "; ";
+  const std::string head = default_contract(t, c.accumulate) + "; ";
   switch (c.contract) {
     case SoftmaxContract::natural: return head + "contract exp: " + kExpWords;
     case SoftmaxContract::exp2: return head + "contract exp2: " + kExp2Words;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "reference/attention/attention.hpp"
+#include "suites/attention/attention_emulation_merge.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -21,9 +22,7 @@ namespace shardcheck::attention_exp2 {
 // (w/Σw)·out_j, lse = max + logf(Σw)); out rounded to T, lse kept in float. The backward as
 // FlashAttention-2's: D = dout·out (out in T), P = exp2f(fmaf(r, scale_log2, −fl(lse·log2 e))),
 // dS = P·(dP − D), dq = fl(σ)·Σ dS·k, dk = fl(σ)·Σ dS·q, dv = Σ P·dout, rounded to T.
-struct Exp2Run {
-  std::vector<float> out, lse, dq, dk, dv;
-};
+using Exp2Run = attention_emulation::KernelRun;
 
 // q [batch, Lq, h, d], k and v [batch, Lk, g, d], dout as q: values of T (in R); `cuts` the
 // block boundaries of the keys, from 0 to Lk ascending (blocks may be empty).
@@ -43,91 +42,58 @@ Exp2Run exp2_kernel(const AttentionConfig& cfg, const Tensor<R>& tq, const Tenso
   const auto scale_log2 = static_cast<float>(static_cast<double>(sigma) * 1.4426950408889634);
   const auto ln2 = static_cast<float>(0.6931471805599453);
   const auto log2e = static_cast<float>(1.4426950408889634);
-  Exp2Run r;
-  r.out.assign(q.size(), 0.0F);
-  r.lse.assign(D.batch * D.h * D.lq, -std::numeric_limits<float>::infinity());
-  r.dq.assign(q.size(), 0.0F);
-  r.dk.assign(k.size(), 0.0F);
-  r.dv.assign(k.size(), 0.0F);
+  Exp2Run r = attention_emulation::empty_run(D, q.size(), k.size());
   const auto raw = [&](std::size_t b, std::size_t i, std::size_t t, std::size_t s) {
     float acc = 0;
     for (std::size_t e = 0; e < D.d; ++e)
       acc += q[D.qi(b, t, i, e)] * k[D.ki(b, s, i / D.group, e)];
     return acc;
   };
-  for (std::size_t b = 0; b < D.batch; ++b) {
-    for (std::size_t i = 0; i < D.h; ++i) {
-      const std::size_t j = i / D.group;
-      for (std::size_t t = 0; t < D.lq; ++t) {
-        // Forward: each block's partial (out_j, lse_j), then the merge.
-        std::vector<std::vector<float>> outs;
-        std::vector<float> lses;
-        for (std::size_t blk = 0; blk + 1 < cuts.size(); ++blk) {
-          std::vector<std::size_t> keys;
-          for (std::size_t s = cuts[blk]; s < cuts[blk + 1]; ++s) {
-            if (reference::mask_visible(cfg.mask, b, t, s)) keys.push_back(s);
-          }
-          if (keys.empty()) continue;
-          std::vector<float> rs;
-          float m = -std::numeric_limits<float>::infinity();
-          for (std::size_t s : keys) {
-            rs.push_back(raw(b, i, t, s));
-            m = std::max(m, rs.back());
-          }
-          const float m2 = m * scale_log2;
-          float l = 0;
-          std::vector<float> acc(D.d, 0.0F);
-          for (std::size_t x = 0; x < keys.size(); ++x) {
-            const float p = std::exp2(std::fma(rs[x], scale_log2, -m2));
-            l += p;
-            for (std::size_t e = 0; e < D.d; ++e) acc[e] += p * v[D.ki(b, keys[x], j, e)];
-          }
-          for (auto& a : acc) a /= l;
-          outs.push_back(std::move(acc));
-          lses.push_back((m2 + std::log2(l)) * ln2);
-        }
-        if (outs.empty()) continue;  // an empty row: out 0, lse −inf, no gradient
-        std::vector<float> o = outs[0];
-        float lse = lses[0];
-        if (outs.size() > 1) {
-          const float m = *std::max_element(lses.begin(), lses.end());
-          float l = 0;
-          std::vector<float> w;
-          for (float x : lses) {
-            w.push_back(std::exp(x - m));
-            l += w.back();
-          }
-          std::fill(o.begin(), o.end(), 0.0F);
-          for (std::size_t x = 0; x < outs.size(); ++x) {
-            for (std::size_t e = 0; e < D.d; ++e) o[e] += (w[x] / l) * outs[x][e];
-          }
-          lse = m + std::log(l);
-        }
-        r.lse[D.li(b, i, t)] = lse;
-        float dsum = 0;
-        for (std::size_t e = 0; e < D.d; ++e) {
-          const std::size_t oi = D.qi(b, t, i, e);
-          r.out[oi] = to_t(o[e]);
-          dsum += dout[oi] * r.out[oi];
-        }
-        // Backward: P recomputed in base 2 from the forward's lse.
-        const float lse2 = lse * log2e;
-        for (std::size_t s = 0; s < D.lk; ++s) {
-          if (!reference::mask_visible(cfg.mask, b, t, s)) continue;
-          const float p = std::exp2(std::fma(raw(b, i, t, s), scale_log2, -lse2));
-          float dp = 0;
-          for (std::size_t e = 0; e < D.d; ++e) dp += dout[D.qi(b, t, i, e)] * v[D.ki(b, s, j, e)];
-          const float ds = p * (dp - dsum);
-          for (std::size_t e = 0; e < D.d; ++e) {
-            const std::size_t oi = D.qi(b, t, i, e), ki = D.ki(b, s, j, e);
-            r.dq[oi] += ds * k[ki];
-            r.dk[ki] += ds * q[oi];
-            r.dv[ki] += p * dout[oi];
-          }
-        }
+  attention_emulation::for_each_row(D, [&](std::size_t b, std::size_t i, std::size_t t) {
+    const std::size_t j = i / D.group;
+    // Forward: each block's partial (out_j, lse_j), then the merge.
+    std::vector<std::vector<float>> outs;
+    std::vector<float> lses;
+    for (const auto& keys : attention_emulation::visible_blocks(cfg.mask, b, t, cuts)) {
+      const auto [rs, m] =
+          attention_emulation::scores_and_max(keys, [&](std::size_t s) { return raw(b, i, t, s); });
+      const float m2 = m * scale_log2;
+      float l = 0;
+      std::vector<float> acc(D.d, 0.0F);
+      for (std::size_t x = 0; x < keys.size(); ++x) {
+        const float p = std::exp2(std::fma(rs[x], scale_log2, -m2));
+        l += p;
+        for (std::size_t e = 0; e < D.d; ++e) acc[e] += p * v[D.ki(b, keys[x], j, e)];
+      }
+      for (auto& a : acc) a /= l;
+      outs.push_back(std::move(acc));
+      lses.push_back((m2 + std::log2(l)) * ln2);
+    }
+    if (outs.empty()) return;  // an empty row: out 0, lse −inf, no gradient
+    const auto [o, lse] = attention_emulation::merge_by_lse(outs, lses, [](float x) { return x; });
+    r.lse[D.li(b, i, t)] = lse;
+    float dsum = 0;
+    for (std::size_t e = 0; e < D.d; ++e) {
+      const std::size_t oi = D.qi(b, t, i, e);
+      r.out[oi] = to_t(o[e]);
+      dsum += dout[oi] * r.out[oi];
+    }
+    // Backward: P recomputed in base 2 from the forward's lse.
+    const float lse2 = lse * log2e;
+    for (std::size_t s = 0; s < D.lk; ++s) {
+      if (!reference::mask_visible(cfg.mask, b, t, s)) continue;
+      const float p = std::exp2(std::fma(raw(b, i, t, s), scale_log2, -lse2));
+      float dp = 0;
+      for (std::size_t e = 0; e < D.d; ++e) dp += dout[D.qi(b, t, i, e)] * v[D.ki(b, s, j, e)];
+      const float ds = p * (dp - dsum);
+      for (std::size_t e = 0; e < D.d; ++e) {
+        const std::size_t oi = D.qi(b, t, i, e), ki = D.ki(b, s, j, e);
+        r.dq[oi] += ds * k[ki];
+        r.dk[ki] += ds * q[oi];
+        r.dv[ki] += p * dout[oi];
       }
     }
-  }
+  });
   for (auto& x : r.dq) x = to_t(sigma * x);
   for (auto& x : r.dk) x = to_t(sigma * x);
   for (auto& x : r.dv) x = to_t(x);

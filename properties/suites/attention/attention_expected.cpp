@@ -25,8 +25,15 @@ struct Arith {
   bool round_t;
 };
 
-Arith arith_of(DType t) {
-  const auto a = ref::arithmetic_of(t);
+// The case's storage T and accumulator: acc_t<T>, or the one the case declares.
+template <class T>
+ref::Arithmetic arithmetic_of_case(const AttentionCase& c) {
+  auto a = ref::arithmetic_of<T>();
+  if (c.accumulate) a.accumulate = ref::format_of(*c.accumulate);
+  return a;
+}
+
+Arith arith_of(const ref::Arithmetic& a) {
   return {ref::unit_roundoff<R>(a.accumulate), ref::smallest_subnormal<R>(a.accumulate),
           ref::unit_roundoff<R>(a.storage), ref::smallest_subnormal<R>(a.storage),
           !(a.storage == a.accumulate)};
@@ -220,7 +227,7 @@ AttentionExpected core_expected(const AttentionCase& c, const AttentionData<T>& 
   const auto g = ref::attention_backward<R>(cfg, q, k, v, fwd, dout);
   ref::AttentionBoundOptions<R> opt;
   opt.parts = static_cast<std::size_t>(c.cp);
-  const auto b = bounds_under(c.contract, cfg, q, k, v, dout, ref::arithmetic_of<T>(), opt);
+  const auto b = bounds_under(c.contract, cfg, q, k, v, dout, arithmetic_of_case<T>(c), opt);
   const auto rb = ref::attention_reference_error<R>(cfg, q, k, v, dout);
   const auto order = cp_order(c), qorder = cp_query_order(c);
   auto one = [&](const Tensor<R>& val, const Tensor<R>& bound, const Tensor<R>& rbound,
@@ -273,7 +280,7 @@ VB ones(std::size_t tokens) {
 template <class T>
 AttentionExpected layer_expected(const AttentionCase& c, const AttentionData<T>& d) {
   const auto& L = c.layer;
-  const Arith ar = arith_of(c.dtype);
+  const Arith ar = arith_of(arithmetic_of_case<T>(c));
   const std::size_t B = c.batch, len = c.len(), tokens = B * len, hid = L.hidden,
                     dh = L.attention.head_dim;
   const VB x = exact(Tensor<R>(Shape{tokens, hid}, ref::to_hp<R>(d.x).values()));
@@ -333,7 +340,7 @@ AttentionExpected layer_expected(const AttentionCase& c, const AttentionData<T>&
     opt.k_error = as4(k.e, ks);
     opt.v_error = as4(v.e, ks);
     opt.dout_error = as4(do_r.e, qs);
-    const auto bnd = bounds_under(c.contract, cfg, q4, k4, v4, do4, ref::arithmetic_of<T>(), opt);
+    const auto bnd = bounds_under(c.contract, cfg, q4, k4, v4, do4, arithmetic_of_case<T>(c), opt);
     const auto rb = ref::attention_reference_error<R>(cfg, q4, k4, v4, do4);
     auto vb2 = [&](const Tensor<R>& val, const Tensor<R>& b1, const Tensor<R>& b2, std::size_t w) {
       return VB{Tensor<R>(Shape{tokens, w}, val.values()),

@@ -23,6 +23,7 @@
 #include "testing/reference_gen.hpp"
 
 #include "reference/attention/attention.hpp"
+#include "suites/attention/attention_accumulate_emulation.hpp"
 #include "suites/attention/attention_exp2_emulation.hpp"
 #include "testing/ratio_summary.hpp"
 
@@ -411,8 +412,8 @@ RC_GTEST_PROP(attention_bounds, fast_evaluation_is_within_the_plain_one_float64,
 
 // The worst |kernel − reference|/bound over out, lse, dq, dk, dv under each softmax contract:
 // {exp2, natural exp}.
-std::pair<double, double> exp2_kernel_ratios(const AttnCase& c, const attention_exp2::Exp2Run& r,
-                                             std::size_t parts,
+template <class Run>
+std::pair<double, double> exp2_kernel_ratios(const AttnCase& c, const Run& r, std::size_t parts,
                                              const reference::Arithmetic& arith) {
   const auto fwd = reference::attention_forward(c.cfg, c.q, c.k, c.v);
   const auto g = reference::attention_backward(c.cfg, c.q, c.k, c.v, fwd, c.dout);
@@ -520,6 +521,61 @@ TEST(attention_bounds, an_exp2_kernel_at_large_scores_comes_close_to_the_exp2_bo
   }
   std::printf("attention exp2 kernel at large scores: worst lse |err|/bound %.3f\n", worst);
   EXPECT_GT(worst, 0.25);
+}
+
+// ---------------------------------------------------------------- a declared 16-bit accumulator
+
+// The worst ratios of a bfloat16 kernel accumulating in bfloat16, to the declared accumulator's
+// bound and to the default's (float32), printed at the program's end.
+test::RatioSummary& accumulate_ratios() {
+  static test::RatioSummary summary("attention bfloat16 accumulation", "accumulate bfloat16",
+                                    "the default float32 accumulator");
+  return summary;
+}
+
+// A bfloat16 case, its keys cut into 1 to 3 blocks, run by accumulate_kernel (every step rounded
+// to bfloat16); returns {ratio to the declared bound, ratio to the default's}, natural exp.
+std::pair<double, double> bfloat16_accumulating_ratios(bool drop_merge_normalization) {
+  AttnCase c = genCase<bfloat16>({4, 8, 4});
+  const std::size_t parts = drop_merge_normalization ? 2 : *uniform<std::size_t>(1, 3);
+  std::vector<std::size_t> cuts{0, c.lk};
+  for (std::size_t x = 1; x < parts; ++x) {
+    // The mutant's cut splits the keys in two non-empty blocks when there are two keys.
+    cuts.push_back(drop_merge_normalization ? (c.lk + 1) / 2 : *uniform<std::size_t>(0, c.lk));
+  }
+  std::sort(cuts.begin(), cuts.end());
+  const auto run = attention_accumulate::accumulate_kernel<bfloat16, bfloat16>(
+      c.cfg, c.q, c.k, c.v, c.dout, cuts, drop_merge_normalization);
+  const reference::Arithmetic declared{reference::format_of<bfloat16>(),
+                                       reference::format_of<bfloat16>()};
+  const double own = exp2_kernel_ratios(c, run, parts, declared).second;
+  const double other =
+      exp2_kernel_ratios(c, run, parts, reference::arithmetic_of<bfloat16>()).second;
+  if (!drop_merge_normalization) {
+    accumulate_ratios().add("bfloat16", own, other);
+    if (other > 1) RC_TAG("outside the default float32 accumulator's bound");
+    if (!(own <= 1)) RC_FAIL(describe(c) + ": ratio " + std::to_string(own));
+  }
+  return {own, other};
+}
+
+RC_GTEST_PROP(attention_bounds, a_bfloat16_accumulating_kernel_stays_within_the_declared_bound,
+              ()) {
+  bfloat16_accumulating_ratios(false);
+}
+
+// Teeth, both ways: the declared accumulator is needed (the same kernel leaves the default's
+// float32-accumulator bound), and its wider bound still sees a bug (the merge's weights never
+// divided by their sum).
+TEST(attention_bounds, a_bfloat16_accumulating_kernel_is_outside_the_default_bound) {
+  const auto result = rc::check("the bfloat16-accumulating kernel under the float32 bound",
+                                [] { RC_ASSERT(bfloat16_accumulating_ratios(false).second <= 1); });
+  EXPECT_FALSE(result) << "every case stayed within the default accumulator's bound";
+}
+TEST(attention_bounds, an_unnormalized_merge_is_caught_under_the_declared_accumulator) {
+  const auto result = rc::check("the unnormalized merge under the bfloat16 bound",
+                                [] { RC_ASSERT(bfloat16_accumulating_ratios(true).first <= 1); });
+  EXPECT_FALSE(result) << "a merge without its division by Σw passed the declared bound";
 }
 
 }  // namespace
