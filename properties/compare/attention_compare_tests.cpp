@@ -495,6 +495,35 @@ TEST(AttentionCompare, the_library_layer_passes_on_a_cp_tp_mesh) {
   EXPECT_EQ(no_cp.verdict.world, 2);
 }
 
+// The layer under a declared bfloat16 accumulator: the library's bfloat16 layer (float32
+// accumulation, which rounds less often) passes the wider bound, the contract line names it, and
+// a hidden size past a bfloat16 dot's 255 terms is refused naming the layer's sizes.
+TEST(AttentionCompare, the_layer_takes_a_declared_accumulator) {
+  auto dir = library_layer_case<bfloat16>("layer_acc", layer_case(DType::bfloat16, 2), false);
+  const auto fallback = dir.compare();
+  dir.manifest()["accumulate"] = "bfloat16";
+  const auto r = dir.compare();
+  EXPECT_TRUE(r.verdict.pass()) << r.verdict.explain();
+  // Every bound of the layer widens (its projections and its core take the accumulator), so
+  // each tensor's ratio drops where it is not 0 (an exact tensor).
+  ASSERT_EQ(r.verdict.tensors.size(), fallback.verdict.tensors.size());
+  std::size_t rounded = 0;
+  for (std::size_t i = 0; i < r.verdict.tensors.size(); ++i) {
+    if (fallback.verdict.tensors[i].max_ratio == 0) continue;
+    ++rounded;
+    EXPECT_LT(r.verdict.tensors[i].max_ratio, fallback.verdict.tensors[i].max_ratio)
+        << r.verdict.tensors[i].summary();
+  }
+  EXPECT_GE(rounded, 8U);
+  expect_parts(r.contract, {"declared accumulate: inputs and outputs in bfloat16, every dot "
+                            "product and sum accumulated in bfloat16"});
+  dir.manifest()["sizes"]["hidden"] = 256;
+  dir.manifest()["config"]["hidden"] = 256;
+  expect_parts(dir.error(), {"case.json: accumulate: is bfloat16 but the longest contraction has "
+                             "256 terms (Lk = ",
+                             ", hidden = 256, q_heads·head_dim = "});
+}
+
 // The layer under sequence parallelism: batch 3, L = 6 zigzag over cp = 2 by the chunks
 // [1, 1, 2, 2] (each cp rank 3 positions, 9 tokens), x, y, dy, dx as each tp rank's rows of them
 // under `token_split`.
