@@ -18,7 +18,10 @@ What it shows (and checks, so ctest runs it: label "compare"):
     blocks rescaled by the larger of the two lse instead of their log-sum-exp (out and what
     depends on it); the first is diagnosed as the suite's cp-top-left-mask (out and lse), the
     second as its cp-merge-by-larger-lse (out: autograd differentiates the wrong merge, while the
-    mutant's backward is the ring backward on its merged out, so dq, dk, dv stay unexplained).
+    mutant's backward is the ring backward on its merged out, so dq, dk, dv stay unexplained);
+  - in bfloat16 the same dense and ring attention fail the default contract on every tensor
+    (torch's CPU matmuls of small bfloat16 tensors accumulate in bfloat16) and pass with the
+    declared "accumulate": "bfloat16".
 Needs python3-torch (Debian's, 1.13; scripts/setup installs it).
 """
 
@@ -35,10 +38,10 @@ checks = Checks(BIN)
 torch.manual_seed(20261204)
 
 
-def attention_case(dtype, cp, bug=None):
+def attention_case(dtype, cp, bug=None, accumulate=None):
     q, k, v = (torch.randn(BATCH, L, n, D, dtype=dtype) for n in (H, G, G))
     dout = torch.randn(BATCH, L, H, D, dtype=dtype)
-    return case_of(q, k, v, dout, cp, bug)
+    return case_of(q, k, v, dout, cp, bug, accumulate)
 
 
 shutil.rmtree(WORK, ignore_errors=True)
@@ -52,6 +55,27 @@ checks.expect_passes("dense and ring attention in torch pass in float64 and floa
 code, out = checks.compare(good, "--report", os.path.join(WORK, "report"))
 checks.expect("the report is written (exit 0)",
               code == 0 and os.path.exists(os.path.join(WORK, "report", "report.md")), out)
+
+# bfloat16: torch's CPU matmuls of small bfloat16 tensors accumulate in bfloat16, outside the
+# default contract (float32 accumulation): the dense and the ring attention fail every tensor
+# under the default and pass declared "accumulate": "bfloat16" (docs/compare.md, "A declared
+# accumulator for attention").
+for acc in (None, "bfloat16"):
+    d = os.path.join(WORK, "bfloat16_" + (acc or "default"))
+    for cp in (1, CP):
+        torch.manual_seed(20261206 + cp)  # the same values under both contracts
+        attention_case(torch.bfloat16, cp, accumulate=acc).write(
+            os.path.join(d, "attention_bfloat16_cp%d" % cp))
+    if acc is None:
+        code, out = checks.compare(d)
+        print(out)
+        checks.expect("torch's bfloat16 attention fails the default contract on every tensor "
+                      "(exit 1)", code == 1 and out.count("  FAIL ") == 10, out)
+    else:
+        out = checks.expect_passes("torch's bfloat16 attention passes its declared bfloat16 "
+                                   "accumulator, dense and ring", d, 2)
+        checks.expect("the contract line names the bfloat16 accumulator",
+                      out.count("accumulated in bfloat16") == 2, out)
 
 # The diagnosis: the suite's cp-top-left-mask explains out and lse (its backward keeps the right
 # mask). The merge, each pair of partials weighted by exp(lse_j − the larger lse) and never

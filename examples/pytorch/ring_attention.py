@@ -66,9 +66,10 @@ def ring_attention(q, k, v, cp, groups, scale, bug=None):
     return torch.cat(outs, dim=1), torch.cat(lses, dim=2)
 
 
-def attention_case(q, k, v, dout, cp, bug=None):
-    """The case of q, k, v, dout (leaves of one dtype) through the dense attention (cp = 1) or
-    the ring (cp > 1): out, lse and autograd's dq, dk, dv, global; scale 1/sqrt(d)."""
+def attention_case(q, k, v, dout, cp, bug=None, accumulate=None):
+    """The case of q, k, v, dout (leaves of one dtype: float64, float32 or bfloat16) through the
+    dense attention (cp = 1) or the ring (cp > 1): out, lse and autograd's dq, dk, dv, global;
+    scale 1/sqrt(d); `accumulate` the accumulator the case declares (None: the default)."""
     batch, length, h, d = q.shape
     g = k.shape[2]
     scale = 1 / math.sqrt(d)
@@ -83,13 +84,15 @@ def attention_case(q, k, v, dout, cp, bug=None):
               "cp": {"seq_len": length, "layout": "contiguous", "split": {"kind": "chunk"},
                      "algorithm": "ring"}}
     impl = "torch %s, %s" % (torch.__version__, "dense" if cp == 1 else "ring, hand-written")
-    case = sc.Case("context_parallel_attention", DTYPES[q.dtype],
+    dtype = "bfloat16" if q.dtype == torch.bfloat16 else DTYPES[q.dtype]
+    case = sc.Case("context_parallel_attention", dtype,
                    {"batch": batch, "seq_len": length, "q_heads": h, "kv_heads": g,
-                    "head_dim": d}, {"cp": cp}, config, impl)
+                    "head_dim": d}, {"cp": cp}, config, impl, accumulate=accumulate)
     for name, t in (("q", q), ("k", k), ("v", v), ("dout", dout)):
         case.input(name, np_of(t))
     case.output("out", np_of(out))
     for name, t in zip(("dq", "dk", "dv"), leaves):
         case.output(name, np_of(t.grad))
-    case.output("lse", np_of(lse), elem="acc")
+    # lse in the accumulator acc_t<T>: float32 for bfloat16 (torch's bfloat16 lse widened)
+    case.output("lse", np_of(lse.float() if q.dtype == torch.bfloat16 else lse), elem="acc")
     return case
