@@ -17,8 +17,8 @@ What it shows (and checks, so ctest runs it: label "compare"):
     the block's own positions instead of the global ones (every tensor), and the merge of the
     blocks rescaled by the larger of the two lse instead of their log-sum-exp (out and what
     depends on it); the first is diagnosed as the suite's cp-top-left-mask (out and lse), the
-    second as its cp-merge-by-larger-lse (out: autograd differentiates the wrong merge, while the
-    mutant's backward is the ring backward on its merged out, so dq, dk, dv stay unexplained);
+    second as its cp-merge-by-larger-lse-autograd (out, dq, dk, dv: the wrong merge with
+    autograd's derivative of it);
   - in bfloat16 the same dense and ring attention fail the default contract on every tensor
     (torch's CPU matmuls of small bfloat16 tensors accumulate in bfloat16) and pass with the
     declared "accumulate": "bfloat16".
@@ -79,15 +79,17 @@ for acc in (None, "bfloat16"):
 
 # The diagnosis: the suite's cp-top-left-mask explains out and lse (its backward keeps the right
 # mask). The merge, each pair of partials weighted by exp(lse_j − the larger lse) and never
-# divided by their sum, is the suite's cp-merge-by-larger-lse in the forward (out); autograd
-# differentiates that wrong merge, while the mutant's backward is the ring backward on its merged
-# out (as a custom ring autograd.Function's would be), so dq, dk, dv are not explained.
+# divided by their sum, differentiated by autograd, is the suite's
+# cp-merge-by-larger-lse-autograd on every tensor; cp-merge-by-larger-lse (the same forward, the
+# ring backward on its merged out, as a custom ring autograd.Function's would be) explains out
+# only.
 for bug, bad, diagnosis in (
         ("local_causal", ["out", "lse", "dq", "dk", "dv"],
          ["diagnosis: partly matches cp-top-left-mask "]),
         ("merge_by_max", ["out", "dq", "dk", "dv"],
-         ["diagnosis: partly matches cp-merge-by-larger-lse at rank 2 (residual ",
-          "; explains out; not dq, dk, dv): "])):
+         ["diagnosis: matches cp-merge-by-larger-lse-autograd at rank 2 (residual ",
+          "; explains out, dq, dk, dv): ",
+          "partly matches cp-merge-by-larger-lse at rank 2 (residual "])):
     d = os.path.join(WORK, bug)
     attention_case(torch.float32, CP, bug).write(d)
     out = checks.expect_fails("planted bug " + bug, d, bad)

@@ -21,18 +21,19 @@ enum class Fault {
   local_lse_merge,      // merge weights exp(lse_j − lse_own): the local lse, not the global
   merge_by_block_max,   // the steps' outputs merged by their row maxima in place of their lse
   merge_by_larger_lse,  // each step merged by exp(lse − max(lse_acc, lse_j)), never normalized
-  top_left_offdiag,     // off-diagonal steps evaluate the causal mask on chunk-local positions
-  zigzag_off_by_one,    // zigzag: rank r takes chunk 2·cp − r instead of 2·cp − 1 − r
-  nan_empty_rows,       // a fully masked row gives 0/0 = NaN instead of 0
-  local_kv_backward,    // the ring backward uses the local K/V at every step
-  step_lse_backward,    // the ring backward uses each step's own out/lse, not the global ones
-  dkv_not_returned,     // dK/dV never make the last hop back to their owner
-  gather_no_reduce,     // all-gather backward keeps its own dk/dv slice without reduce_scatter
-                        // (the only fault of the all-gather path; the others are the ring's)
-  kv_head_r_mod_g,      // g < tp: rank r reads kv head r mod g instead of r / (tp/g)
-  kv_head_i_mod_g,      // 1 < g < h: query head i reads kv head i mod g instead of i / (h/g)
-  kv_grad_not_summed,   // g < tp: the replicated kv projection's gradient is not summed
-  bias_every_rank,      // the output projection's bias added on every tp rank
+  merge_by_larger_lse_autograd,  // the same forward; the backward its exact derivative (autograd's)
+  top_left_offdiag,    // off-diagonal steps evaluate the causal mask on chunk-local positions
+  zigzag_off_by_one,   // zigzag: rank r takes chunk 2·cp − r instead of 2·cp − 1 − r
+  nan_empty_rows,      // a fully masked row gives 0/0 = NaN instead of 0
+  local_kv_backward,   // the ring backward uses the local K/V at every step
+  step_lse_backward,   // the ring backward uses each step's own out/lse, not the global ones
+  dkv_not_returned,    // dK/dV never make the last hop back to their owner
+  gather_no_reduce,    // all-gather backward keeps its own dk/dv slice without reduce_scatter
+                       // (the only fault of the all-gather path; the others are the ring's)
+  kv_head_r_mod_g,     // g < tp: rank r reads kv head r mod g instead of r / (tp/g)
+  kv_head_i_mod_g,     // 1 < g < h: query head i reads kv head i mod g instead of i / (h/g)
+  kv_grad_not_summed,  // g < tp: the replicated kv projection's gradient is not summed
+  bias_every_rank,     // the output projection's bias added on every tp rank
   // Wrong only when Lq != Lk (cross-attention, decode, chunked prefill):
   causal_top_left,      // the causal mask always top-left aligned, whatever the config declares
   ring_skip_self_attn,  // the ring skips a key chunk when it starts after the last query
@@ -154,6 +155,124 @@ Shape with_len(Shape s, std::size_t len) {
   return s;
 }
 
+// merge_by_larger_lse_autograd: what one ring step merged, for the backward: the block's own
+// out and lse (in A), and the running out and lse before the merge.
+template <class T>
+struct MergeStep {
+  Tensor<A<T>> out, lse, acc_out, acc_lse;
+};
+
+// The gradients a block receives: of its out [batch, Lq, h, d] and of its lse [batch, h, Lq].
+template <class T>
+struct BlockGrad {
+  Tensor<A<T>> dout, dlse;
+};
+
+// Reverse-mode through merge_by_larger_lse's forward, as autograd differentiates a hand-written
+// merge (examples/pytorch/ring_attention.py, merge(..., "merge_by_max")): per step
+// o ← w_a·o + w_b·o_j, w = exp(l − M), M = max(l_acc, l_j), l ← log(e^l_acc + e^l_j). With g_o,
+// g_l the gradients of the state after the step: g_o_j = w_b·g_o, the state before gets w_a·g_o;
+// g_wa = <g_o, o>, g_wb = <g_o, o_j>; the larger lse's weight is 1 (no gradient), the other's
+// w = exp(l − M) gives ±w to (its own l, M's); logaddexp gives e^(l − l_new) to each. Only out
+// is differentiated (the loss reads out; lse's own gradient is 0).
+template <class T>
+std::vector<BlockGrad<T>> larger_lse_merge_grads(const std::vector<MergeStep<T>>& steps,
+                                                 const Tensor<T>& dout) {
+  using V = A<T>;
+  constexpr V empty = -std::numeric_limits<V>::infinity();
+  std::vector<BlockGrad<T>> out(steps.size());
+  if (steps.empty()) return out;
+  const std::size_t batch = dout.dim(0), lq = dout.dim(1), h = dout.dim(2), d = dout.dim(3);
+  Tensor<V> go(dout.shape());
+  for (std::size_t x = 0; x < dout.size(); ++x) go[x] = static_cast<V>(dout[x]);
+  Tensor<V> gl(Shape{batch, h, lq});
+  for (std::size_t st = steps.size(); st-- > 0;) {
+    const auto& S = steps[st];
+    BlockGrad<T> g{Tensor<V>(dout.shape()), Tensor<V>(gl.shape())};
+    for (std::size_t b = 0; b < batch; ++b) {
+      for (std::size_t i = 0; i < h; ++i) {
+        for (std::size_t t = 0; t < lq; ++t) {
+          const std::size_t li = (b * h + i) * lq + t;
+          const V la = S.acc_lse[li], lb = S.lse[li];
+          if (lb == empty) continue;  // the block saw nothing: no gradient, the state passes on
+          const bool a_empty = la == empty, a_max = !a_empty && la >= lb;
+          const V m = a_max ? la : lb;
+          const V wa = a_empty ? V(0) : std::exp(la - m), wb = std::exp(lb - m);
+          const V lnew = a_empty ? lb : m + std::log(std::exp(la - m) + std::exp(lb - m));
+          V gwa = 0, gwb = 0;
+          for (std::size_t e = 0; e < d; ++e) {
+            const std::size_t oi = ((b * lq + t) * h + i) * d + e;
+            gwa += go[oi] * S.acc_out[oi];
+            gwb += go[oi] * S.out[oi];
+            g.dout[oi] = wb * go[oi];
+            go[oi] = wa * go[oi];  // the gradient of the state before the step
+          }
+          // The smaller lse's weight w = exp(l − M): dw/dl = w, dw/dM = −w (M the larger lse).
+          V gla = a_empty ? V(0) : gl[li] * std::exp(la - lnew);
+          V glb = gl[li] * std::exp(lb - lnew);
+          if (!a_empty) {
+            if (a_max) {
+              glb += gwb * wb;
+              gla -= gwb * wb;
+            } else {
+              gla += gwa * wa;
+              glb -= gwa * wa;
+            }
+          }
+          g.dlse[li] = glb;
+          gl[li] = gla;
+        }
+      }
+    }
+    out[st] = std::move(g);
+  }
+  return out;
+}
+
+// One block's backward given the gradients of its own out and lse (autograd's through a block
+// that returns both): P = exp(s − lse), D = rowsum(dout∘out), dS = P∘(dP − D + dlse),
+// dq = σ·dS·k, dk = σ·dSᵀ·q, dv = Pᵀ·dout, in A over the visible (query, key) pairs.
+template <class T>
+AttentionBlockGrads<T> block_backward_with_lse_grad(
+    const AttentionConfig& cfg, const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v,
+    const Tensor<A<T>>& out, const Tensor<A<T>>& lse, const Tensor<A<T>>& dout,
+    const Tensor<A<T>>& dlse, const std::vector<std::size_t>& qp,
+    const std::vector<std::size_t>& kp) {
+  using V = A<T>;
+  const std::size_t batch = q.dim(0), lq = q.dim(1), h = q.dim(2), d = q.dim(3);
+  const std::size_t lk = k.dim(1), g = k.dim(2), group = h / g;
+  const auto scale = static_cast<V>(effective_scale(cfg));
+  AttentionBlockGrads<T> r{Tensor<V>(q.shape()), Tensor<V>(k.shape()), Tensor<V>(v.shape())};
+  for (std::size_t b = 0; b < batch; ++b) {
+    for (std::size_t i = 0; i < h; ++i) {
+      for (std::size_t t = 0; t < lq; ++t) {
+        const std::size_t li = (b * h + i) * lq + t;
+        if (std::isinf(lse[li])) continue;  // nothing visible in this block
+        const auto qi = [&](std::size_t e) { return ((b * lq + t) * h + i) * d + e; };
+        V dsum = 0;
+        for (std::size_t e = 0; e < d; ++e) dsum += dout[qi(e)] * out[qi(e)];
+        for (std::size_t s = 0; s < lk; ++s) {
+          if (!visible(cfg.mask, b, qp[t], kp[s])) continue;
+          const auto ki = [&](std::size_t e) { return ((b * lk + s) * g + i / group) * d + e; };
+          V dot = 0, dp = 0;
+          for (std::size_t e = 0; e < d; ++e) {
+            dot += static_cast<V>(q[qi(e)]) * static_cast<V>(k[ki(e)]);
+            dp += dout[qi(e)] * static_cast<V>(v[ki(e)]);
+          }
+          const V p = std::exp(dot * scale - lse[li]);
+          const V ds = p * (dp - dsum + dlse[li]);
+          for (std::size_t e = 0; e < d; ++e) {
+            r.dq[qi(e)] += scale * ds * static_cast<V>(k[ki(e)]);
+            r.dk[ki(e)] += scale * ds * static_cast<V>(q[qi(e)]);
+            r.dv[ki(e)] += p * dout[qi(e)];
+          }
+        }
+      }
+    }
+  }
+  return r;
+}
+
 struct FaultyAttention {
   Fault fault;
 
@@ -272,6 +391,9 @@ struct FaultyAttention {
     std::fill(max_lse.values().begin(), max_lse.values().end(),
               -std::numeric_limits<A<T>>::infinity());
     std::size_t steps_seen = 0;
+    const bool larger_lse =
+        fault == Fault::merge_by_larger_lse || fault == Fault::merge_by_larger_lse_autograd;
+    std::vector<MergeStep<T>> steps;  // merge_by_larger_lse_autograd: what each step merged
     std::vector<T> kv = concat2(in.k, in.v);
     for (int step = 0; step < p; ++step) {
       const auto& ps = pos[src_of(step)];
@@ -296,11 +418,14 @@ struct FaultyAttention {
         Tensor<A<T>> scratch(out.shape());
         merge_attention_into(scratch, lse, part.out, part.lse);
         merge_attention_into(out, max_lse, part.out, block_row_max(cfg, in.q, kc, qp, kp));
-      } else if (fault == Fault::merge_by_larger_lse) {
+      } else if (larger_lse) {
         // The library's two-way merge with its division by l = exp(lse_acc − M) + exp(lse_j − M)
         // left out: out ← exp(lse_acc − M)·out + exp(lse_j − M)·out_j, M = max(lse_acc, lse_j)
         // (an empty side, lse −inf, contributes nothing); the lse merged right.
         const Tensor<A<T>> acc_lse = lse;
+        if (fault == Fault::merge_by_larger_lse_autograd) {
+          steps.push_back({part.out, part.lse, out, acc_lse});
+        }
         Tensor<A<T>> scratch(out.shape());
         merge_attention_into(scratch, lse, part.out, part.lse);
         for (std::size_t b = 0; b < batch; ++b) {
@@ -363,7 +488,11 @@ struct FaultyAttention {
     }
     AttentionOutput<T> fwd{rounded<T>(out), std::move(lse)};
 
-    // Backward.
+    // Backward. merge_by_larger_lse_autograd: each step's block gets autograd's gradients of
+    // its out and lse through the wrong merges.
+    const auto merge_grads = fault == Fault::merge_by_larger_lse_autograd
+                                 ? larger_lse_merge_grads(steps, in.dout)
+                                 : std::vector<BlockGrad<T>>{};
     Tensor<A<T>> dq(in.q.shape());
     Tensor<A<T>> dk_local(in.k.shape()), dv_local(in.v.shape());
     kv = concat2(in.k, in.v);
@@ -377,7 +506,11 @@ struct FaultyAttention {
       const Tensor<T> vc = slice_elems(fault == Fault::local_kv_backward ? own : kv_used, kc.size(),
                                        kv_shape(ps.size()));
       AttentionBlockGrads<T> g;
-      if (fault == Fault::step_lse_backward) {
+      if (fault == Fault::merge_by_larger_lse_autograd) {
+        const auto st = static_cast<std::size_t>(step);
+        g = block_backward_with_lse_grad(cfg, in.q, kc, vc, steps[st].out, steps[st].lse,
+                                         merge_grads[st].dout, merge_grads[st].dlse, mine, ps);
+      } else if (fault == Fault::step_lse_backward) {
         const auto part = attention_block_forward(cfg, in.q, kc, vc, mine, ps);
         g = attention_block_backward(cfg, in.q, kc, vc, rounded<T>(part.out), part.lse, in.dout,
                                      mine, ps);
@@ -529,6 +662,13 @@ constexpr Mutant<AttentionImplementation> catalog[] = {
      "steps scales the output up by a factor in (1, 2] (a hand-written ring attention's bug, "
      "the PyTorch example's merge_by_max; the lse itself is merged right)",
      &make<Fault::merge_by_larger_lse>, false},
+    {"cp-merge-by-larger-lse-autograd",
+     "the same merge as cp-merge-by-larger-lse (weights exp(lse − M), M the larger lse, never "
+     "divided by their sum), differentiated as autograd differentiates a hand-written merge: "
+     "each block's out and lse get the gradients of the wrong merge, where the other "
+     "signature's backward is the ring backward on the merged out (the PyTorch example's "
+     "merge_by_max, autograd's backward)",
+     &make<Fault::merge_by_larger_lse_autograd>, false},
     {"cp-top-left-mask",
      "evaluates the causal mask on chunk-local positions on off-diagonal ring steps "
      "(top-left aligned)",
