@@ -4,18 +4,19 @@ sizes"): a sequence-parallel LayerNorm, a vocabulary-parallel embedding and cros
 over P = 8 ranks, each computed in NumPy (float64, rounded once) with one rank's piece wrong in a
 way no signature has, so `shardcheck compare` runs every signature of the family and matches none.
 
-    python3 examples/real_size/diagnosis_cases.py norm CASE_DIR [TOKENS HIDDEN] [--whole] [--correct]
-    python3 examples/real_size/diagnosis_cases.py embedding CASE_DIR [TOKENS VOCAB HIDDEN] [...]
-    python3 examples/real_size/diagnosis_cases.py cross_entropy CASE_DIR [TOKENS VOCAB] [...]
+    python3 examples/real_size/diagnosis_cases.py norm CASE_DIR [TOKENS HIDDEN] [FLAGS]
+    python3 examples/real_size/diagnosis_cases.py embedding CASE_DIR [TOKENS VOCAB HIDDEN] [FLAGS]
+    python3 examples/real_size/diagnosis_cases.py cross_entropy CASE_DIR [TOKENS VOCAB] [FLAGS]
     /usr/bin/time -v build/default/tools/shardcheck compare CASE_DIR
 
 The bugs: the norm's rank 3 writes rank 2's rows of y and dx; the embedding looks up row id + 1
 for the ids of rank 3's shard (every rank's y); the cross-entropy's rank 3 writes rank 2's columns
 of dlogits. The case gives y and dx (norm), y (embedding), loss and dlogits under reduction none
-(cross-entropy), which the diagnosis cuts to some token rows; --whole adds the output that makes it
-run on the full case (dgamma; dw) or takes reduction mean (cross-entropy), the same signature work,
-so the two timings give a signature's time on the full case and on the cut one; --correct writes
-the same case without the wrong rank (it passes: no diagnosis runs), the time the rest takes.
+(cross-entropy), which the diagnosis cuts to some token rows. FLAGS: --whole adds the output that
+makes it run on the full case (dgamma; dw) or takes reduction mean (cross-entropy), the same
+signature work, so the two timings give a signature's time on the full case and on the cut one;
+--correct writes the same case without the wrong rank (it passes: no diagnosis runs), the time
+the rest takes (docs/compare.md, "Diagnosis at real sizes", gives the figures measured).
 Defaults: 4096 tokens, hidden 4096, vocabulary 32000 (Llama-2-7B's).
 """
 
@@ -33,7 +34,7 @@ wrong = 0 if "--correct" in sys.argv else 1  # --correct: no rank wrong, the pas
 family, case_dir, sizes = args[0], args[1], [int(v) for v in args[2:]]
 p = 8
 rng = np.random.default_rng(20261206)
-impl = "numpy " + np.__version__ + " (float64, rounded once), rank 3 wrong"
+impl = "numpy " + np.__version__ + " (float64, rounded once)" + (", rank 3 wrong" if wrong else "")
 
 
 def f32(a):
