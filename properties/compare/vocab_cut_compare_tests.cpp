@@ -105,6 +105,7 @@ std::vector<Setting> settings() {
       {"ce_sum_dlogits", cross_entropy_case(R::sum, false), {"dlogits"}},
       {"ce_sum_loss", cross_entropy_case(R::sum, false), {"loss", "dlogits"}, false},
       {"ce_mean", cross_entropy_case(R::mean, true), {"loss", "dlogits"}, false},
+      {"ce_mean_dlogits", cross_entropy_case(R::mean, true), {"dlogits"}, false},
   };
 }
 
