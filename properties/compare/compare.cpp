@@ -143,6 +143,15 @@ std::vector<std::size_t> flat_indices(std::size_t cols_of_full,
   return flat;
 }
 
+std::vector<std::size_t> flat_rows(std::size_t cols, const std::vector<std::size_t>& rows) {
+  std::vector<std::size_t> flat;
+  flat.reserve(rows.size() * cols);
+  for (const std::size_t i : rows) {
+    for (std::size_t j = 0; j < cols; ++j) flat.push_back(i * cols + j);
+  }
+  return flat;
+}
+
 std::vector<TensorCheck> cut_checks(const std::vector<TensorCheck>& given,
                                     const std::map<std::string, std::vector<std::size_t>>& kept) {
   std::vector<TensorCheck> out;
@@ -161,6 +170,34 @@ std::vector<TensorCheck> cut_checks(const std::vector<TensorCheck>& given,
     out.push_back(std::move(c));
   }
   return out;
+}
+
+std::optional<std::vector<std::size_t>> worst_rows(const CaseVerdict& given,
+                                                   const std::vector<std::string>& row_tensors) {
+  std::vector<std::size_t> rows;
+  for (const auto& t : given.tensors) {
+    if (std::find(row_tensors.begin(), row_tensors.end(), t.name) == row_tensors.end()) {
+      return std::nullopt;
+    }
+    if (!t.worst_index.empty() && !t.values.empty()) rows.push_back(t.worst_index[0]);
+  }
+  return rows;
+}
+
+KeptIndices keep_rows(const std::vector<std::size_t>& pieces, const DiagnosisCutSize& size,
+                      const std::vector<std::size_t>& worst) {
+  return keep_along(
+      pieces, std::max<std::size_t>(4, (size.rows + pieces.size() - 1) / pieces.size()), worst);
+}
+
+std::string kept_tokens_words(std::size_t kept, std::size_t tokens) {
+  return std::to_string(kept) + " of " + std::to_string(tokens) +
+         " tokens, every shard boundary and the worst elements kept";
+}
+
+ExpectedTensor select_expected(const ExpectedTensor& x, const std::vector<std::size_t>& kept,
+                               const Shape& shape) {
+  return {select_flat(x.value, kept, shape), select_flat(x.bound, kept, shape)};
 }
 
 std::vector<std::string> diagnosis_lines(const CompareResult& r) {

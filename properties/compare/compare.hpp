@@ -72,9 +72,12 @@ inline constexpr double kDiagnosisShare = 16.0;
 
 // How large a case must be for its diagnosis to run on a cut-down case (docs/compare.md,
 // "Diagnosis at real sizes"), and how much of it a cut keeps. `above` is in the family's own
-// measure of a signature run's work (the linear layers: multiply-adds of one product, tokens ×
-// in × out; parallel_mlp: tokens × hidden × ffn); a family that cannot be cut safely has no
-// diagnosis_cut and always runs the full case. A
+// measure of a signature run's work, in multiply-adds of a linear signature's time (the linear
+// layers: multiply-adds of one product, tokens × in × out; parallel_mlp: tokens × hidden × ffn;
+// sequence_parallel_norm: tokens × hidden elements, the embedding tokens × hidden, the
+// cross-entropy tokens × vocab, each times its measured cost per element in those
+// multiply-adds); a family that cannot be cut safely has no diagnosis_cut and always runs the
+// full case. A
 // cut keeps about `rows` token rows and `columns` output features (a family says which
 // dimensions), spread over the ranks' shards, always with every shard boundary's first and last
 // two and the worst element of every tensor the case gives.
@@ -249,14 +252,18 @@ void check_given(CaseVerdict& v, const cases::CaseManifest& m, const spec::OpSpe
 // order. A family cuts only where every signature's output on the cut case equals its output on
 // the full case at the kept elements (rows and output features of a linear layer are
 // independent), up to the order in which a ring reduction adds the ranks' partials (its chunks
-// follow the buffer's length); see diagnosis_cut below.
+// follow the buffer's length); see diagnosis_cut below. A signature for which that cannot hold
+// at any cut (its output at a kept element reads elements the cut drops: norm's
+// normalized-over-token-axis takes statistics over each rank's every token) is named in
+// `whole` and runs on the full case, so the cut loses no diagnosis.
 template <class T, class Case, template <class> class Data, class Expected>
 struct DiagnosisCut {
   Case c;
   Data<T> d;
   Expected e;
   std::map<std::string, std::vector<std::size_t>> kept;
-  std::string words;  // CompareResult::diagnosis_cut
+  std::string words;               // CompareResult::diagnosis_cut
+  std::vector<std::string> whole;  // signatures run on the full case, by name
 };
 
 // A family whose diagnosis can run on a cut-down case defines, beside its case type,
@@ -291,6 +298,9 @@ std::vector<std::size_t> flat_indices(std::size_t cols_of_full,
                                       const std::vector<std::size_t>& rows,
                                       const std::vector<std::size_t>& cols);
 
+// The flat row-major indices of the rows `rows` (sorted) of a [*, cols] tensor, each row whole.
+std::vector<std::size_t> flat_rows(std::size_t cols, const std::vector<std::size_t>& rows);
+
 // The elements of t at the flat indices `kept`, as a tensor of `shape`. @pre the product of
 // shape is kept.size().
 template <class V>
@@ -299,6 +309,25 @@ Tensor<V> select_flat(const Tensor<V>& t, const std::vector<std::size_t>& kept, 
   for (std::size_t k = 0; k < kept.size(); ++k) out[k] = t[kept[k]];
   return out;
 }
+
+// A cut of token rows alone, for a family whose given tensors are [tokens, ...] with every token
+// row computed alone (parallel_mlp, sequence_parallel_norm, the vocab ops): the token rows of
+// the worst element of each tensor given, or nullopt when the case gives a tensor not named in
+// `row_tensors` (a sum over tokens, which a token cut would change).
+std::optional<std::vector<std::size_t>> worst_rows(const CaseVerdict& given,
+                                                   const std::vector<std::string>& row_tensors);
+
+// keep_along over the token pieces (one per rank under a token split, else one) keeping about
+// size.rows in all, at least 4 in each piece.
+KeptIndices keep_rows(const std::vector<std::size_t>& pieces, const DiagnosisCutSize& size,
+                      const std::vector<std::size_t>& worst);
+
+// "64 of 2048 tokens, every shard boundary and the worst elements kept": a token cut's words.
+std::string kept_tokens_words(std::size_t kept, std::size_t tokens);
+
+// x's values and bounds at the flat indices `kept`, as tensors of `shape`.
+ExpectedTensor select_expected(const ExpectedTensor& x, const std::vector<std::size_t>& kept,
+                               const Shape& shape);
 
 // `given`'s tensors with their kept values and bounds cut to `kept` (a tensor without an entry
 // is kept whole); everything else, the pass/fail, the bound ratio, the worst element and its
@@ -310,7 +339,9 @@ std::vector<TensorCheck> cut_checks(const std::vector<TensorCheck>& given,
 // outputs match the case's checked tensors (`given`, with kept values) as kDiagnosisResidual
 // and kDiagnosisShare say, and fail somewhere. A signature that throws on the case is skipped.
 // On a cut-down case `given` holds the case's values at the kept elements and c, d, e are the
-// cut's; a signature's residual there is at most its residual over the whole case.
+// cut's; a signature's residual there is at most its residual over the whole case. Adds to out
+// (compare_as calls it twice on a cut: the cut's signatures, then DiagnosisCut::whole's on the
+// full case) and sorts all of out.diagnosis.
 template <class T, class Case, template <class> class Data, template <class> class Run,
           class Expected, class I>
 void diagnose(CompareResult& out, const std::vector<TensorCheck>& given, const Case& c,
@@ -412,8 +443,18 @@ CompareResult compare_as(const cases::CaseManifest& m,
           if (!v.pass()) {
             if (auto cut = diagnosis_cut(c, d, e, v, options.cut)) {
               out.diagnosis_cut = cut->words;
+              const auto all = Signatures();
+              using Signature = typename decltype(all)::value_type;
+              std::vector<Signature> on_cut, on_whole;
+              for (const auto& sig : all) {
+                const bool whole =
+                    std::find(cut->whole.begin(), cut->whole.end(), sig.name) != cut->whole.end();
+                (whole ? on_whole : on_cut).push_back(sig);
+              }
               diagnose<T, Case, Data, Run>(out, cut_checks(v.tensors, cut->kept), cut->c, cut->d,
-                                           cut->e, Signatures());
+                                           cut->e, std::span<const Signature>(on_cut));
+              diagnose<T, Case, Data, Run>(out, v.tensors, c, d, e,
+                                           std::span<const Signature>(on_whole));
             } else {
               diagnose<T, Case, Data, Run>(out, v.tensors, c, d, e, Signatures());
             }

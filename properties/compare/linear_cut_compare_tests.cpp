@@ -17,8 +17,8 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <stdexcept>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -127,21 +127,6 @@ fs::path write_run(const std::string& name, const Setting& s, const LinearImplem
   return d;
 }
 
-// The diagnosis as names, ranks and tensors, one string per match, sorted (the order is by
-// residual, which a cut may lower).
-std::vector<std::string> matches(const CompareResult& r) {
-  std::vector<std::string> out;
-  for (const auto& d : r.diagnosis) {
-    std::string m = d.signature + " at rank " + std::to_string(d.rank) + " explains";
-    for (const auto& t : d.explained) m += " " + t;
-    m += "; not";
-    for (const auto& t : d.unexplained) m += " " + t;
-    out.push_back(m);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 const Mutant<LinearImplementation>& mutant(const std::string& name) {
   const auto all = linear_mutants();
   const auto it = std::find_if(all.begin(), all.end(), [&](const Mutant<LinearImplementation>& m) {
@@ -155,30 +140,20 @@ const Mutant<LinearImplementation>& mutant(const std::string& name) {
 // cut-down case, which names what it kept; the full case gives the same matches (names, ranks,
 // explained and unexplained tensors) at residuals no smaller.
 TEST(LinearCutCompare, every_planted_signature_is_diagnosed_as_on_the_full_case) {
-  std::vector<std::string> diagnosed, diagnosed_cut;
-  for (const auto& s : settings()) {
-    for (const auto& m : linear_mutants()) {
-      SCOPED_TRACE(s.name + " " + m.name);
-      const fs::path d = write_run(s.name + "_" + m.name, s, *m.make());
-      if (d.empty()) continue;  // the mutant refuses this config
-      const auto cut = compare_dir(d, forced);
-      const auto full = compare_dir(d);
-      ASSERT_EQ(cut.verdict.pass(), full.verdict.pass());
-      bool layout = false;
-      for (const auto& t : cut.verdict.tensors) layout = layout || !t.problem.empty();
-      if (cut.verdict.pass() || layout) continue;  // not this setting's bug, or not comparable
-      diagnosed.emplace_back(m.name);
-      if (!cut.diagnosis_cut.empty()) diagnosed_cut.emplace_back(m.name);
-      expect_diagnosed_as(cut, m.name, linear_mutants().size());
-      EXPECT_EQ(cut.diagnosis_cut.empty(), !s.cuts) << cut.diagnosis_cut;
-      EXPECT_EQ(cut.diagnosis_cut.rfind(s.words, 0), 0U) << cut.diagnosis_cut;
-      EXPECT_TRUE(full.diagnosis_cut.empty());
-      EXPECT_EQ(matches(cut), matches(full));
-      for (std::size_t k = 0; k < std::min(cut.diagnosis.size(), full.diagnosis.size()); ++k) {
-        EXPECT_LE(cut.diagnosis[k].residual, full.diagnosis[k].residual);
-      }
-    }
-  }
+  const auto found = diagnose_planted(
+      settings(), linear_mutants(), forced,
+      [](const Setting& s, const Mutant<LinearImplementation>& m) {
+        return write_run(s.name + "_" + m.name, s, *m.make());
+      },
+      [](const Setting& s, const Mutant<LinearImplementation>& m, const CompareResult& cut,
+         const CompareResult& full) {
+        expect_diagnosed_as(cut, m.name, linear_mutants().size());
+        EXPECT_EQ(cut.diagnosis_cut.rfind(s.words, 0), 0U) << cut.diagnosis_cut;
+        for (std::size_t k = 0; k < std::min(cut.diagnosis.size(), full.diagnosis.size()); ++k) {
+          EXPECT_LE(cut.diagnosis[k].residual, full.diagnosis[k].residual);
+        }
+      });
+  const auto& [diagnosed, diagnosed_cut] = found;
   // Every signature but sp-backward-all-reduce (right values, twice the traffic: no output of
   // it fails) fails in some setting, and all but the two that reshape a tensor by its per-rank
   // shape (their settings run in full) in a cut one.

@@ -116,6 +116,105 @@ inline void expect_diagnosed_as(const CompareResult& r, const std::string& name,
   EXPECT_EQ(diagnosis_lines(r).front().rfind("matches ", 0), 0U);
 }
 
+// A diagnosis as names, ranks and tensors, one string per match ("S at rank 3 explains y; not
+// db"), sorted (the order is by residual, which a cut-down case may lower): what the cut-down
+// diagnosis must keep of the full one.
+inline std::vector<std::string> diagnosis_matches(const CompareResult& r) {
+  std::vector<std::string> out;
+  for (const auto& d : r.diagnosis) {
+    std::string m = d.signature + " at rank " + std::to_string(d.rank) + " explains";
+    for (const auto& t : d.explained) m += " " + t;
+    m += "; not";
+    for (const auto& t : d.unexplained) m += " " + t;
+    out.push_back(m);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// What a cut-down diagnosis test found (properties/compare/*_cut_compare_tests.cpp): the
+// signatures diagnosed in some setting, and those diagnosed on a cut-down case.
+struct PlantedDiagnoses {
+  std::vector<std::string> diagnosed, diagnosed_cut;
+};
+
+// Every signature of `catalog` planted in every setting (write(setting, signature): the case's
+// folder, empty when the signature cannot run the setting) and judged with `forced` (a cut
+// forced) and in full. For each case that fails and is comparable (no layout problem): the checks
+// every family's cut shares (a cut exactly where setting.cuts says, none in full, the same
+// matches on both), then fn(setting, signature, cut, full) for the family's own.
+template <class Settings, class Catalog, class Write, class Fn>
+PlantedDiagnoses diagnose_planted(const Settings& settings, const Catalog& catalog,
+                                  const CompareOptions& forced, Write write, Fn fn) {
+  PlantedDiagnoses found;
+  for (const auto& s : settings) {
+    for (const auto& m : catalog) {
+      SCOPED_TRACE(s.name + " " + m.name);
+      const std::filesystem::path d = write(s, m);
+      if (d.empty()) continue;
+      const auto cut = compare_dir(d, forced);
+      const auto full = compare_dir(d);
+      EXPECT_EQ(cut.verdict.pass(), full.verdict.pass());
+      const bool layout = std::any_of(cut.verdict.tensors.begin(), cut.verdict.tensors.end(),
+                                      [](const TensorCheck& t) { return !t.problem.empty(); });
+      if (cut.verdict.pass() || full.verdict.pass() || layout) continue;
+      found.diagnosed.emplace_back(m.name);
+      if (!cut.diagnosis_cut.empty()) found.diagnosed_cut.emplace_back(m.name);
+      EXPECT_EQ(cut.diagnosis_cut.empty(), !s.cuts) << cut.diagnosis_cut;
+      EXPECT_TRUE(full.diagnosis_cut.empty());
+      EXPECT_EQ(diagnosis_matches(cut), diagnosis_matches(full));
+      fn(s, m, cut, full);
+    }
+  }
+  return found;
+}
+
+// A correct case judged with a cut forced: it passes, with no diagnosis and no cut.
+inline void expect_no_diagnosis(const CompareResult& good) {
+  EXPECT_TRUE(good.verdict.pass()) << good.verdict.explain();
+  EXPECT_TRUE(good.diagnosis.empty());
+  EXPECT_TRUE(good.diagnosis_cut.empty());
+  EXPECT_TRUE(diagnosis_lines(good).empty());
+}
+
+// The case in d, a bug no signature has, judged with a cut forced and in full: it fails, its
+// tensor number `tensor` worst at `rank`, with no match on either; its one line "no known
+// signature (of N; diagnosed on ...)" holds `parts`, and in full "no known signature (of N)".
+inline void expect_unknown_bug(const std::filesystem::path& d, const CompareOptions& forced,
+                               std::size_t tensor, int rank, std::size_t signatures,
+                               const std::vector<std::string>& parts) {
+  const auto cut = compare_dir(d, forced);
+  ASSERT_FALSE(cut.verdict.pass());
+  EXPECT_EQ(cut.verdict.tensors.at(tensor).worst_rank, rank);
+  EXPECT_TRUE(cut.diagnosis.empty()) << testing::PrintToString(diagnosis_lines(cut));
+  ASSERT_EQ(diagnosis_lines(cut).size(), 1U);
+  test::expect_parts(diagnosis_lines(cut).front(), parts);
+  const auto full = compare_dir(d);
+  EXPECT_TRUE(full.diagnosis.empty());
+  EXPECT_EQ(diagnosis_lines(full),
+            std::vector<std::string>{"no known signature (of " + std::to_string(signatures) + ")"});
+}
+
+// The outputs of case c (its family's for_each_output) named in `names`, each written to d one
+// file a rank (<name>.rank<r>.npy) from run's per-rank outputs; their entries of the manifest's
+// "outputs" object, without the braces.
+template <class T, class Case, class Run>
+std::string write_rank_outputs(const std::filesystem::path& d, const Case& c, const Run& run,
+                               const std::vector<std::string>& names) {
+  std::string json;
+  for_each_output<T>(c, [&](const std::string& out, auto member, auto /*expected*/) {
+    if (std::find(names.begin(), names.end(), out) == names.end()) return;
+    json += std::string(json.empty() ? "" : ", ") + "\"" + out + R"(": {"ranks": [)";
+    for (int r = 0; r < c.world; ++r) {
+      const std::string file = out + ".rank" + std::to_string(r) + ".npy";
+      write_tensor(d / file, run.outputs.at(static_cast<std::size_t>(r)).*member);
+      json += std::string(r > 0 ? ", " : "") + "\"" + file + "\"";
+    }
+    json += "]}";
+  });
+  return json;
+}
+
 // `json` with its first `from` replaced by `to`: a good manifest made bad in one place (a
 // failure of the test when `from` is not in it).
 inline std::string with(std::string json, const std::string& from, const std::string& to) {

@@ -14,7 +14,6 @@
 #include "suites/upstream_gradient.hpp"
 
 #include <algorithm>
-#include <numeric>
 #include <optional>
 #include <vector>
 
@@ -82,33 +81,23 @@ std::optional<DiagnosisCut<T, MlpCase, MlpData, MlpExpected>> diagnosis_cut(
   const double work =
       static_cast<double>(c.tokens) * static_cast<double>(c.hidden) * static_cast<double>(c.ffn());
   if (work <= size.above || c.tokens <= size.rows) return std::nullopt;
-  std::vector<std::size_t> worst_token;
-  for (const auto& t : given.tensors) {
-    if (t.name != "y" && t.name != "dx") return std::nullopt;
-    if (!t.worst_index.empty() && !t.values.empty()) worst_token.push_back(t.worst_index[0]);
-  }
+  const auto worst_token = worst_rows(given, {"y", "dx"});
+  if (!worst_token) return std::nullopt;
   const bool sp = c.cfg.sequence_parallel;
   const auto pieces =
       sp ? split_sizes(c.cfg.token_split, c.tokens, c.world) : std::vector<std::size_t>{c.tokens};
-  const KeptIndices tk =
-      keep_along(pieces, std::max<std::size_t>(4, (size.rows + pieces.size() - 1) / pieces.size()),
-                 worst_token);
+  const KeptIndices tk = keep_rows(pieces, size, *worst_token);
   const std::size_t tokens = tk.index.size();
-  std::vector<std::size_t> features(c.hidden);
-  std::iota(features.begin(), features.end(), std::size_t{0});
-  const auto kept = flat_indices(c.hidden, tk.index, features);
+  const auto kept = flat_rows(c.hidden, tk.index);
 
-  DiagnosisCut<T, MlpCase, MlpData, MlpExpected> cut{c, d, e, {{"y", kept}, {"dx", kept}}, ""};
+  DiagnosisCut<T, MlpCase, MlpData, MlpExpected> cut{c, d, e, {{"y", kept}, {"dx", kept}}, "", {}};
   cut.c.tokens = cut.c.cfg.tokens = tokens;
   cut.c.cfg.token_split = sp ? SplitPolicy::explicit_sizes(tk.sizes) : SplitPolicy::chunk();
   cut.d.x = select_flat(d.x, kept, {tokens, c.hidden});
   cut.d.dy = select_flat(d.dy, kept, {tokens, c.hidden});
-  for (ExpectedTensor* x : {&cut.e.y, &cut.e.dx}) {
-    x->value = select_flat(x->value, kept, {tokens, c.hidden});
-    x->bound = select_flat(x->bound, kept, {tokens, c.hidden});
-  }
-  cut.words = std::to_string(tokens) + " of " + std::to_string(c.tokens) +
-              " tokens, every shard boundary and the worst elements kept";
+  cut.e.y = select_expected(e.y, kept, {tokens, c.hidden});
+  cut.e.dx = select_expected(e.dx, kept, {tokens, c.hidden});
+  cut.words = kept_tokens_words(tokens, c.tokens);
   return cut;
 }
 

@@ -12,6 +12,7 @@
 //            [hidden, ffn]; outputs as the norm's plus dw1, dw2.
 #include "compare/compare.hpp"
 #include "compare/config_fields.hpp"
+#include "layout/split_policy.hpp"
 #include "ops/linear/linear_spec.hpp"
 #include "ops/norm/norm_spec.hpp"
 #include "suites/norm/norm_case.hpp"
@@ -19,6 +20,7 @@
 #include "suites/upstream_gradient.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -172,6 +174,10 @@ const NormContract* norm_contract(std::string_view name) {
   return nullptr;
 }
 
+// A sequence-parallel norm signature's cost per element of x in multiply-adds of a linear
+// signature's (DiagnosisCutSize::above): measured, docs/compare.md "Diagnosis at real sizes".
+constexpr double kNormElementCost = 512;
+
 }  // namespace
 
 NormCase case_of(const cases::CaseManifest& m, NormCase* /*tag*/) {
@@ -214,6 +220,43 @@ std::optional<std::string> contract_words(const NormCase& c, DType t) {
     }
   }
   return default_contract(t) + "; the library's orders (lib/ops/norm)";
+}
+
+// The diagnosis of a large sequence_parallel_norm case on a cut-down one (docs/compare.md,
+// "Diagnosis at real sizes"): some token rows, the hidden features intact (each token's
+// statistics run over them). y and dx [tokens, hidden] are exact at the kept rows, since every
+// token is normalized alone; dgamma and dbeta, sums over tokens, are not, so a case that gives
+// either keeps the full run, and so does megatron_sp_block (its weight gradients sum over tokens
+// too, and its cases at real sizes are not measured). The token split becomes an explicit split
+// of each rank's kept rows (no norm signature depends on the split's sizes);
+// normalized-over-token-axis, whose statistics run over each rank's every token, runs on the
+// full case. The work of a signature run is tokens × hidden elements, each about
+// kNormElementCost multiply-adds of a linear signature's (DiagnosisCutSize::above's unit).
+template <class T>
+std::optional<DiagnosisCut<T, NormCase, NormData, NormExpected>> diagnosis_cut(
+    const NormCase& c, const NormData<T>& d, const NormExpected& e, const CaseVerdict& given,
+    const DiagnosisCutSize& size) {
+  const double work =
+      static_cast<double>(c.tokens()) * static_cast<double>(c.hidden) * kNormElementCost;
+  if (c.op != NormOp::norm || work <= size.above || c.tokens() <= size.rows) return std::nullopt;
+  const auto worst_token = worst_rows(given, {"y", "dx"});
+  if (!worst_token) return std::nullopt;
+  const KeptIndices tk =
+      keep_rows(split_sizes(c.norm().token_split, c.tokens(), c.world), size, *worst_token);
+  const std::size_t tokens = tk.index.size();
+  const auto kept = flat_rows(c.hidden, tk.index);
+
+  DiagnosisCut<T, NormCase, NormData, NormExpected> cut{
+      c, d, e, {{"y", kept}, {"dx", kept}}, "", {"normalized-over-token-axis"}};
+  cut.c.block.norm.tokens = tokens;
+  cut.c.block.norm.token_split = SplitPolicy::explicit_sizes(tk.sizes);
+  cut.d.x = select_flat(d.x, kept, {tokens, c.hidden});
+  cut.d.dy = select_flat(d.dy, kept, {tokens, c.hidden});
+  cut.e.y = select_expected(e.y, kept, {tokens, c.hidden});
+  cut.e.dx = select_expected(e.dx, kept, {tokens, c.hidden});
+  cut.words = kept_tokens_words(tokens, c.tokens()) + "; normalized-over-token-axis on all " +
+              std::to_string(c.tokens());
+  return cut;
 }
 
 template <class T>

@@ -19,13 +19,17 @@
 // length vocab or a token_weight not of length tokens.
 #include "compare/compare.hpp"
 #include "compare/config_fields.hpp"
+#include "layout/split_policy.hpp"
 #include "ops/vocab/vocab_spec.hpp"
 #include "suites/upstream_gradient.hpp"
 #include "suites/vocab/vocab_case.hpp"
 #include "suites/vocab/vocab_mutants.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <optional>
+#include <string>
+#include <vector>
 
 namespace shardcheck::check {
 namespace {
@@ -110,6 +114,12 @@ void read_cross_entropy_config(cases::Fields& f, VocabCase& c) {
   weights("token_weight", k.token_weight, c.tokens, "tokens");
 }
 
+// A signature's cost per element of y (embedding: the part a token cut shrinks; its table's
+// vocab × hidden part stays) and per logit (cross-entropy) in multiply-adds of a linear
+// signature's (DiagnosisCutSize::above): measured, docs/compare.md "Diagnosis at real sizes".
+constexpr double kEmbeddingElementCost = 128;
+constexpr double kCrossEntropyElementCost = 256;
+
 }  // namespace
 
 VocabCase case_of(const cases::CaseManifest& m, VocabCase* /*tag*/) {
@@ -131,6 +141,86 @@ VocabCase case_of(const cases::CaseManifest& m, VocabCase* /*tag*/) {
   }
   f.done();
   return c;
+}
+
+// The diagnosis of a large vocab case on a cut-down one (docs/compare.md, "Diagnosis at real
+// sizes"): some token rows, the vocabulary intact (the ids index all of it, the softmax runs over
+// it). The embedding's y [tokens, hidden] is exact at the kept rows (each row is its id's row of
+// w), its dw (a sum over tokens) is not, so a case that gives dw keeps the full run; under
+// sequence_parallel_output the token split becomes an explicit split of each rank's kept rows.
+// The cross-entropy's loss [tokens] and dlogits [tokens, V] are exact at the kept rows under
+// reduction none; under sum dlogits is and the scalar loss (a sum over tokens) is not, so a case
+// that gives it keeps the full run; under mean neither is (the divisor counts or weighs every
+// token, and mean-by-local-count and weighted-mean-by-count are bugs in it), so every mean case
+// keeps the full run. The token weights are cut with the tokens; no vocab signature depends on
+// the token count or split otherwise. The work of a signature run: tokens × hidden elements of
+// y (embedding), each about kEmbeddingElementCost multiply-adds of a linear signature's
+// (DiagnosisCutSize::above's unit), or tokens × vocab logits, kCrossEntropyElementCost each.
+template <class T>
+std::optional<DiagnosisCut<T, VocabCase, VocabData, VocabExpected>> diagnosis_cut(
+    const VocabCase& c, const VocabData<T>& d, const VocabExpected& e, const CaseVerdict& given,
+    const DiagnosisCutSize& size) {
+  const bool embedding = c.op == VocabOp::embedding;
+  const std::size_t width = embedding ? c.hidden : c.vocab;  // of y, of the logits
+  const double work = static_cast<double>(c.tokens) * static_cast<double>(width) *
+                      (embedding ? kEmbeddingElementCost : kCrossEntropyElementCost);
+  if (work <= size.above || c.tokens <= size.rows) return std::nullopt;
+  const bool per_token = !embedding && c.ce.reduction == LossReduction::none;
+  if (!embedding && c.ce.reduction == LossReduction::mean) return std::nullopt;
+  const auto worst_token =
+      worst_rows(given, embedding   ? std::vector<std::string>{"y"}
+                        : per_token ? std::vector<std::string>{"loss", "dlogits"}
+                                    : std::vector<std::string>{"dlogits"});
+  if (!worst_token) return std::nullopt;
+  const bool sp = embedding && c.embedding.sequence_parallel_output;
+  const auto pieces = sp ? split_sizes(c.embedding.token_split, c.tokens, c.world)
+                         : std::vector<std::size_t>{c.tokens};
+  const KeptIndices tk = keep_rows(pieces, size, *worst_token);
+  const std::size_t tokens = tk.index.size();
+  const auto kept = flat_rows(width, tk.index);
+
+  // A cross-rank sum whose order follows the buffer's length (compare.hpp, DiagnosisCut) may
+  // round the cut case's elements differently, a fraction of a bound where the bound is not 0;
+  // where it is (the embedding's y, exact data movement; a padding column's gradient), any
+  // difference is an infinite residual. So the signatures that sum more than one nonzero
+  // partial into such elements run on the full case: index-masked-output-not-zeroed (every
+  // rank's row 0), padding-logits-in-softmax and padding-grad-not-zeroed (softmax values in
+  // the padding columns, over the all_reduced sum of exponentials).
+  std::vector<std::string> whole;
+  if (embedding) {
+    whole = {"index-masked-output-not-zeroed"};
+  } else if (c.real_vocab() < c.vocab) {
+    whole = {"padding-logits-in-softmax", "padding-grad-not-zeroed"};
+  }
+  DiagnosisCut<T, VocabCase, VocabData, VocabExpected> cut{c, d, e, {}, "", whole};
+  cut.c.tokens = tokens;
+  cut.c.ids.clear();
+  for (const std::size_t t : tk.index) cut.c.ids.push_back(c.ids[t]);
+  if (embedding) {
+    if (sp) cut.c.embedding.token_split = SplitPolicy::explicit_sizes(tk.sizes);
+    cut.d.dy = select_flat(d.dy, kept, {tokens, c.hidden});
+    cut.e.y = select_expected(e.y, kept, {tokens, c.hidden});
+    cut.kept = {{"y", kept}};
+  } else {
+    if (!c.ce.token_weight.empty()) {
+      cut.c.ce.token_weight.clear();
+      for (const std::size_t t : tk.index) cut.c.ce.token_weight.push_back(c.ce.token_weight[t]);
+    }
+    cut.d.logits = select_flat(d.logits, kept, {tokens, c.vocab});
+    cut.e.dlogits = select_expected(e.dlogits, kept, {tokens, c.vocab});
+    cut.kept = {{"dlogits", kept}};
+    if (per_token) {  // dloss [tokens]; under sum it is [1], every token's
+      cut.d.dloss = select_flat(d.dloss, tk.index, {tokens});
+      cut.e.loss = select_expected(e.loss, tk.index, {tokens});
+      cut.kept["loss"] = tk.index;
+    }
+  }
+  cut.words = kept_tokens_words(tokens, c.tokens);
+  for (std::size_t k = 0; k < whole.size(); ++k) {
+    cut.words += (k == 0 ? "; " : k + 1 == whole.size() ? " and " : ", ") + whole[k];
+  }
+  if (!whole.empty()) cut.words += " on all " + std::to_string(c.tokens);
+  return cut;
 }
 
 template <class T>
