@@ -190,9 +190,15 @@ KeptIndices keep_rows(const std::vector<std::size_t>& pieces, const DiagnosisCut
       pieces, std::max<std::size_t>(4, (size.rows + pieces.size() - 1) / pieces.size()), worst);
 }
 
-std::string kept_tokens_words(std::size_t kept, std::size_t tokens) {
-  return std::to_string(kept) + " of " + std::to_string(tokens) +
-         " tokens, every shard boundary and the worst elements kept";
+std::string kept_tokens_words(std::size_t kept, std::size_t tokens,
+                              const std::vector<std::string>& whole) {
+  std::string words = std::to_string(kept) + " of " + std::to_string(tokens) +
+                      " tokens, every shard boundary and the worst elements kept";
+  for (std::size_t k = 0; k < whole.size(); ++k) {
+    words += (k == 0 ? "; " : k + 1 == whole.size() ? " and " : ", ") + whole[k];
+  }
+  if (!whole.empty()) words += " on all " + std::to_string(tokens);
+  return words;
 }
 
 ExpectedTensor select_expected(const ExpectedTensor& x, const std::vector<std::size_t>& kept,

@@ -322,8 +322,11 @@ std::optional<std::vector<std::size_t>> worst_rows(const CaseVerdict& given,
 KeptIndices keep_rows(const std::vector<std::size_t>& pieces, const DiagnosisCutSize& size,
                       const std::vector<std::size_t>& worst);
 
-// "64 of 2048 tokens, every shard boundary and the worst elements kept": a token cut's words.
-std::string kept_tokens_words(std::size_t kept, std::size_t tokens);
+// "64 of 2048 tokens, every shard boundary and the worst elements kept": a token cut's words,
+// followed by "; a, b and c on all 2048" for the signatures `whole` (DiagnosisCut::whole) runs
+// on the full case.
+std::string kept_tokens_words(std::size_t kept, std::size_t tokens,
+                              const std::vector<std::string>& whole = {});
 
 // x's values and bounds at the flat indices `kept`, as tensors of `shape`.
 ExpectedTensor select_expected(const ExpectedTensor& x, const std::vector<std::size_t>& kept,

@@ -254,8 +254,7 @@ std::optional<DiagnosisCut<T, NormCase, NormData, NormExpected>> diagnosis_cut(
   cut.d.dy = select_flat(d.dy, kept, {tokens, c.hidden});
   cut.e.y = select_expected(e.y, kept, {tokens, c.hidden});
   cut.e.dx = select_expected(e.dx, kept, {tokens, c.hidden});
-  cut.words = kept_tokens_words(tokens, c.tokens()) + "; normalized-over-token-axis on all " +
-              std::to_string(c.tokens());
+  cut.words = kept_tokens_words(tokens, c.tokens(), cut.whole);
   return cut;
 }
 

@@ -215,11 +215,7 @@ std::optional<DiagnosisCut<T, VocabCase, VocabData, VocabExpected>> diagnosis_cu
       cut.kept["loss"] = tk.index;
     }
   }
-  cut.words = kept_tokens_words(tokens, c.tokens);
-  for (std::size_t k = 0; k < whole.size(); ++k) {
-    cut.words += (k == 0 ? "; " : k + 1 == whole.size() ? " and " : ", ") + whole[k];
-  }
-  if (!whole.empty()) cut.words += " on all " + std::to_string(c.tokens);
+  cut.words = kept_tokens_words(tokens, c.tokens, whole);
   return cut;
 }
 
