@@ -153,6 +153,25 @@
 // 4u against exp's 2u, the lse's conversion), so the compare default (docs/attention.md) takes
 // the elementwise larger of the two.
 //
+// ================================================================ the online softmax
+// (AttentionBoundOptions::online) FlashAttention's forward within each part: the keys in key
+// blocks of any size, a running max m_b (the exact max of the computed scores so far), p̂_s =
+// fl(exp(fl(ŝ_s − m_b))) for s in block b, and at every later block b' the running l and acc
+// rescaled by r̂ = fl(exp(fl(m_{b'−1} − m_{b'}))) (one product each, rounded); out = fl(acc/l),
+// lse = fl(m + fl(log l)). Key s's weight is p̂_s·Π_{b'>b} r̂_{b'} against the exact
+// exp(ŝ_s − m_b)·Π exp(m_{b'−1} − m_{b'}) = exp(ŝ_s − m), m the final max: the product of the exact
+// factors telescopes. Each rescale adds, in the exponent, its subtraction's rounding u·(m_{b'} −
+// m_{b'−1}) and its exp's 2u; the subtractions telescope to u·(m − m_b) ≤ u·X_s. So with R the
+// most rescales after a key (n − 1 for blocks of one key, the worst block size):
+//   (2o)  a_k += u·X_k + 2u(1 + 2u)·R;  exp2 (r̂ = exp2(fl(fl(m_{b'−1} − m_{b'})·scale_log2))):
+//         a_k += 2u(1 + 2u)·X_k + 4u(1 + 4u)·R (two roundings of the argument; the rounded
+//         scale_log2 multiplies the same telescoped difference as p̂'s argument, so it adds no
+//         term beyond the contract's)
+//   (2o') each rescale is one more rounding of every term already in l and acc: the sums'
+//         γ_{n−1} becomes γ_{n−1+R}, g_out gains R, Lm = log n + γ_{n+R}
+//   (3o)  underflow of r̂ and of the rescaled sums: 4·n·R·η more in Δ and in E_out's floor.
+// The backward recomputes P̂ from the final lse (FlashAttention-2's), unchanged.
+//
 // Tightness: realistic bugs (top-left causal alignment, lse without its max, the wrong GQA head,
 // dk without the group sum) change the results by O(|v|) or O(1) in the lse, far above the
 // bound; properties/suites/attention/attention_unit_tests.cpp prints the measured max |err|/bound
@@ -182,6 +201,10 @@ struct AttentionBoundOptions {
   SoftmaxExp exp = SoftmaxExp::natural;
   // The most blocks the keys (forward merge, dq) and the queries (dk, dv) are split into.
   std::size_t parts = 1;
+  // The forward's sums within each part follow the online softmax (FlashAttention): the keys in
+  // key blocks of any size, a running max, the running sums rescaled by exp(m_old − m_new) (exp2
+  // of (m_old − m_new)·scale_log2 under the exp2 contract) at every block: "online" below.
+  bool online = false;
   // Elementwise bounds on the implementation's inputs: |q̂ − q| ≤ q_error, ... (shapes of q, k,
   // v, dout). Empty: exact inputs.
   Tensor<R> q_error, k_error, v_error, dout_error;
@@ -209,6 +232,7 @@ struct ErrorModel {
   R scale_log2_error{0};  // δc (exp2)
   R mu{0};                // exp2's absolute error below the normal range (μ of A)
   std::size_t parts = 1;
+  bool online = false;  // AttentionBoundOptions::online
   const Tensor<R>* eq = nullptr;
   const Tensor<R>* ek = nullptr;
   const Tensor<R>* ev = nullptr;
@@ -261,6 +285,7 @@ class AttentionModel {
         exp2_(em.exp2),
         floor_(em.exp2 ? em.mu : em.eta),
         p_(em.parts == 0 ? 1 : em.parts),
+        online_(em.online),
         gd_(gamma<R>(D_.d, u_)),
         path_(path),
         fwd_(reference::attention_forward<R>(cfg, q, k, v, path)),
@@ -327,6 +352,9 @@ class AttentionModel {
     return t == nullptr || t->empty() ? R(0) : (*t)[i];
   }
   static R gamma0(std::size_t n, const R& u) { return n == 0 ? R(0) : gamma<R>(n, u); }
+  // Online softmax: the most rescales a row of n visible keys sees (key blocks of one key, the
+  // worst block size: n − 1 after its first); 0 without it.
+  std::size_t rescales(std::size_t n) const { return online_ && n > 0 ? n - 1 : 0; }
   // A value of the definition's result, 0 when it was not needed (T = A: nothing rounds).
   static R value_of(const Tensor<R>& t, std::size_t x) { return t.empty() ? R(0) : t[x]; }
 
@@ -402,11 +430,12 @@ class AttentionModel {
     const std::size_t n = row_.keys.size();
     const R u = u_, c2 = 2 * u * (1 + 2 * u);
     WeightErrors<R> r;
-    r.lm = log(R(n)) + gamma<R>(n, u);
+    r.lm = log(R(n)) + gamma<R>(n + rescales(n), u);
     const R lse_mag = (se.abs_s_max + se.eps_max + r.lm * (1 + 2 * u)) * (1 + u);
     const R lam = 2 * u * r.lm + u * lse_mag;
     weight_terms(se, r, [&](const R& eps, const R& X) {
       R a = eps + u * X + c2;
+      if (online_) a += u * X + c2 * R(rescales(n));  // online: the rescales' subtractions, exps
       if (p_ >= 2) a += lam + u * (X + r.lm + lam) + c2;
       return a;
     });
@@ -421,11 +450,12 @@ class AttentionModel {
     const R u = u_, c2 = 2 * u * (1 + 2 * u), c4 = 4 * u * (1 + 4 * u);
     const R big_t = se.abs_s_max + se.eps_max;
     WeightErrors<R> r;
-    r.lm = log(R(n)) + gamma<R>(n, u) + 2 * u * big_t + c4;
+    r.lm = log(R(n)) + gamma<R>(n + rescales(n), u) + 2 * u * big_t + c4;
     const R lse_mag = (big_t * (1 + u) + r.lm * (1 + 4 * u)) * (1 + u);
     const R lam = 4 * u * (r.lm + lse_mag);
     weight_terms(se, r, [&](const R& eps, const R& X) {
       R a = eps + u * (X + u * big_t) + c4;
+      if (online_) a += 2 * u * (1 + 2 * u) * X + c4 * R(rescales(n));  // online: the rescales
       if (p_ >= 2) a += lam + u * (X + r.lm + 2 * lam + 3 * u * big_t + c4) + c2;
       return a;
     });
@@ -441,8 +471,8 @@ class AttentionModel {
     const std::size_t n = row_.keys.size();
     r.a.resize(n);
     r.exp_a.resize(n);
-    r.delta = 4 * R(n + p_) * floor_;
-    const R gsum = (1 + gamma0(n - 1, u_)) * (1 + gamma0(p_ - 1, u_));
+    r.delta = 4 * R(n + p_ + n * rescales(n)) * floor_;
+    const R gsum = (1 + gamma0(n - 1 + rescales(n), u_)) * (1 + gamma0(p_ - 1, u_));
     for (std::size_t x = 0; x < n; ++x) {
       const R X = row_.max + se.eps_max - row_.score[x] + se.eps[x];
       r.a[x] = a_of(se.eps[x], X);
@@ -499,7 +529,8 @@ class AttentionModel {
   // g_out = γ_{n+p+2} (γ_{n+1} when p = 1).
   std::vector<R> output_weights(const WeightErrors<R>& we) const {
     const std::size_t n = row_.keys.size();
-    const R g_out = p_ == 1 ? gamma<R>(n + 1, u_) : gamma<R>(n + p_ + 2, u_);
+    const std::size_t k = rescales(n);
+    const R g_out = p_ == 1 ? gamma<R>(n + 1 + k, u_) : gamma<R>(n + p_ + 2 + k, u_);
     std::vector<R> w(n);
     for (std::size_t x = 0; x < n; ++x) {
       const R rho = we.exp_a[x] / (1 - we.delta) - 1;
@@ -510,7 +541,7 @@ class AttentionModel {
 
   // (3) The underflow term of E_out, 4(n + p + 2)·η·(1 + 2·max|v_s|⁺).
   R output_floor(std::size_t n, const R& vmax) const {
-    return 4 * R(n + p_ + 2) * floor_ * (1 + 2 * vmax);
+    return 4 * R(n + p_ + 2 + n * rescales(n)) * floor_ * (1 + 2 * vmax);
   }
 
   // E_out of element oi, in A and rounded to T.
@@ -672,6 +703,7 @@ class AttentionModel {
   const bool exp2_;      // the exp2 contract
   const R floor_;        // an exp's (or exp2's) absolute error below the normal range: η (μ)
   const std::size_t p_;  // parts
+  const bool online_;    // the online softmax: rescales(n) of them per row (see rescales)
   const R gd_;           // γ_d
   const ContractionPath path_;  // the reference's values' path (and the evaluation's, step (7))
   const AttentionOutput<R> fwd_;

@@ -25,6 +25,7 @@
 #include "reference/attention/attention.hpp"
 #include "suites/attention/attention_accumulate_emulation.hpp"
 #include "suites/attention/attention_exp2_emulation.hpp"
+#include "suites/attention/attention_online_emulation.hpp"
 #include "testing/ratio_summary.hpp"
 
 #include <gtest/gtest.h>
@@ -576,6 +577,57 @@ TEST(attention_bounds, an_unnormalized_merge_is_caught_under_the_declared_accumu
   const auto result = rc::check("the unnormalized merge under the bfloat16 bound",
                                 [] { RC_ASSERT(bfloat16_accumulating_ratios(true).first <= 1); });
   EXPECT_FALSE(result) << "a merge without its division by Σw passed the declared bound";
+}
+
+// ---------------------------------------------------------------- the online softmax
+
+// The worst |kernel − reference|/bound over out and lse of an online-softmax kernel (key blocks
+// of 1 to Lk keys, natural exp or exp2), under the online bound; with `forget_l_rescale` the
+// kernel's l is never rescaled (a mutant).
+template <class T>
+double online_case(bool forget_l_rescale) {
+  AttnCase c = genCase<T>({4, 16, 4});
+  if (*uniform(0, 2) == 0) c.cfg.scale = 0.3;
+  const bool exp2 = *uniform(0, 1) == 1;
+  const std::size_t block = *uniform<std::size_t>(1, c.lk);
+  const auto run =
+      attention_online::online_kernel<T>(c.cfg, c.q, c.k, c.v, block, exp2, forget_l_rescale);
+  reference::AttentionBoundOptions<hp> opt;
+  opt.online = true;
+  opt.exp = exp2 ? reference::SoftmaxExp::base2 : reference::SoftmaxExp::natural;
+  const auto b = reference::attention_bounds(c.cfg, c.q, c.k, c.v, Tensor<hp>(),
+                                             reference::arithmetic_of<T>(), opt);
+  const auto fwd = reference::attention_forward(c.cfg, c.q, c.k, c.v);
+  const auto rb = reference::attention_reference_error(c.cfg, c.q, c.k, c.v, Tensor<hp>());
+  double w = 0;
+  const auto judge = [&](const std::vector<float>& got, const Tensor<hp>& want,
+                         const Tensor<hp>& bound, const Tensor<hp>& own) {
+    for (std::size_t x = 0; x < got.size(); ++x) {
+      using std::abs;
+      if (std::isinf(got[x]) && want[x] == hp(got[x])) continue;  // an empty row's −inf lse
+      const hp err = abs(hp(got[x]) - want[x]);
+      if (err == 0) continue;
+      w = std::max(w, static_cast<double>(err / (bound[x] + own[x])));
+    }
+  };
+  judge(run.out, fwd.out, b.out, rb.out);
+  judge(run.lse, fwd.lse, b.lse, rb.lse);
+  if (!forget_l_rescale && w > 0.5) RC_TAG("past half the bound");
+  return w;
+}
+
+RC_GTEST_PROP(attention_bounds, an_online_softmax_kernel_stays_within_the_online_bound_float32,
+              ()) {
+  RC_ASSERT(online_case<float>(false) <= 1);
+}
+RC_GTEST_PROP(attention_bounds, an_online_softmax_kernel_stays_within_the_online_bound_bfloat16,
+              ()) {
+  RC_ASSERT(online_case<bfloat16>(false) <= 1);
+}
+TEST(attention_bounds, an_online_kernel_that_never_rescales_l_is_caught) {
+  const auto result = rc::check("the online kernel without l's rescale",
+                                [] { RC_ASSERT(online_case<float>(true) <= 1); });
+  EXPECT_FALSE(result) << "an online kernel that never rescales l passed the online bound";
 }
 
 }  // namespace
