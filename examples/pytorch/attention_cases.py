@@ -19,6 +19,12 @@ What it shows (and checks, so ctest runs it: label "compare"):
     depends on it); the first is diagnosed as the suite's cp-top-left-mask (out and lse), the
     second as its cp-merge-by-larger-lse-autograd (out, dq, dk, dv: the wrong merge with
     autograd's derivative of it);
+  - FlashAttention's online softmax written in torch (ring_attention.online_attention: a running
+    max over key blocks of 1 and of 4 keys, l and acc rescaled at every block, out = acc/l at the
+    end) with FlashAttention-2's backward (the weights recomputed from the lse) passes under its
+    declared contract ("online" with exp in float64 and float32, "exp2" with exp2 in float32)
+    and under the default; the same kernel that never rescales l fails under "online" on every
+    tensor (its lse is wrong, and the backward recomputes the weights from it);
   - in bfloat16 the same dense and ring attention fail the default contract on every tensor
     (torch's CPU matmuls of small bfloat16 tensors accumulate in bfloat16) and pass with the
     declared "accumulate": "bfloat16".
@@ -30,7 +36,7 @@ import shutil
 import sys
 
 from torch_support import torch, Checks, DTYPES
-from ring_attention import attention_case as case_of
+from ring_attention import attention_case as case_of, online_case
 
 BIN, WORK = sys.argv[1], sys.argv[2]
 BATCH, L, H, G, D, CP = 2, 10, 4, 2, 3, 3
@@ -55,6 +61,32 @@ checks.expect_passes("dense and ring attention in torch pass in float64 and floa
 code, out = checks.compare(good, "--report", os.path.join(WORK, "report"))
 checks.expect("the report is written (exit 0)",
               code == 0 and os.path.exists(os.path.join(WORK, "report", "report.md")), out)
+
+# FlashAttention's online softmax (docs/attention.md, "The online softmax"): within its declared
+# contract and within the default, which covers it; without l's rescale it fails.
+for contract in ("online", None):
+    d = os.path.join(WORK, "online_" + (contract or "default"))
+    n = 0
+    for dtype, tag in DTYPES.items():
+        for exp2 in (False, True):
+            if exp2 and dtype != torch.float32:
+                continue  # the exp2 form's fma is emulated in float32 only
+            for keys in (1, 4):
+                torch.manual_seed(20261207 + keys)
+                q, k, v = (torch.randn(BATCH, L, n_, D, dtype=dtype) for n_ in (H, G, G))
+                dout = torch.randn(BATCH, L, H, D, dtype=dtype)
+                declared = ("exp2" if exp2 else "online") if contract else None
+                online_case(q, k, v, dout, keys, exp2, contract=declared).write(os.path.join(
+                    d, "online_%s_%s_keys%d" % ("exp2" if exp2 else "exp", tag, keys)))
+                n += 1
+    checks.expect_passes("the online softmax in torch passes %s" % (
+        "its declared contract" if contract else "the default"), d, n)
+torch.manual_seed(20261208)
+q, k, v = (torch.randn(BATCH, L, n_, D, dtype=torch.float32) for n_ in (H, G, G))
+dout = torch.randn(BATCH, L, H, D, dtype=torch.float32)
+d = os.path.join(WORK, "online_no_l_rescale")
+online_case(q, k, v, dout, 2, bug="no_l_rescale", contract="online").write(d)
+checks.expect_fails("an online softmax that never rescales l", d, ["out", "lse", "dq", "dk", "dv"])
 
 # bfloat16: torch's CPU matmuls of small bfloat16 tensors accumulate in bfloat16, outside the
 # default contract (float32 accumulation): the dense and the ring attention fail every tensor

@@ -4,7 +4,8 @@
 // mesh pass with one piece per rank in float32 and bfloat16; the dense op's global outputs pass
 // once cut by the cp positions (the query and the key positions of a chunked prefill case); a
 // planted bug (lse written in base 2) fails on lse only; a piece of the wrong shape is a layout
-// failure naming the rank; an exp2 kernel passes under its declared contract and the default;
+// failure naming the rank; an exp2 kernel and online-softmax kernels (any key-block size) pass
+// under their declared contracts and the default, one that never rescales l does not;
 // the layer under sequence parallelism (token rows over tp, uneven and
 // empty) passes per rank and global, and rows in another order fail on y and dx; every bad input
 // is a CaseError whose message is pinned.
@@ -15,6 +16,7 @@
 #include "suites/attention/attention_accumulate_emulation.hpp"
 #include "suites/attention/attention_exp2_emulation.hpp"
 #include "suites/attention/attention_impl.hpp"
+#include "suites/attention/attention_online_emulation.hpp"
 #include "suites/attention/attention_run.hpp"
 #include "testing/compare_test_util.hpp"
 #include "testing/ops_test_util.hpp"
@@ -290,8 +292,11 @@ TEST(AttentionCompare, an_exp2_kernel_passes_under_its_contract_and_the_default)
   dir.manifest().erase("contract");
   const auto either = dir.compare();
   EXPECT_TRUE(either.verdict.pass()) << either.verdict.explain();
-  expect_parts(either.contract, {"the softmax's weights as p = exp(fl(s − m))", " or as p = exp2(",
-                                 ": the larger bound (docs/attention.md)"});
+  expect_parts(
+      either.contract,
+      {"the softmax's weights as the online softmax (key blocks of any size", ", or as p = exp2(",
+       ": the larger bound, which also covers p = exp(fl(s − m)) over the whole row "
+       "(docs/attention.md)"});
   dir.manifest()["contract"] = "exp";
   const auto natural = dir.compare();
   expect_parts(natural.contract, {"; contract exp: p = exp(fl(s − m))"});
@@ -302,6 +307,54 @@ TEST(AttentionCompare, an_exp2_kernel_passes_under_its_contract_and_the_default)
   };
   std::printf("attention exp2 kernel: worst |err|/bound %.3g (exp2), %.3g (default), %.3g (exp)\n",
               worst(declared), worst(either), worst(natural));
+}
+
+// An online-softmax kernel (attention_online_emulation.hpp: a running max over key blocks of 1
+// and of 4 keys, the running l and acc rescaled at every block) as the dense op's forward
+// outputs: under natural exp within its declared contract "online", under exp2 within "exp2",
+// both within the default; the same kernel that never rescales l fails under its own contract.
+TEST(AttentionCompare, an_online_softmax_kernel_passes_under_its_contract_and_the_default) {
+  const auto c = core_case(DType::float32, CpLayout::zigzag, MaskKind::causal);
+  const auto d = core_data<float>(c);
+  const auto& a = c.attention();
+  const auto forward_case = [&](const std::string& name, const auto& run) {
+    CaseDir dir = core_inputs(name, c, d);
+    dir.manifest()["inputs"].erase("dout");
+    dir.output("out", Tensor<float>(d.q.shape(), run.out));
+    dir.output("lse", Tensor<float>(Shape{c.batch, a.q_heads, c.q_len()}, run.lse));
+    return dir;
+  };
+  const auto worst = [](const CompareResult& r) {
+    double w = 0;
+    for (const auto& t : r.verdict.tensors) w = std::max(w, t.max_ratio);
+    return w;
+  };
+  for (const bool exp2 : {false, true}) {
+    for (const std::size_t block : {1U, 4U}) {
+      const std::string contract = exp2 ? "exp2" : "online";
+      SCOPED_TRACE(contract + ", key blocks of " + std::to_string(block));
+      auto dir =
+          forward_case("online_" + contract + std::to_string(block),
+                       attention_online::online_kernel<float>(a, d.q, d.k, d.v, block, exp2));
+      dir.manifest()["contract"] = contract;
+      const auto declared = dir.compare();
+      EXPECT_TRUE(declared.verdict.pass()) << declared.verdict.explain();
+      expect_parts(declared.contract, {"; contract " + contract + ": "});
+      dir.manifest().erase("contract");
+      const auto either = dir.compare();
+      EXPECT_TRUE(either.verdict.pass()) << either.verdict.explain();
+      std::printf(
+          "attention online kernel (%s, blocks of %zu): worst |err|/bound %.3g (%s), %.3g "
+          "(default)\n",
+          contract.c_str(), block, worst(declared), contract.c_str(), worst(either));
+      auto bug =
+          forward_case("online_no_l_rescale_" + contract + std::to_string(block),
+                       attention_online::online_kernel<float>(a, d.q, d.k, d.v, block, exp2, true));
+      bug.manifest()["contract"] = contract;
+      const auto r = bug.compare();
+      EXPECT_FALSE(r.verdict.pass()) << "an online kernel that never rescales l passed";
+    }
+  }
 }
 
 // A bfloat16 kernel that accumulates in bfloat16 (attention_accumulate_emulation.hpp: every step
@@ -708,10 +761,13 @@ TEST(AttentionCompareBadInput, every_error_names_the_file_and_the_field) {
       {"unknown contract",
        [](json& m) { m["contract"] = "exp10"; },
        {"case.json: contract: is \"exp10\" but context_parallel_attention knows \"exp\" (p = "
-        "exp(fl(s − m)) of the scaled scores, as lib/ops/attention) and \"exp2\" (p = "
-        "exp2(fma(q·k, scale_log2, −fl(m·scale_log2))) with scale_log2 = fl(scale·log2(e)) and "
-        "the lse kept in base 2, as FlashAttention-2/3 and Triton kernels); omit the field for a "
-        "bound that covers both"}},
+        "exp(fl(s − m)) of the scaled scores over the whole row, as lib/ops/attention), "
+        "\"online\" (the online softmax (key blocks of any size, a running max m_b, p = "
+        "exp(fl(s − m_b)), l and acc rescaled by exp(fl(m_old − m_new))), as PyTorch 2's CPU "
+        "flash-attention kernel) and \"exp2\" (p = exp2(fma(q·k, scale_log2, −fl(m·scale_log2))) "
+        "with scale_log2 = fl(scale·log2(e)), the lse kept in base 2 and the online softmax's "
+        "rescales by exp2, as FlashAttention-2/3 and Triton kernels); omit the field for a bound "
+        "that covers all three"}},
       {"exp2 with a negative scale",
        [](json& m) {
          m["contract"] = "exp2";
@@ -719,7 +775,7 @@ TEST(AttentionCompareBadInput, every_error_names_the_file_and_the_field) {
        },
        {"case.json: contract: is \"exp2\" but config.attention.scale is -0.500000; exp2's "
         "kernels take the raw scores' max as the scaled scores', which needs a positive scale: "
-        "give \"exp\" or omit the field"}},
+        "give \"exp\" or \"online\", or omit the field"}},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.what);

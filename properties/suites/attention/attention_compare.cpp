@@ -41,10 +41,15 @@ namespace {
 std::string text(std::size_t n) { return std::to_string(n); }
 
 // The softmax contracts in words (reference/attention/attention_bound.hpp).
-constexpr const char* kExpWords = "p = exp(fl(s − m)) of the scaled scores, as lib/ops/attention";
+constexpr const char* kExpWords =
+    "p = exp(fl(s − m)) of the scaled scores over the whole row, as lib/ops/attention";
+constexpr const char* kOnlineWords =
+    "the online softmax (key blocks of any size, a running max m_b, p = exp(fl(s − m_b)), l and "
+    "acc rescaled by exp(fl(m_old − m_new))), as PyTorch 2's CPU flash-attention kernel";
 constexpr const char* kExp2Words =
-    "p = exp2(fma(q·k, scale_log2, −fl(m·scale_log2))) with scale_log2 = fl(scale·log2(e)) and "
-    "the lse kept in base 2, as FlashAttention-2/3 and Triton kernels";
+    "p = exp2(fma(q·k, scale_log2, −fl(m·scale_log2))) with scale_log2 = fl(scale·log2(e)), the "
+    "lse kept in base 2 and the online softmax's rescales by exp2, as FlashAttention-2/3 and "
+    "Triton kernels";
 
 // The object `key` of `f`, or an empty one (every field at its default) when absent.
 cases::Fields object_or_empty(cases::Fields& f, const std::string& key) {
@@ -304,25 +309,29 @@ AttentionCase case_of(const cases::CaseManifest& m, AttentionCase* /*tag*/) {
     }
     c.accumulate = require_accumulate_bounded(m, longest, words);
   }
-  // The contract: how the kernel forms the softmax's weights (docs/attention.md, "The exp2
-  // contract"); without one, the larger of the two bounds.
+  // The contract: how the kernel forms the softmax's weights (docs/attention.md, "The softmax
+  // contracts"); without one, the larger of the online and exp2 bounds, which covers all three.
   if (m.contract.empty()) {
     // exp2's kernels take the raw max as the scaled one's: a negative scale is not theirs.
-    c.contract = c.attention().scale < 0 ? SoftmaxContract::natural : SoftmaxContract::either;
+    c.contract = c.attention().scale < 0 ? SoftmaxContract::online : SoftmaxContract::either;
   } else if (m.contract == "exp") {
     c.contract = SoftmaxContract::natural;
+  } else if (m.contract == "online") {
+    c.contract = SoftmaxContract::online;
   } else if (m.contract == "exp2") {
     c.contract = SoftmaxContract::exp2;
     if (c.attention().scale < 0) {
       throw cases::CaseError(m.file + ": contract: is \"exp2\" but config.attention.scale is " +
                              std::to_string(c.attention().scale) +
                              "; exp2's kernels take the raw scores' max as the scaled scores', "
-                             "which needs a positive scale: give \"exp\" or omit the field");
+                             "which needs a positive scale: give \"exp\" or \"online\", or omit "
+                             "the field");
     }
   } else {
     throw cases::CaseError(m.file + ": contract: is \"" + m.contract + "\" but " + m.op +
-                           " knows \"exp\" (" + kExpWords + ") and \"exp2\" (" + kExp2Words +
-                           "); omit the field for a bound that covers both");
+                           " knows \"exp\" (" + kExpWords + "), \"online\" (" + kOnlineWords +
+                           ") and \"exp2\" (" + kExp2Words +
+                           "); omit the field for a bound that covers all three");
   }
   return c;
 }
@@ -334,11 +343,13 @@ std::optional<std::string> contract_words(const AttentionCase& c, DType t) {
   const std::string head = default_contract(t, c.accumulate) + "; ";
   switch (c.contract) {
     case SoftmaxContract::natural: return head + "contract exp: " + kExpWords;
+    case SoftmaxContract::online: return head + "contract online: " + kOnlineWords;
     case SoftmaxContract::exp2: return head + "contract exp2: " + kExp2Words;
     case SoftmaxContract::either: break;
   }
-  return head + "the softmax's weights as " + kExpWords + " or as " + kExp2Words +
-         ": the larger bound (docs/attention.md)";
+  return head + "the softmax's weights as " + kOnlineWords + ", or as " + kExp2Words +
+         ": the larger bound, which also covers p = exp(fl(s − m)) over the whole row "
+         "(docs/attention.md)";
 }
 
 template <class T>

@@ -191,12 +191,15 @@ ExpectedTensor expected(const VB& x, const Shape& shape, std::size_t dim,
   return {std::move(v), std::move(e)};
 }
 
-// The bounds under the case's softmax contract: natural exp, exp2, or the elementwise larger
-// of the two (either).
+// The bounds under the case's softmax contract: natural exp over the whole row, natural exp
+// online, exp2 (online), or the elementwise larger of the last two (either). The online bound
+// holds for any key-block size, one key per block included, so it also covers the whole-row
+// evaluation of the same exp (attention_bound.hpp, "the online softmax": it only adds terms).
 AttentionBoundsOf bounds_under(SoftmaxContract contract, const AttentionConfig& cfg,
                                const Tensor<R>& q, const Tensor<R>& k, const Tensor<R>& v,
                                const Tensor<R>& dout, const ref::Arithmetic& arith,
                                ref::AttentionBoundOptions<R> opt) {
+  opt.online = contract != SoftmaxContract::natural;
   if (contract != SoftmaxContract::either) {
     opt.exp = contract == SoftmaxContract::exp2 ? ref::SoftmaxExp::base2 : ref::SoftmaxExp::natural;
     return ref::attention_bounds<R>(cfg, q, k, v, dout, arith, opt);
