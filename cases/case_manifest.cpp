@@ -146,7 +146,21 @@ CaseManifest parse_case_manifest(const std::string& json, const std::string& fil
   if (top.has("accumulate")) {
     m.accumulate = parse_float_dtype(top.string("accumulate"), file + ": accumulate");
   }
-  m.contract = top.string_or("contract", "");
+  if (top.has("contract")) {
+    const nlohmann::json& c = top.raw("contract");
+    if (c.is_object()) {
+      Fields o(c, file, "contract");
+      m.contract = o.string_or("name", "");
+      m.contract_options = std::move(o);
+    } else if (c.is_string()) {
+      m.contract = c.get<std::string>();
+    } else {
+      top.fail("contract",
+               "is neither a string nor an object; give the contract's name, or an "
+               "object of its name and parameters ({\"name\": \"exp2\", "
+               "\"key_block\": 128}; docs/case-format.md)");
+    }
+  }
   m.inputs = tensor_list(top.object("inputs"), false, m.world());
   m.outputs = tensor_list(top.object("outputs"), true, m.world());
   if (m.outputs.empty()) top.fail("outputs", "is empty; give at least one output to compare");

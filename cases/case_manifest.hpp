@@ -66,6 +66,10 @@ struct CaseManifest {
   DType dtype = DType::float32;
   std::optional<DType> accumulate;
   std::string contract;  // "" when not given: the op's default contract
+  // The contract's parameters when "contract" is an object ({"name": "exp2", "key_block": 128};
+  // "name" read into `contract`, absent: the default): the op's compare family reads the ones it
+  // knows and refuses the rest. Empty when "contract" is a string or absent.
+  std::optional<Fields> contract_options;
   std::vector<TensorFiles> inputs, outputs;
   std::string implementation;
   // Optional: the same outputs from a trusted implementation in the same dtype (FlashAttention's

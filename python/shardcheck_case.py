@@ -113,7 +113,9 @@ class Case:
         self.config = dict(config or {})
         self.implementation = implementation
         self.accumulate = accumulate
-        self.contract = contract  # the evaluation order the op's kernel follows (docs/compare.md)
+        # the evaluation order the op's kernel follows (docs/compare.md): its name, or a dict of
+        # its name and parameters ({"name": "exp2", "key_block": 128})
+        self.contract = contract
         self.inputs = {}   # name -> array
         self.outputs = {}  # name -> array, or (list of arrays, placement or None)
         self.baseline = {}  # name -> array: a trusted implementation's outputs, same dtype

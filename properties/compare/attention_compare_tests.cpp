@@ -347,10 +347,26 @@ TEST(AttentionCompare, an_online_softmax_kernel_passes_under_its_contract_and_th
           "attention online kernel (%s, blocks of %zu): worst |err|/bound %.3g (%s), %.3g "
           "(default)\n",
           contract.c_str(), block, worst(declared), contract.c_str(), worst(either));
+      // The kernel's key block declared: fewer rescales a row, a tighter bound on every element.
+      dir.manifest()["contract"] = {{"name", contract}, {"key_block", block}};
+      const auto blocked = dir.compare();
+      EXPECT_TRUE(blocked.verdict.pass()) << blocked.verdict.explain();
+      if (block > 1) {
+        expect_parts(blocked.contract, {"; key blocks of at least 4 positions (a part's first and "
+                                        "last may be shorter): at most 3 rescales a row"});
+        bool tighter = false;
+        for (std::size_t x = 0; x < blocked.verdict.tensors.size(); ++x) {
+          const double any = declared.verdict.tensors[x].max_ratio;
+          EXPECT_GE(blocked.verdict.tensors[x].max_ratio, any);
+          tighter = tighter || blocked.verdict.tensors[x].max_ratio > any;
+        }
+        EXPECT_TRUE(tighter) << "a declared key block of 4 did not tighten any tensor's bound";
+        std::printf("  declared key_block 4: worst |err|/bound %.3g\n", worst(blocked));
+      }
       auto bug =
           forward_case("online_no_l_rescale_" + contract + std::to_string(block),
                        attention_online::online_kernel<float>(a, d.q, d.k, d.v, block, exp2, true));
-      bug.manifest()["contract"] = contract;
+      bug.manifest()["contract"] = {{"name", contract}, {"key_block", block}};
       const auto r = bug.compare();
       EXPECT_FALSE(r.verdict.pass()) << "an online kernel that never rescales l passed";
     }
@@ -768,6 +784,23 @@ TEST(AttentionCompareBadInput, every_error_names_the_file_and_the_field) {
         "with scale_log2 = fl(scale·log2(e)), the lse kept in base 2 and the online softmax's "
         "rescales by exp2, as FlashAttention-2/3 and Triton kernels); omit the field for a bound "
         "that covers all three"}},
+      {"key_block 0",
+       [](json& m) {
+         m["contract"] = {{"name", "exp2"}, {"key_block", 0}};
+       },
+       {"case.json: contract.key_block: is 0; give the kernel's smallest key block (a positive "
+        "number of key positions), or 1 for any block size"}},
+      {"key_block with the whole-row exp",
+       [](json& m) {
+         m["contract"] = {{"name", "exp"}, {"key_block", 64}};
+       },
+       {"case.json: contract.key_block: is 64 but contract \"exp\" forms the whole row at once; "
+        "a key block is for the online softmax: give \"online\" or \"exp2\", or omit the name"}},
+      {"unknown contract parameter",
+       [](json& m) {
+         m["contract"] = {{"name", "exp2"}, {"block_n", 64}};
+       },
+       {"case.json: contract: unknown field block_n; the fields known here are key_block, name"}},
       {"exp2 with a negative scale",
        [](json& m) {
          m["contract"] = "exp2";

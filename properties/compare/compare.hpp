@@ -154,6 +154,16 @@ CompareResult compare_case(const cases::CaseManifest& m, const CompareOptions& o
 // `accumulate`, acc_t<T> (acc_dtype) unless the case declared another.
 std::string default_contract(DType t, std::optional<DType> accumulate = std::nullopt);
 
+// A family whose contracts take parameters (the manifest's "contract" as an object,
+// CaseManifest::contract_options) defines, beside its case type, `bool
+// reads_contract_options(const Case*)` returning true, and its case_of reads them and refuses
+// unknown ones. This fallback, for the others, says they take none: compare_as refuses any field
+// of the object but "name".
+template <class Case>
+constexpr bool reads_contract_options(const Case* /*tag*/) {
+  return false;
+}
+
 // A family whose bounds hold for a declared accumulator (the manifest's "accumulate") other than
 // acc_t<T> defines, beside its case type, `bool takes_declared_accumulate(const Case*)` returning
 // true, and its case_of reads the manifest's accumulate (checked by require_accumulate_holds) into
@@ -399,6 +409,9 @@ template <class Case, template <class> class Data, template <class> class Run,
           auto Signatures = nullptr>
 CompareResult compare_as(const cases::CaseManifest& m,
                          [[maybe_unused]] const CompareOptions& options) {
+  if (m.contract_options && !reads_contract_options(static_cast<const Case*>(nullptr))) {
+    m.contract_options->done();  // "contract: unknown field ..., the fields known here are name"
+  }
   const Case c = case_of(m, static_cast<Case*>(nullptr));
   const spec::OpSpec s = spec_of(m, c);
   if (m.accumulate && *m.accumulate != acc_dtype(m.dtype) &&

@@ -321,6 +321,12 @@ TEST(Compare, a_fused_bias_fails_bias_after_sum_and_passes_declared_fused_bias) 
     std::cout << "fused bias y as " << (contract.empty() ? "the default" : contract) << ": "
               << r.verdict.tensors[0].summary() << "\n";
   }
+  // The contract as an object of its name (and no parameters: the linear ops take none).
+  write_text(d / "case.json", manifest(f, "float32", R"({"y": "y.npy"})",
+                                       R"(, "contract": {"name": "fused_bias"})", inputs));
+  const auto r = compare_dir(d);
+  EXPECT_TRUE(r.verdict.pass()) << r.verdict.explain();
+  EXPECT_THAT(r.contract, HasSubstr("contract fused_bias: "));
 }
 
 // ---------------------------------------------------------------- bad input, by message
@@ -382,6 +388,14 @@ TEST(CompareBadInput, every_error_names_the_file_and_the_field) {
         "accumulation, rounded once with it, as cuBLASLt's bias epilogue and vLLM's "
         "RowParallelLinear (the bias on rank 0's matmul)); omit the field for a bound that "
         "covers both"}},
+      {"a contract parameter the op does not take",
+       manifest(f, "float32", outs, R"(, "contract": {"name": "fused_bias", "key_block": 4})"),
+       {"case.json: contract: unknown field key_block; the fields known here are name"}},
+      {"a contract neither a name nor an object",
+       manifest(f, "float32", outs, R"(, "contract": 3)"),
+       {"case.json: contract: is neither a string nor an object; give the contract's name, or an "
+        "object of its name and parameters ({\"name\": \"exp2\", \"key_block\": 128}; "
+        "docs/case-format.md)"}},
       {"missing file",
        manifest(f, "float32", R"({"y": "nope.npy"})"),
        {"nope.npy: file: cannot be opened"}},

@@ -87,6 +87,7 @@ AttentionBounds<R> attention_bounds(const AttentionConfig& cfg, const Tensor<R>&
   }
   em.parts = opt.parts;
   em.online = opt.online;
+  em.key_block = opt.key_block;
   em.eq = &opt.q_error;
   em.ek = &opt.k_error;
   em.ev = &opt.v_error;

@@ -170,6 +170,9 @@
 //   (2o') each rescale is one more rounding of every term already in l and acc: the sums'
 //         γ_{n−1} becomes γ_{n−1+R}, g_out gains R, Lm = log n + γ_{n+R}
 //   (3o)  underflow of r̂ and of the rescaled sums: 4·n·R·η more in Δ and in E_out's floor.
+// With key blocks of at least B positions (AttentionBoundOptions::key_block; a part's first and
+// last may be shorter) a part of at most Lk positions has at most floor(Lk/B) + 2 blocks, so R ≤
+// min(n − 1, floor(Lk/B) + 1).
 // The backward recomputes P̂ from the final lse (FlashAttention-2's), unchanged.
 //
 // Tightness: realistic bugs (top-left causal alignment, lse without its max, the wrong GQA head,
@@ -205,6 +208,12 @@ struct AttentionBoundOptions {
   // key blocks of any size, a running max, the running sums rescaled by exp(m_old − m_new) (exp2
   // of (m_old − m_new)·scale_log2 under the exp2 contract) at every block: "online" below.
   bool online = false;
+  // With online: every key block but a part's first and last holds at least this many key
+  // positions (masked ones included), as a kernel of fixed block size (FlashAttention-2's
+  // kBlockN, Triton's BLOCK_N) does. A row then sees at most floor(Lk/key_block) + 1 rescales
+  // (a part's keys are at most Lk positions: at most floor(Lk/key_block) + 2 blocks), and never
+  // more than n − 1. 1 (the default): any block size.
+  std::size_t key_block = 1;
   // Elementwise bounds on the implementation's inputs: |q̂ − q| ≤ q_error, ... (shapes of q, k,
   // v, dout). Empty: exact inputs.
   Tensor<R> q_error, k_error, v_error, dout_error;
@@ -232,7 +241,8 @@ struct ErrorModel {
   R scale_log2_error{0};  // δc (exp2)
   R mu{0};                // exp2's absolute error below the normal range (μ of A)
   std::size_t parts = 1;
-  bool online = false;  // AttentionBoundOptions::online
+  bool online = false;        // AttentionBoundOptions::online
+  std::size_t key_block = 1;  // AttentionBoundOptions::key_block
   const Tensor<R>* eq = nullptr;
   const Tensor<R>* ek = nullptr;
   const Tensor<R>* ev = nullptr;
@@ -286,6 +296,7 @@ class AttentionModel {
         floor_(em.exp2 ? em.mu : em.eta),
         p_(em.parts == 0 ? 1 : em.parts),
         online_(em.online),
+        key_block_(em.key_block == 0 ? 1 : em.key_block),
         gd_(gamma<R>(D_.d, u_)),
         path_(path),
         fwd_(reference::attention_forward<R>(cfg, q, k, v, path)),
@@ -352,9 +363,13 @@ class AttentionModel {
     return t == nullptr || t->empty() ? R(0) : (*t)[i];
   }
   static R gamma0(std::size_t n, const R& u) { return n == 0 ? R(0) : gamma<R>(n, u); }
-  // Online softmax: the most rescales a row of n visible keys sees (key blocks of one key, the
-  // worst block size: n − 1 after its first); 0 without it.
-  std::size_t rescales(std::size_t n) const { return online_ && n > 0 ? n - 1 : 0; }
+  // Online softmax: the most rescales a row of n visible keys sees: n − 1 after its first (key
+  // blocks of one key, the worst block size), at most floor(Lk/key_block) + 1 with blocks of at
+  // least key_block positions; 0 without it.
+  std::size_t rescales(std::size_t n) const {
+    if (!online_ || n == 0) return 0;
+    return std::min(n - 1, D_.lk / key_block_ + 1);
+  }
   // A value of the definition's result, 0 when it was not needed (T = A: nothing rounds).
   static R value_of(const Tensor<R>& t, std::size_t x) { return t.empty() ? R(0) : t[x]; }
 
@@ -704,8 +719,9 @@ class AttentionModel {
   const R floor_;        // an exp's (or exp2's) absolute error below the normal range: η (μ)
   const std::size_t p_;  // parts
   const bool online_;    // the online softmax: rescales(n) of them per row (see rescales)
-  const R gd_;           // γ_d
-  const ContractionPath path_;  // the reference's values' path (and the evaluation's, step (7))
+  const std::size_t key_block_;  // the online softmax's smallest key block (1: any)
+  const R gd_;                   // γ_d
+  const ContractionPath path_;   // the reference's values' path (and the evaluation's, step (7))
   const AttentionOutput<R> fwd_;
   const R sig_hat_;  // σ⁺ = |σ| + δσ
   const R sig_;      // |σ|

@@ -65,6 +65,9 @@ struct AttentionCase {
                              // layer.context_parallel the cp config (always set for the core)
   gen::Profile profile = gen::Profile::unit;
   SoftmaxContract contract = SoftmaxContract::natural;
+  // Under an online contract (online, exp2, either): the kernel's smallest key block, as a case
+  // on disk declares it ("contract": {"name": ..., "key_block": B}); 1: any block size.
+  std::size_t key_block = 1;
   // The accumulator of every sum: acc_t<T> (reference::arithmetic_of) unless a case on disk
   // declares another ("accumulate", compare/compare.hpp), a 16-bit one included.
   std::optional<DType> accumulate;

@@ -310,7 +310,7 @@ AttentionCase case_of(const cases::CaseManifest& m, AttentionCase* /*tag*/) {
     c.accumulate = require_accumulate_bounded(m, longest, words);
   }
   // The contract: how the kernel forms the softmax's weights (docs/attention.md, "The softmax
-  // contracts"); without one, the larger of the online and exp2 bounds, which covers all three.
+  // contract"); without one, the larger of the online and exp2 bounds, which covers all three.
   if (m.contract.empty()) {
     // exp2's kernels take the raw max as the scaled one's: a negative scale is not theirs.
     c.contract = c.attention().scale < 0 ? SoftmaxContract::online : SoftmaxContract::either;
@@ -333,23 +333,49 @@ AttentionCase case_of(const cases::CaseManifest& m, AttentionCase* /*tag*/) {
                            ") and \"exp2\" (" + kExp2Words +
                            "); omit the field for a bound that covers all three");
   }
+  // An online kernel's smallest key block ("contract": {"name": ..., "key_block": B}).
+  if (m.contract_options) {
+    cases::Fields o = *m.contract_options;
+    c.key_block = o.size_or("key_block", 1);
+    o.done();
+    if (c.key_block == 0) {
+      o.fail("key_block",
+             "is 0; give the kernel's smallest key block (a positive number of key "
+             "positions), or 1 for any block size");
+    }
+    if (c.key_block > 1 && c.contract == SoftmaxContract::natural) {
+      o.fail("key_block",
+             "is " + text(c.key_block) +
+                 " but contract \"exp\" forms the whole row at once; a key block is for the "
+                 "online softmax: give \"online\" or \"exp2\", or omit the name");
+    }
+  }
   return c;
 }
+
+// The contract takes a key_block (case_of).
+constexpr bool reads_contract_options(const AttentionCase* /*tag*/) { return true; }
 
 // The bounds take any accumulator that holds T (compare.hpp: require_accumulate_holds).
 constexpr bool takes_declared_accumulate(const AttentionCase* /*tag*/) { return true; }
 
 std::optional<std::string> contract_words(const AttentionCase& c, DType t) {
   const std::string head = default_contract(t, c.accumulate) + "; ";
+  const std::string blocks =
+      c.key_block > 1 ? "; key blocks of at least " + text(c.key_block) +
+                            " positions (a part's first and last may be shorter): at most " +
+                            text(c.k_len() / c.key_block + 1) + " rescales a row"
+                      : "";
   switch (c.contract) {
     case SoftmaxContract::natural: return head + "contract exp: " + kExpWords;
-    case SoftmaxContract::online: return head + "contract online: " + kOnlineWords;
-    case SoftmaxContract::exp2: return head + "contract exp2: " + kExp2Words;
+    case SoftmaxContract::online: return head + "contract online: " + kOnlineWords + blocks;
+    case SoftmaxContract::exp2: return head + "contract exp2: " + kExp2Words + blocks;
     case SoftmaxContract::either: break;
   }
   return head + "the softmax's weights as " + kOnlineWords + ", or as " + kExp2Words +
          ": the larger bound, which also covers p = exp(fl(s − m)) over the whole row "
-         "(docs/attention.md)";
+         "(docs/attention.md)" +
+         blocks;
 }
 
 template <class T>

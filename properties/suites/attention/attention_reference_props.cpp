@@ -582,7 +582,8 @@ TEST(attention_bounds, an_unnormalized_merge_is_caught_under_the_declared_accumu
 // ---------------------------------------------------------------- the online softmax
 
 // The worst |kernel − reference|/bound over out and lse of an online-softmax kernel (key blocks
-// of 1 to Lk keys, natural exp or exp2), under the online bound; with `forget_l_rescale` the
+// of 1 to Lk keys, natural exp or exp2), under the online bound with a declared smallest key
+// block of 1 to the kernel's (AttentionBoundOptions::key_block); with `forget_l_rescale` the
 // kernel's l is never rescaled (a mutant).
 template <class T>
 double online_case(bool forget_l_rescale) {
@@ -594,6 +595,7 @@ double online_case(bool forget_l_rescale) {
       attention_online::online_kernel<T>(c.cfg, c.q, c.k, c.v, block, exp2, forget_l_rescale);
   reference::AttentionBoundOptions<hp> opt;
   opt.online = true;
+  opt.key_block = *uniform<std::size_t>(1, block);
   opt.exp = exp2 ? reference::SoftmaxExp::base2 : reference::SoftmaxExp::natural;
   const auto b = reference::attention_bounds(c.cfg, c.q, c.k, c.v, Tensor<hp>(),
                                              reference::arithmetic_of<T>(), opt);
