@@ -164,11 +164,15 @@
 // m_{b'−1}) and its exp's 2u; the subtractions telescope to u·(m − m_b) ≤ u·X_s. So with R the
 // most rescales after a key (n − 1 for blocks of one key, the worst block size):
 //   (2o)  a_k += u·X_k + 2u(1 + 2u)·R;  exp2 (r̂ = exp2(fl(fl(m_{b'−1} − m_{b'})·scale_log2))):
-//         a_k += 2u(1 + 2u)·X_k + 4u(1 + 4u)·R (two roundings of the argument; the rounded
-//         scale_log2 multiplies the same telescoped difference as p̂'s argument, so it adds no
-//         term beyond the contract's)
+//         a_k += 2u(1 + 2u)·X_k + 4u(1 + 4u)·R + 2u·T (two roundings of the argument; the
+//         rounded scale_log2 multiplies the same telescoped difference as p̂'s argument, so it
+//         adds no term beyond the contract's; but each block's weights are taken against its own
+//         m₂ = fl(m_b·scale_log2), whose rounding (ln2·|e_b| ≤ u·T, (2')) cancels only against
+//         the final lse's m₂ when b is the last block: ln2·|e_b − e_final| ≤ 2u·T, when R ≥ 1)
 //   (2o') each rescale is one more rounding of every term already in l and acc: the sums'
-//         γ_{n−1} becomes γ_{n−1+R}, g_out gains R, Lm = log n + γ_{n+R}
+//         γ_{n−1} becomes γ_{n−1+R}, g_out gains R
+//   (2o'') l̂'s terms carry the rescales' exp errors too: Lm = log n + γ_{n+R} + 2u(1 + 2u)·R;
+//         exp2: Lm = log n + γ_{n+R} + 2u·T + 4u(1 + 4u) + 2u·T + 4u(1 + 4u)·R (the m₂ drift)
 //   (3o)  underflow of r̂ and of the rescaled sums: 4·n·R·η more in Δ and in E_out's floor.
 // With key blocks of at least B positions (AttentionBoundOptions::key_block; a part's first and
 // last may be shorter) a part of at most Lk positions has at most floor(Lk/B) + 2 blocks, so R ≤
@@ -445,7 +449,7 @@ class AttentionModel {
     const std::size_t n = row_.keys.size();
     const R u = u_, c2 = 2 * u * (1 + 2 * u);
     WeightErrors<R> r;
-    r.lm = log(R(n)) + gamma<R>(n + rescales(n), u);
+    r.lm = log(R(n)) + gamma<R>(n + rescales(n), u) + c2 * R(rescales(n));  // (2o'')
     const R lse_mag = (se.abs_s_max + se.eps_max + r.lm * (1 + 2 * u)) * (1 + u);
     const R lam = 2 * u * r.lm + u * lse_mag;
     weight_terms(se, r, [&](const R& eps, const R& X) {
@@ -465,12 +469,15 @@ class AttentionModel {
     const R u = u_, c2 = 2 * u * (1 + 2 * u), c4 = 4 * u * (1 + 4 * u);
     const R big_t = se.abs_s_max + se.eps_max;
     WeightErrors<R> r;
-    r.lm = log(R(n)) + gamma<R>(n + rescales(n), u) + 2 * u * big_t + c4;
+    // online (2o''): the blocks' m₂ roundings that do not cancel, the rescales' exp2 errors
+    const R m2_drift = rescales(n) > 0 ? 2 * u * big_t : R(0);
+    r.lm = log(R(n)) + gamma<R>(n + rescales(n), u) + 2 * u * big_t + c4 + m2_drift +
+           c4 * R(rescales(n));
     const R lse_mag = (big_t * (1 + u) + r.lm * (1 + 4 * u)) * (1 + u);
     const R lam = 4 * u * (r.lm + lse_mag);
     weight_terms(se, r, [&](const R& eps, const R& X) {
       R a = eps + u * (X + u * big_t) + c4;
-      if (online_) a += 2 * u * (1 + 2 * u) * X + c4 * R(rescales(n));  // online: the rescales
+      if (online_) a += 2 * u * (1 + 2 * u) * X + c4 * R(rescales(n)) + m2_drift;  // (2o)
       if (p_ >= 2) a += lam + u * (X + r.lm + 2 * lam + 3 * u * big_t + c4) + c2;
       return a;
     });

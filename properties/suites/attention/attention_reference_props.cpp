@@ -632,5 +632,63 @@ TEST(attention_bounds, an_online_kernel_that_never_rescales_l_is_caught) {
   EXPECT_FALSE(result) << "an online kernel that never rescales l passed the online bound";
 }
 
+// Where the online exp2 kernel's own terms decide: one query row over 2 to 6 keys, each key
+// raising the running max (blocks of one key: a rescale at every key), large scores (|s| up to
+// 2^10·scale, head_dim 1) within a few units of each other, so every key keeps weight. Each
+// block's m₂ = fl(m_b·scale_log2) rounds by up to u·|s|, and unlike the whole-row kernel's single
+// m₂ those roundings do not cancel against the final lse's. The worst ratio over out and lse
+// must be ≤ 1 and above 1/4.
+TEST(attention_bounds, an_online_exp2_kernel_at_large_scores_comes_close_to_the_online_bound) {
+  SplitMix64 rng{141212};
+  double worst = 0, whole = 0;
+  for (int trial = 0; trial < 1500; ++trial) {
+    const double scale = std::ldexp(1 + static_cast<double>(rng.next() >> 40U) / 16777216.0,
+                                    -1 - static_cast<int>(rng.below(3)));
+    AttnCase c;
+    c.lk = 2 + rng.below(5);
+    c.cfg.q_heads = c.cfg.kv_heads = c.cfg.head_dim = 1;
+    c.cfg.scale = scale;
+    c.cfg.mask.q_len = 1;
+    c.cfg.mask.k_len = c.lk;
+    const auto frac = [&] { return static_cast<double>(rng.next() >> 40U) / 16777216.0; };
+    c.q = Tensor<hp>({1, 1, 1, 1});
+    c.q[0] = hp(static_cast<float>(std::ldexp(1 + frac(), 7 + static_cast<int>(rng.below(4)))));
+    c.k = Tensor<hp>({1, c.lk, 1, 1});
+    c.v = Tensor<hp>({1, c.lk, 1, 1});
+    double k = 1 + frac() / 2;
+    for (std::size_t s = 0; s < c.lk; ++s) {
+      k += std::ldexp(frac(), -9);  // increasing: each key a new max
+      c.k[s] = hp(static_cast<float>(k));
+      c.v[s] = hp(static_cast<float>(std::ldexp(1 + frac(), -1) * (rng.below(2) == 0 ? 1 : -1)));
+    }
+    const auto run = attention_online::online_kernel<float>(c.cfg, c.q, c.k, c.v, 1, true);
+    const auto fwd = reference::attention_forward(c.cfg, c.q, c.k, c.v);
+    reference::AttentionBoundOptions<hp> opt;
+    opt.exp = reference::SoftmaxExp::base2;
+    opt.online = true;
+    const auto b = reference::attention_bounds(c.cfg, c.q, c.k, c.v, Tensor<hp>(),
+                                               reference::arithmetic_of<float>(), opt);
+    using std::abs;
+    const hp el = abs(hp(run.lse[0]) - fwd.lse[0]);
+    const hp eo = abs(hp(run.out[0]) - fwd.out[0]);
+    {
+      auto o2 = opt;
+      o2.online = false;
+      const auto b2 = reference::attention_bounds(c.cfg, c.q, c.k, c.v, Tensor<hp>(),
+                                                  reference::arithmetic_of<float>(), o2);
+      whole = std::max({whole, static_cast<double>(el / b2.lse[0]),
+                        static_cast<double>(eo / b2.out[0])});
+    }
+    EXPECT_LE(el, b.lse[0]) << "scale " << scale << " q " << static_cast<double>(c.q[0]);
+    EXPECT_LE(eo, b.out[0]) << "scale " << scale << " q " << static_cast<double>(c.q[0]);
+    worst =
+        std::max({worst, static_cast<double>(el / b.lse[0]), static_cast<double>(eo / b.out[0])});
+  }
+  std::printf("attention online exp2 kernel at large scores: worst |err|/bound %.3f (%.3f under "
+              "the whole-row exp2 bound)\n",
+              worst, whole);
+  EXPECT_GT(worst, 0.25);
+}
+
 }  // namespace
 }  // namespace shardcheck::props::ref::attention_props
