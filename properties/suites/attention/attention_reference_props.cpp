@@ -477,30 +477,38 @@ RC_GTEST_PROP(attention_bounds, an_exp2_kernel_stays_within_the_exp2_bound_bfloa
 // (|s| up to 2^11, head_dim 1, so the dot's γ_1 charges only u·|s|), where the lse's error is the
 // rounded scale_log2 times |s| plus the conversion from base 2. The exp2 kernel's worst lse ratio
 // over the sweep must be ≤ 1 and above 1/4: the bound is not vacuous where those terms dominate.
+// 24 random bits in [0, 1).
+double fraction24(SplitMix64& rng) { return static_cast<double>(rng.next() >> 40U) / 16777216.0; }
+
+// One query row of one head (head_dim 1) over lo + [0, spread) keys, q, k, v of zeros, with a
+// scale in [1/8, 1) of 24 random bits: its roundings to float and of scale·log2 e take every sign
+// and size.
+AttnCase one_query_row(SplitMix64& rng, std::size_t lo, std::size_t spread) {
+  AttnCase c;
+  c.cfg.scale = std::ldexp(1 + fraction24(rng), -1 - static_cast<int>(rng.below(3)));
+  c.lk = lo + rng.below(spread);
+  c.cfg.q_heads = c.cfg.kv_heads = c.cfg.head_dim = 1;
+  c.cfg.mask.q_len = 1;
+  c.cfg.mask.k_len = c.lk;
+  c.q = Tensor<hp>({1, 1, 1, 1});
+  c.k = Tensor<hp>({1, c.lk, 1, 1});
+  c.v = Tensor<hp>({1, c.lk, 1, 1});
+  return c;
+}
+
 TEST(attention_bounds, an_exp2_kernel_at_large_scores_comes_close_to_the_exp2_bound) {
   SplitMix64 rng{141207};
   double worst = 0;
   for (int trial = 0; trial < 1500; ++trial) {
     {
-      // Scales in [1/8, 1) with 24 random bits: their roundings to float and of scale·log2 e
-      // take every sign and size.
-      const double scale = std::ldexp(1 + static_cast<double>(rng.next() >> 40U) / 16777216.0,
-                                      -1 - static_cast<int>(rng.below(3)));
-      AttnCase c;
-      c.lk = 1 + rng.below(3);
-      c.cfg.q_heads = c.cfg.kv_heads = c.cfg.head_dim = 1;
-      c.cfg.scale = scale;
-      c.cfg.mask.q_len = 1;
-      c.cfg.mask.k_len = c.lk;
+      AttnCase c = one_query_row(rng, 1, 3);
+      const double scale = c.cfg.scale;
       const auto draw = [&](int lo, int hi) {  // ±(1 + f)·2^e, e in [lo, hi], 24 bits
-        const double f = static_cast<double>(rng.next() >> 40U) / 16777216.0;
+        const double f = fraction24(rng);
         const int e = lo + static_cast<int>(rng.below(static_cast<std::size_t>(hi - lo) + 1));
         return hp(static_cast<float>(std::ldexp(1 + f, e)));
       };
-      c.q = Tensor<hp>({1, 1, 1, 1});
       c.q[0] = draw(5, 10);
-      c.k = Tensor<hp>({1, c.lk, 1, 1});
-      c.v = Tensor<hp>({1, c.lk, 1, 1});
       for (std::size_t s = 0; s < c.lk; ++s) {
         c.k[s] = draw(0, 0);
         c.v[s] = draw(-1, 1);
@@ -642,19 +650,10 @@ TEST(attention_bounds, an_online_exp2_kernel_at_large_scores_comes_close_to_the_
   SplitMix64 rng{141212};
   double worst = 0, whole = 0;
   for (int trial = 0; trial < 1500; ++trial) {
-    const double scale = std::ldexp(1 + static_cast<double>(rng.next() >> 40U) / 16777216.0,
-                                    -1 - static_cast<int>(rng.below(3)));
-    AttnCase c;
-    c.lk = 2 + rng.below(5);
-    c.cfg.q_heads = c.cfg.kv_heads = c.cfg.head_dim = 1;
-    c.cfg.scale = scale;
-    c.cfg.mask.q_len = 1;
-    c.cfg.mask.k_len = c.lk;
-    const auto frac = [&] { return static_cast<double>(rng.next() >> 40U) / 16777216.0; };
-    c.q = Tensor<hp>({1, 1, 1, 1});
+    AttnCase c = one_query_row(rng, 2, 5);
+    const double scale = c.cfg.scale;
+    const auto frac = [&] { return fraction24(rng); };
     c.q[0] = hp(static_cast<float>(std::ldexp(1 + frac(), 7 + static_cast<int>(rng.below(4)))));
-    c.k = Tensor<hp>({1, c.lk, 1, 1});
-    c.v = Tensor<hp>({1, c.lk, 1, 1});
     double k = 1 + frac() / 2;
     for (std::size_t s = 0; s < c.lk; ++s) {
       k += std::ldexp(frac(), -9);  // increasing: each key a new max
@@ -676,17 +675,18 @@ TEST(attention_bounds, an_online_exp2_kernel_at_large_scores_comes_close_to_the_
       o2.online = false;
       const auto b2 = reference::attention_bounds(c.cfg, c.q, c.k, c.v, Tensor<hp>(),
                                                   reference::arithmetic_of<float>(), o2);
-      whole = std::max({whole, static_cast<double>(el / b2.lse[0]),
-                        static_cast<double>(eo / b2.out[0])});
+      whole = std::max(
+          {whole, static_cast<double>(el / b2.lse[0]), static_cast<double>(eo / b2.out[0])});
     }
     EXPECT_LE(el, b.lse[0]) << "scale " << scale << " q " << static_cast<double>(c.q[0]);
     EXPECT_LE(eo, b.out[0]) << "scale " << scale << " q " << static_cast<double>(c.q[0]);
     worst =
         std::max({worst, static_cast<double>(el / b.lse[0]), static_cast<double>(eo / b.out[0])});
   }
-  std::printf("attention online exp2 kernel at large scores: worst |err|/bound %.3f (%.3f under "
-              "the whole-row exp2 bound)\n",
-              worst, whole);
+  std::printf(
+      "attention online exp2 kernel at large scores: worst |err|/bound %.3f (%.3f under "
+      "the whole-row exp2 bound)\n",
+      worst, whole);
   EXPECT_GT(worst, 0.25);
 }
 
