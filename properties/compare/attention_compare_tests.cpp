@@ -779,11 +779,11 @@ TEST(AttentionCompareBadInput, every_error_names_the_file_and_the_field) {
        {"case.json: contract: is \"exp10\" but context_parallel_attention knows \"exp\" (p = "
         "exp(fl(s − m)) of the scaled scores over the whole row, as lib/ops/attention), "
         "\"online\" (the online softmax (key blocks of any size, a running max m_b, p = "
-        "exp(fl(s − m_b)), l and acc rescaled by exp(fl(m_old − m_new))), as PyTorch 2's CPU "
-        "flash-attention kernel) and \"exp2\" (p = exp2(fma(q·k, scale_log2, −fl(m·scale_log2))) "
-        "with scale_log2 = fl(scale·log2(e)), the lse kept in base 2 and the online softmax's "
-        "rescales by exp2, as FlashAttention-2/3 and Triton kernels); omit the field for a bound "
-        "that covers all three"}},
+        "exp(fl(s − m_b)), l and acc rescaled by exp(fl(m_old − m_new)), out = acc/l at the end)) "
+        "and \"exp2\" (p = exp2(fma(q·k, scale_log2, −fl(m·scale_log2))) with scale_log2 = "
+        "fl(scale·log2(e)), the lse kept in base 2, the online softmax's rescales by exp2 and out "
+        "= acc/l, as Triton's fused-attention kernels (FlashAttention-2/3's lse and final scaling "
+        "differ: docs/attention.md)); omit the field for a bound that covers all three"}},
       {"key_block 0",
        [](json& m) {
          m["contract"] = {{"name", "exp2"}, {"key_block", 0}};

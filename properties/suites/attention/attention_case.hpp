@@ -46,8 +46,9 @@ inline std::string to_string(AttentionShape s) {
 // How the implementation forms the softmax's weights, as its bounds assume
 // (reference/attention/attention_bound.hpp): lib/ops/attention's natural exp over the whole row
 // (the suite's), natural exp under the online softmax (a running max over key blocks of any
-// size, the running sums rescaled: PyTorch 2's CPU flash-attention kernel), the exp2 contract
-// of FlashAttention-2/3 and Triton kernels (online too), or either (the larger of online and
+// size, the running sums rescaled, as PyTorch 2's CPU flash-attention kernel), the exp2
+// contract of Triton's fused-attention kernels (online too; docs/attention.md says where
+// FlashAttention-2/3 differ), or either (the larger of online and
 // exp2, which covers all four: the default of a case on disk, docs/attention.md).
 enum class SoftmaxContract : unsigned char { natural, online, exp2, either };
 

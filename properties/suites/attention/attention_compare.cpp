@@ -45,11 +45,12 @@ constexpr const char* kExpWords =
     "p = exp(fl(s − m)) of the scaled scores over the whole row, as lib/ops/attention";
 constexpr const char* kOnlineWords =
     "the online softmax (key blocks of any size, a running max m_b, p = exp(fl(s − m_b)), l and "
-    "acc rescaled by exp(fl(m_old − m_new))), as PyTorch 2's CPU flash-attention kernel";
+    "acc rescaled by exp(fl(m_old − m_new)), out = acc/l at the end)";
 constexpr const char* kExp2Words =
     "p = exp2(fma(q·k, scale_log2, −fl(m·scale_log2))) with scale_log2 = fl(scale·log2(e)), the "
-    "lse kept in base 2 and the online softmax's rescales by exp2, as FlashAttention-2/3 and "
-    "Triton kernels";
+    "lse kept in base 2, the online softmax's rescales by exp2 and out = acc/l, as Triton's "
+    "fused-attention kernels (FlashAttention-2/3's lse and final scaling differ: "
+    "docs/attention.md)";
 
 // The object `key` of `f`, or an empty one (every field at its default) when absent.
 cases::Fields object_or_empty(cases::Fields& f, const std::string& key) {
