@@ -213,10 +213,16 @@ namespace shardcheck::reference {
 // (1)–(2), lib/ops/attention) or exp2 of an fma'd pre-scaled argument (the exp2 contract above).
 enum class SoftmaxExp : unsigned char { natural, base2 };
 
+// The exp2 contract's lse: kept in base 2 and converted (fl(fl(m₂ + log2 l)·fl(ln 2)), Triton's
+// form) or taken in natural units (fl(fl(m·σ̂) + logf(l)), FlashAttention-2's CUDA code), or
+// either (the larger bound).
+enum class Exp2Lse : unsigned char { base2, natural, either };
+
 // Options of the bound.
 template <class R = hp>
 struct AttentionBoundOptions {
   SoftmaxExp exp = SoftmaxExp::natural;
+  Exp2Lse exp2_lse = Exp2Lse::either;  // under SoftmaxExp::base2
   // The most blocks the keys (forward merge, dq) and the queries (dk, dv) are split into.
   std::size_t parts = 1;
   // The forward's sums within each part follow the online softmax (FlashAttention): the keys in
@@ -256,8 +262,9 @@ struct ErrorModel {
   R scale_log2_error{0};  // δc (exp2)
   R mu{0};                // exp2's absolute error below the normal range (μ of A)
   std::size_t parts = 1;
-  bool online = false;        // AttentionBoundOptions::online
-  std::size_t key_block = 1;  // AttentionBoundOptions::key_block
+  Exp2Lse exp2_lse = Exp2Lse::either;  // AttentionBoundOptions::exp2_lse
+  bool online = false;                 // AttentionBoundOptions::online
+  std::size_t key_block = 1;           // AttentionBoundOptions::key_block
   const Tensor<R>* eq = nullptr;
   const Tensor<R>* ek = nullptr;
   const Tensor<R>* ev = nullptr;
@@ -489,7 +496,7 @@ class AttentionModel {
     r.lm = log(R(n)) + gamma<R>(n + rescales(n), u) + 2 * u * big_t + c4 + m2_drift +
            c4 * R(rescales(n)) + unfused;
     const R lse_mag = (big_t * (1 + u) + r.lm * (1 + 4 * u)) * (1 + u);
-    const R lam = std::max(R(4 * u * (r.lm + lse_mag)), natural_lse_error(r.lm, big_t, R(0)));
+    const R lam = lse_form_error(R(4 * u * (r.lm + lse_mag)), r.lm, big_t, R(0));
     weight_terms(se, r, [&](const R& eps, const R& X) {
       R a = eps + u * (X + u * big_t) + c4 + unfused;
       if (online_) a += 2 * u * (1 + 2 * u) * X + c4 * R(rescales(n)) + m2_drift;  // (2o)
@@ -607,6 +614,16 @@ class AttentionModel {
     return d + u * big_t * kappa + log_err + u * (1 + u) * operands;
   }
 
+  // The declared lse form's error (ErrorModel::exp2_lse): `base2` as computed, (3'n) plus `lnd`,
+  // or the larger.
+  R lse_form_error(const R& base2, const R& lm, const R& big_t, const R& mag,
+                   const R& lnd = R(0)) const {
+    if (em_.exp2_lse == Exp2Lse::base2) return base2;
+    const R natural = lnd + natural_lse_error(lm, big_t, mag);
+    if (em_.exp2_lse == Exp2Lse::natural) return natural;
+    return std::max(base2, natural);
+  }
+
   // (3) E_lse = −log(1 − Δ) + 2u·Lm + u·(|lse*| − log(1 − Δ) + 2u·Lm).
   R lse_error(const WeightErrors<R>& we) const {
     using std::abs;
@@ -615,7 +632,7 @@ class AttentionModel {
     if (exp2_ && p_ == 1) {  // (3') the kernel's lse, converted from base 2, or (3'n) natural
       const R l = abs(row_.lse) + lnd + 4 * u_ * we.lm;
       const R base2 = lnd + 4 * u_ * we.lm + u_ * l + 3 * u_ * (1 + u_) * l;
-      return std::max(base2, lnd + natural_lse_error(we.lm, we.big_t, abs(row_.lse) + lnd));
+      return lse_form_error(base2, we.lm, we.big_t, abs(row_.lse) + lnd, lnd);
     }
     return lnd + 2 * u_ * we.lm + u_ * (abs(row_.lse) + lnd + 2 * u_ * we.lm);
   }

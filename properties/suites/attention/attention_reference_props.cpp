@@ -526,6 +526,7 @@ TEST(attention_bounds, an_exp2_kernel_at_large_scores_comes_close_to_the_exp2_bo
       const auto fwd = reference::attention_forward(c.cfg, c.q, c.k, c.v);
       reference::AttentionBoundOptions<hp> opt;
       opt.exp = reference::SoftmaxExp::base2;
+      opt.exp2_lse = form.natural_lse ? reference::Exp2Lse::natural : reference::Exp2Lse::base2;
       const auto b = reference::attention_bounds(c.cfg, c.q, c.k, c.v, c.dout,
                                                  reference::arithmetic_of<float>(), opt);
       using std::abs;
@@ -679,6 +680,7 @@ TEST(attention_bounds, an_online_exp2_kernel_at_large_scores_comes_close_to_the_
     const auto fwd = reference::attention_forward(c.cfg, c.q, c.k, c.v);
     reference::AttentionBoundOptions<hp> opt;
     opt.exp = reference::SoftmaxExp::base2;
+    opt.exp2_lse = form.natural_lse ? reference::Exp2Lse::natural : reference::Exp2Lse::base2;
     opt.online = true;
     const auto b = reference::attention_bounds(c.cfg, c.q, c.k, c.v, Tensor<hp>(),
                                                reference::arithmetic_of<float>(), opt);
