@@ -180,7 +180,7 @@
 // The backward recomputes P̂ from the final lse (FlashAttention-2's), unchanged.
 //   (3o') out = fl(acc·fl(1/l)) (FlashAttention-2, PyTorch's CPU kernel) rounds once more than
 //         fl(acc/l): under online g_out gains 1 more.
-// What FlashAttention-2's CUDA code does beside the exp2 contract's form (WIP, branch fa2-forms):
+// What FlashAttention-2's CUDA code does beside the exp2 contract's form, also bounded:
 //   (2'u) PyTorch's copy unfuses the argument (UNFUSE_FMA): fl(fl(r̂·c) − m₂), the product's
 //         rounding ln2·u·|r̂c| ≤ u·T more: a_k += u(1 + u)·T, Lm too; (4'u) the backward's P̂
 //         likewise, u(1 + u)·(|s_s| + ε_s) in π_s's exponent.
@@ -188,7 +188,8 @@
 //         by D = m·(σ̂ − ln2·c) + ln2·(m·c − m₂), |D| ≤ T·(δσ + ln2·δc)/(σ − ln2·δc) + u·T, the
 //         product's u·T·κ (κ = (σ + δσ)/(σ − ln2·δc)), __logf's 6u·L'm + 8u (2^-21.41 absolute on
 //         [0.5, 2], 3 ulp elsewhere; L'm = Lm + 3u·T + c4) and the sum's u·|A + B|. E_lse (p = 1)
-//         and Λ (p ≥ 2) take the larger of this and the base-2 form's.
+//         and Λ (p ≥ 2) take the larger of this and the base-2 form's, or the declared one
+//         (AttentionBoundOptions::exp2_lse).
 //
 // Tightness: realistic bugs (top-left causal alignment, lse without its max, the wrong GQA head,
 // dk without the group sum) change the results by O(|v|) or O(1) in the lse, far above the
@@ -619,7 +620,7 @@ class AttentionModel {
   R lse_form_error(const R& base2, const R& lm, const R& big_t, const R& mag,
                    const R& lnd = R(0)) const {
     if (em_.exp2_lse == Exp2Lse::base2) return base2;
-    const R natural = lnd + natural_lse_error(lm, big_t, mag);
+    R natural = lnd + natural_lse_error(lm, big_t, mag);
     if (em_.exp2_lse == Exp2Lse::natural) return natural;
     return std::max(base2, natural);
   }
