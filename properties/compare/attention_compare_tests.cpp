@@ -287,8 +287,8 @@ TEST(AttentionCompare, an_exp2_kernel_passes_under_its_contract_and_the_default)
   const auto declared = dir.compare();
   EXPECT_TRUE(declared.verdict.pass()) << declared.verdict.explain();
   expect_parts(declared.contract, {"default: inputs and outputs in float32",
-                                   "; contract exp2: p = exp2(fma(q·k, "
-                                   "scale_log2, −fl(m·scale_log2)))"});
+                                   "; contract exp2: p = exp2(q·k·scale_log2 − "
+                                   "fl(m·scale_log2))"});
   dir.manifest().erase("contract");
   const auto either = dir.compare();
   EXPECT_TRUE(either.verdict.pass()) << either.verdict.explain();
@@ -307,6 +307,28 @@ TEST(AttentionCompare, an_exp2_kernel_passes_under_its_contract_and_the_default)
   };
   std::printf("attention exp2 kernel: worst |err|/bound %.3g (exp2), %.3g (default), %.3g (exp)\n",
               worst(declared), worst(either), worst(natural));
+  // FlashAttention-2's CUDA forms: the argument unfused, the lse in natural units: within exp2
+  // declared with that lse form, and within the default.
+  attention_emulation::KernelForm fa2;
+  fa2.unfused = fa2.natural_lse = true;
+  const auto run2 =
+      attention_exp2::exp2_kernel<float>(c.attention(), d.q, d.k, d.v, d.dout, {0, c.k_len()}, fa2);
+  dir.output("out", Tensor<float>(d.q.shape(), run2.out));
+  dir.output("lse", Tensor<float>(Shape{c.batch, a.q_heads, c.q_len()}, run2.lse));
+  dir.output("dq", Tensor<float>(d.q.shape(), run2.dq));
+  dir.output("dk", Tensor<float>(d.k.shape(), run2.dk));
+  dir.output("dv", Tensor<float>(d.k.shape(), run2.dv));
+  dir.manifest()["contract"] = {{"name", "exp2"}, {"lse", "natural"}};
+  const auto fa2_declared = dir.compare();
+  EXPECT_TRUE(fa2_declared.verdict.pass()) << fa2_declared.verdict.explain();
+  expect_parts(fa2_declared.contract, {"; the lse in natural units"});
+  dir.manifest().erase("contract");
+  const auto fa2_default = dir.compare();
+  EXPECT_TRUE(fa2_default.verdict.pass()) << fa2_default.verdict.explain();
+  std::printf(
+      "attention exp2 kernel, FlashAttention-2's forms: worst |err|/bound %.3g (exp2, "
+      "natural lse), %.3g (default)\n",
+      worst(fa2_declared), worst(fa2_default));
 }
 
 // An online-softmax kernel (attention_online_emulation.hpp: a running max over key blocks of 1
@@ -779,11 +801,24 @@ TEST(AttentionCompareBadInput, every_error_names_the_file_and_the_field) {
        {"case.json: contract: is \"exp10\" but context_parallel_attention knows \"exp\" (p = "
         "exp(fl(s − m)) of the scaled scores over the whole row, as lib/ops/attention), "
         "\"online\" (the online softmax (key blocks of any size, a running max m_b, p = "
-        "exp(fl(s − m_b)), l and acc rescaled by exp(fl(m_old − m_new)), out = acc/l at the end)) "
-        "and \"exp2\" (p = exp2(fma(q·k, scale_log2, −fl(m·scale_log2))) with scale_log2 = "
-        "fl(scale·log2(e)), the lse kept in base 2, the online softmax's rescales by exp2 and out "
-        "= acc/l, as Triton's fused-attention kernels (FlashAttention-2/3's lse and final scaling "
-        "differ: docs/attention.md)); omit the field for a bound that covers all three"}},
+        "exp(fl(s − m_b)), l and acc rescaled by exp(fl(m_old − m_new)), out = acc/l or "
+        "acc·fl(1/l) at the end), as PyTorch 2's CPU flash-attention kernel) and \"exp2\" (p = "
+        "exp2(q·k·scale_log2 − fl(m·scale_log2)) with scale_log2 = fl(scale·log2(e)), the "
+        "argument by one fma or a rounded product, the online softmax's rescales by exp2, out = "
+        "acc/l or acc·fl(1/l), the lse kept in base 2 and converted or taken as fl(m·scale) + "
+        "logf(l), as FlashAttention-2/3 (PyTorch's copy included) and Triton kernels); omit the "
+        "field for a bound that covers all three"}},
+      {"lse form under online",
+       [](json& m) {
+         m["contract"] = {{"name", "online"}, {"lse", "base2"}};
+       },
+       {"case.json: contract.lse: is \"base2\" but contract \"online\" takes the lse in natural "
+        "units, m + log(l); the lse's form is for \"exp2\": give that name, or omit the field"}},
+      {"unknown lse form",
+       [](json& m) {
+         m["contract"] = {{"name", "exp2"}, {"lse", "log10"}};
+       },
+       {"case.json: contract.lse: "}},
       {"key_block 0",
        [](json& m) {
          m["contract"] = {{"name", "exp2"}, {"key_block", 0}};
@@ -800,7 +835,7 @@ TEST(AttentionCompareBadInput, every_error_names_the_file_and_the_field) {
        [](json& m) {
          m["contract"] = {{"name", "exp2"}, {"block_n", 64}};
        },
-       {"case.json: contract: unknown field block_n; the fields known here are key_block, name"}},
+       {"case.json: contract: unknown field block_n; the fields known here are key_block, lse, name"}},
       {"exp2 with a negative scale",
        [](json& m) {
          m["contract"] = "exp2";

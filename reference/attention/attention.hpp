@@ -86,6 +86,7 @@ AttentionBounds<R> attention_bounds(const AttentionConfig& cfg, const Tensor<R>&
         log2e * (em.scale_error + 2 * em.u * (abs(sigma) + em.scale_error)) * (1 + em.u);
   }
   em.parts = opt.parts;
+  em.exp2_lse = opt.exp2_lse;
   em.online = opt.online;
   em.key_block = opt.key_block;
   em.eq = &opt.q_error;

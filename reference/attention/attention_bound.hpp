@@ -178,6 +178,18 @@
 // last may be shorter) a part of at most Lk positions has at most floor(Lk/B) + 2 blocks, so R ≤
 // min(n − 1, floor(Lk/B) + 1).
 // The backward recomputes P̂ from the final lse (FlashAttention-2's), unchanged.
+//   (3o') out = fl(acc·fl(1/l)) (FlashAttention-2, PyTorch's CPU kernel) rounds once more than
+//         fl(acc/l): under online g_out gains 1 more.
+// What FlashAttention-2's CUDA code does beside the exp2 contract's form, also bounded:
+//   (2'u) PyTorch's copy unfuses the argument (UNFUSE_FMA): fl(fl(r̂·c) − m₂), the product's
+//         rounding ln2·u·|r̂c| ≤ u·T more: a_k += u(1 + u)·T, Lm too; (4'u) the backward's P̂
+//         likewise, u(1 + u)·(|s_s| + ε_s) in π_s's exponent.
+//   (3'n) its lse is fl(fl(m·σ̂) + __logf(l̂)) in natural units: against ln2·m₂ + log l̂ it is off
+//         by D = m·(σ̂ − ln2·c) + ln2·(m·c − m₂), |D| ≤ T·(δσ + ln2·δc)/(σ − ln2·δc) + u·T, the
+//         product's u·T·κ (κ = (σ + δσ)/(σ − ln2·δc)), __logf's 6u·L'm + 8u (2^-21.41 absolute on
+//         [0.5, 2], 3 ulp elsewhere; L'm = Lm + 3u·T + c4) and the sum's u·|A + B|. E_lse (p = 1)
+//         and Λ (p ≥ 2) take the larger of this and the base-2 form's, or the declared one
+//         (AttentionBoundOptions::exp2_lse).
 //
 // Tightness: realistic bugs (top-left causal alignment, lse without its max, the wrong GQA head,
 // dk without the group sum) change the results by O(|v|) or O(1) in the lse, far above the
@@ -202,10 +214,16 @@ namespace shardcheck::reference {
 // (1)–(2), lib/ops/attention) or exp2 of an fma'd pre-scaled argument (the exp2 contract above).
 enum class SoftmaxExp : unsigned char { natural, base2 };
 
+// The exp2 contract's lse: kept in base 2 and converted (fl(fl(m₂ + log2 l)·fl(ln 2)), Triton's
+// form) or taken in natural units (fl(fl(m·σ̂) + logf(l)), FlashAttention-2's CUDA code), or
+// either (the larger bound).
+enum class Exp2Lse : unsigned char { base2, natural, either };
+
 // Options of the bound.
 template <class R = hp>
 struct AttentionBoundOptions {
   SoftmaxExp exp = SoftmaxExp::natural;
+  Exp2Lse exp2_lse = Exp2Lse::either;  // under SoftmaxExp::base2
   // The most blocks the keys (forward merge, dq) and the queries (dk, dv) are split into.
   std::size_t parts = 1;
   // The forward's sums within each part follow the online softmax (FlashAttention): the keys in
@@ -245,8 +263,9 @@ struct ErrorModel {
   R scale_log2_error{0};  // δc (exp2)
   R mu{0};                // exp2's absolute error below the normal range (μ of A)
   std::size_t parts = 1;
-  bool online = false;        // AttentionBoundOptions::online
-  std::size_t key_block = 1;  // AttentionBoundOptions::key_block
+  Exp2Lse exp2_lse = Exp2Lse::either;  // AttentionBoundOptions::exp2_lse
+  bool online = false;                 // AttentionBoundOptions::online
+  std::size_t key_block = 1;           // AttentionBoundOptions::key_block
   const Tensor<R>* eq = nullptr;
   const Tensor<R>* ek = nullptr;
   const Tensor<R>* ev = nullptr;
@@ -264,6 +283,7 @@ struct ScoreErrors {
 template <class R>
 struct WeightErrors {
   R lm{0};
+  R big_t{0};               // T = max|s| + ε_max (the exp2 contract's natural-unit lse, (3'n))
   std::vector<R> a, exp_a;  // a_k and e^{a_k}
   R delta{0};
 };
@@ -471,12 +491,15 @@ class AttentionModel {
     WeightErrors<R> r;
     // online (2o''): the blocks' m₂ roundings that do not cancel, the rescales' exp2 errors
     const R m2_drift = rescales(n) > 0 ? 2 * u * big_t : R(0);
+    // (2'u) the argument's product rounded on its own (no fma): u·|t_s| ≤ u·T more
+    const R unfused = u * (1 + u) * big_t;
+    r.big_t = big_t;
     r.lm = log(R(n)) + gamma<R>(n + rescales(n), u) + 2 * u * big_t + c4 + m2_drift +
-           c4 * R(rescales(n));
+           c4 * R(rescales(n)) + unfused;
     const R lse_mag = (big_t * (1 + u) + r.lm * (1 + 4 * u)) * (1 + u);
-    const R lam = 4 * u * (r.lm + lse_mag);
+    const R lam = lse_form_error(R(4 * u * (r.lm + lse_mag)), r.lm, big_t, R(0));
     weight_terms(se, r, [&](const R& eps, const R& X) {
-      R a = eps + u * (X + u * big_t) + c4;
+      R a = eps + u * (X + u * big_t) + c4 + unfused;
       if (online_) a += 2 * u * (1 + 2 * u) * X + c4 * R(rescales(n)) + m2_drift;  // (2o)
       if (p_ >= 2) a += lam + u * (X + r.lm + 2 * lam + 3 * u * big_t + c4) + c2;
       return a;
@@ -551,7 +574,8 @@ class AttentionModel {
   // g_out = γ_{n+p+2} (γ_{n+1} when p = 1).
   std::vector<R> output_weights(const WeightErrors<R>& we) const {
     const std::size_t n = row_.keys.size();
-    const std::size_t k = rescales(n);
+    // online (3o'): out = fl(acc·fl(1/l)) (FlashAttention-2, PyTorch's CPU kernel) rounds once more
+    const std::size_t k = rescales(n) + (online_ ? 1 : 0);
     const R g_out = p_ == 1 ? gamma<R>(n + 1 + k, u_) : gamma<R>(n + p_ + 2 + k, u_);
     std::vector<R> w(n);
     for (std::size_t x = 0; x < n; ++x) {
@@ -572,14 +596,44 @@ class AttentionModel {
     B_.out[oi] = to_storage(fwd_.out[oi], err);
   }
 
+  // (3'n) The exp2 contract's lse in natural units, FlashAttention-2's fl(fl(m·σ̂) + fl(log l̂)),
+  // against ln2·m₂ + log l̂ (the form Λ and E_lse compare with): D = |m|·(δσ + ln2·δc) + u·T with
+  // |m| ≤ T/(σ − ln2·δc) (the weights' scale_log2 against the lse's σ̂, and m₂'s rounding), the
+  // product's u·T·κ (κ = (σ + δσ)/(σ − ln2·δc) ≥ |σ̂/(ln2·c)|), the log's 6u·L'm + 8u (CUDA's
+  // __logf: 2^-21.41 absolute on [0.5, 2], 3 ulp elsewhere; L'm = Lm + 3u·T + c4 ≥ |log l̂|) and
+  // the sum's u·|A + B|, |A + B| ≤ `mag` + D + T·κ(1 + u) + the log's. `mag`: what |lse| adds
+  // (0 for a part's Λ, whose LSE the T·κ term carries).
+  R natural_lse_error(const R& lm, const R& big_t, const R& mag) const {
+    const R u = u_, c4 = 4 * u * (1 + 4 * u);
+    const R den = sig_ - ln2_ * em_.scale_log2_error;
+    if (!(den > 0)) return std::numeric_limits<R>::infinity();  // a scale below its own error
+    const R kappa = sig_hat_ / den;
+    const R d = big_t * (dsig_ + ln2_ * em_.scale_log2_error) / den + u * big_t;
+    const R lmp = lm + 3 * u * big_t + c4;
+    const R log_err = 6 * u * lmp + 8 * u;
+    const R operands = mag + d + big_t * kappa * (1 + u) + lmp * (1 + 6 * u) + 8 * u;
+    return d + u * big_t * kappa + log_err + u * (1 + u) * operands;
+  }
+
+  // The declared lse form's error (ErrorModel::exp2_lse): `base2` as computed, (3'n) plus `lnd`,
+  // or the larger.
+  R lse_form_error(const R& base2, const R& lm, const R& big_t, const R& mag,
+                   const R& lnd = R(0)) const {
+    if (em_.exp2_lse == Exp2Lse::base2) return base2;
+    R natural = lnd + natural_lse_error(lm, big_t, mag);
+    if (em_.exp2_lse == Exp2Lse::natural) return natural;
+    return std::max(base2, natural);
+  }
+
   // (3) E_lse = −log(1 − Δ) + 2u·Lm + u·(|lse*| − log(1 − Δ) + 2u·Lm).
   R lse_error(const WeightErrors<R>& we) const {
     using std::abs;
     using std::log;
     const R lnd = -log(1 - we.delta);
-    if (exp2_ && p_ == 1) {  // (3') the kernel's lse, converted from base 2
+    if (exp2_ && p_ == 1) {  // (3') the kernel's lse, converted from base 2, or (3'n) natural
       const R l = abs(row_.lse) + lnd + 4 * u_ * we.lm;
-      return lnd + 4 * u_ * we.lm + u_ * l + 3 * u_ * (1 + u_) * l;
+      const R base2 = lnd + 4 * u_ * we.lm + u_ * l + 3 * u_ * (1 + u_) * l;
+      return lse_form_error(base2, we.lm, we.big_t, abs(row_.lse) + lnd, lnd);
     }
     return lnd + 2 * u_ * we.lm + u_ * (abs(row_.lse) + lnd + 2 * u_ * we.lm);
   }
@@ -654,7 +708,9 @@ class AttentionModel {
     g.p = row_.p[x];
     if (exp2_) {  // (4') P̂ = fl(exp2(fl(r̂·c − fl(lse·fl(log2 e)))))
       const R conv = 3 * u * (abs(row_.lse) + e_lse);
-      g.pi = exp(eps + e_lse + conv + u * (row_.lse - row_.score[x] + eps + e_lse + conv)) *
+      const R unfused = u * (1 + u) * (abs(row_.score[x]) + eps);  // (4'u) no fma
+      g.pi = exp(eps + e_lse + conv + unfused +
+                 u * (row_.lse - row_.score[x] + eps + e_lse + conv + unfused)) *
                  (1 + 4 * u) -
              1;
     } else {

@@ -52,6 +52,9 @@ inline std::string to_string(AttentionShape s) {
 // exp2, which covers all four: the default of a case on disk, docs/attention.md).
 enum class SoftmaxContract : unsigned char { natural, online, exp2, either };
 
+// The exp2 contract's lse form (reference::Exp2Lse): base 2 converted, natural units, or either.
+enum class Exp2LseForm : unsigned char { base2, natural, either };
+
 struct AttentionCase {
   AttentionOp op = AttentionOp::context_parallel;
   DType dtype = DType::float32;
@@ -69,6 +72,9 @@ struct AttentionCase {
   // Under an online contract (online, exp2, either): the kernel's smallest key block, as a case
   // on disk declares it ("contract": {"name": ..., "key_block": B}); 1: any block size.
   std::size_t key_block = 1;
+  // Under exp2 or either: the lse's form, as a case on disk declares it ("contract": {"name":
+  // "exp2", "lse": "natural"}); either (the larger bound) unless declared.
+  Exp2LseForm exp2_lse = Exp2LseForm::either;
   // The accumulator of every sum: acc_t<T> (reference::arithmetic_of) unless a case on disk
   // declares another ("accumulate", compare/compare.hpp), a 16-bit one included.
   std::optional<DType> accumulate;

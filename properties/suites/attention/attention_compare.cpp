@@ -45,12 +45,13 @@ constexpr const char* kExpWords =
     "p = exp(fl(s − m)) of the scaled scores over the whole row, as lib/ops/attention";
 constexpr const char* kOnlineWords =
     "the online softmax (key blocks of any size, a running max m_b, p = exp(fl(s − m_b)), l and "
-    "acc rescaled by exp(fl(m_old − m_new)), out = acc/l at the end)";
+    "acc rescaled by exp(fl(m_old − m_new)), out = acc/l or acc·fl(1/l) at the end), as PyTorch "
+    "2's CPU flash-attention kernel";
 constexpr const char* kExp2Words =
-    "p = exp2(fma(q·k, scale_log2, −fl(m·scale_log2))) with scale_log2 = fl(scale·log2(e)), the "
-    "lse kept in base 2, the online softmax's rescales by exp2 and out = acc/l, as Triton's "
-    "fused-attention kernels (FlashAttention-2/3's lse and final scaling differ: "
-    "docs/attention.md)";
+    "p = exp2(q·k·scale_log2 − fl(m·scale_log2)) with scale_log2 = fl(scale·log2(e)), the "
+    "argument by one fma or a rounded product, the online softmax's rescales by exp2, out = acc/l "
+    "or acc·fl(1/l), the lse kept in base 2 and converted or taken as fl(m·scale) + logf(l), as "
+    "FlashAttention-2/3 (PyTorch's copy included) and Triton kernels";
 
 // The object `key` of `f`, or an empty one (every field at its default) when absent.
 cases::Fields object_or_empty(cases::Fields& f, const std::string& key) {
@@ -338,7 +339,16 @@ AttentionCase case_of(const cases::CaseManifest& m, AttentionCase* /*tag*/) {
   if (m.contract_options) {
     cases::Fields o = *m.contract_options;
     c.key_block = o.size_or("key_block", 1);
+    const std::string lse = o.choice_or("lse", {"base2", "natural"}, "");
     o.done();
+    if (!lse.empty() &&
+        (c.contract == SoftmaxContract::natural || c.contract == SoftmaxContract::online)) {
+      o.fail("lse", "is \"" + lse + "\" but contract \"" + m.contract +
+                        "\" takes the lse in natural units, m + log(l); the lse's form is for "
+                        "\"exp2\": give that name, or omit the field");
+    }
+    if (lse == "base2") c.exp2_lse = Exp2LseForm::base2;
+    if (lse == "natural") c.exp2_lse = Exp2LseForm::natural;
     if (c.key_block == 0) {
       o.fail("key_block",
              "is 0; give the kernel's smallest key block (a positive number of key "
@@ -362,11 +372,15 @@ constexpr bool takes_declared_accumulate(const AttentionCase* /*tag*/) { return 
 
 std::optional<std::string> contract_words(const AttentionCase& c, DType t) {
   const std::string head = default_contract(t, c.accumulate) + "; ";
+  const std::string lse_form = c.exp2_lse == Exp2LseForm::base2     ? "; the lse in base 2"
+                               : c.exp2_lse == Exp2LseForm::natural ? "; the lse in natural units"
+                                                                    : "";
   const std::string blocks =
-      c.key_block > 1 ? "; key blocks of at least " + text(c.key_block) +
+      lse_form + (c.key_block > 1
+                      ? "; key blocks of at least " + text(c.key_block) +
                             " positions (a part's first and last may be shorter): at most " +
                             text(c.k_len() / c.key_block + 1) + " rescales a row"
-                      : "";
+                      : "");
   switch (c.contract) {
     case SoftmaxContract::natural: return head + "contract exp: " + kExpWords;
     case SoftmaxContract::online: return head + "contract online: " + kOnlineWords + blocks;

@@ -21,6 +21,23 @@ struct KernelRun {
 };
 
 // The outputs before any row is computed: zeros, lse −inf (an empty row's values).
+// Where a kernel departs from the exp2 contract's fused, base-2 form as FlashAttention-2's CUDA
+// code does (reference/attention/attention_bound.hpp, (2'u), (3'n), (3o')): the weights'
+// argument with its product rounded on its own (PyTorch's UNFUSE_FMA), the lse in natural units
+// fl(fl(m·σ̂) + fl(log l)), out scaled by fl(1/l) (online kernels only).
+struct KernelForm {
+  bool unfused = false;
+  bool natural_lse = false;
+  bool reciprocal = false;
+};
+
+// a·b + c rounded once (fma), or the product rounded first (`unfused`).
+inline float fma_or_not(float a, float b, float c, bool unfused) {
+  if (!unfused) return std::fma(a, b, c);
+  volatile float product = a * b;  // volatile: never contracted into an fma
+  return product + c;
+}
+
 template <class Dims>
 KernelRun empty_run(const Dims& D, std::size_t q_size, std::size_t k_size) {
   KernelRun r;

@@ -21,7 +21,9 @@ namespace shardcheck::attention_exp2 {
 // `parts` pieces at random points) merged in natural units (w = expf(lse_j − max), out = Σ
 // (w/Σw)·out_j, lse = max + logf(Σw)); out rounded to T, lse kept in float. The backward as
 // FlashAttention-2's: D = dout·out (out in T), P = exp2f(fmaf(r, scale_log2, −fl(lse·log2 e))),
-// dS = P·(dP − D), dq = fl(σ)·Σ dS·k, dk = fl(σ)·Σ dS·q, dv = Σ P·dout, rounded to T.
+// dS = P·(dP − D), dq = fl(σ)·Σ dS·k, dk = fl(σ)·Σ dS·q, dv = Σ P·dout, rounded to T. `form`:
+// the argument unfused, and each block's lse fl(fl(m·σ̂) + logf(l)) as FlashAttention-2's CUDA
+// code (attention_emulation::KernelForm; `reciprocal` is for the online kernel).
 using Exp2Run = attention_emulation::KernelRun;
 
 // q [batch, Lq, h, d], k and v [batch, Lk, g, d], dout as q: values of T (in R); `cuts` the
@@ -29,7 +31,8 @@ using Exp2Run = attention_emulation::KernelRun;
 template <class T, class R>
 Exp2Run exp2_kernel(const AttentionConfig& cfg, const Tensor<R>& tq, const Tensor<R>& tk,
                     const Tensor<R>& tv, const Tensor<R>& tdout,
-                    const std::vector<std::size_t>& cuts) {
+                    const std::vector<std::size_t>& cuts,
+                    attention_emulation::KernelForm form = {}) {
   const auto D = reference::detail::attention_dims(cfg, tq, tk, tv, &tdout);
   const auto f = [](const Tensor<R>& t) {
     std::vector<float> v(t.size());
@@ -61,13 +64,14 @@ Exp2Run exp2_kernel(const AttentionConfig& cfg, const Tensor<R>& tq, const Tenso
       float l = 0;
       std::vector<float> acc(D.d, 0.0F);
       for (std::size_t x = 0; x < keys.size(); ++x) {
-        const float p = std::exp2(std::fma(rs[x], scale_log2, -m2));
+        const float p =
+            std::exp2(attention_emulation::fma_or_not(rs[x], scale_log2, -m2, form.unfused));
         l += p;
         for (std::size_t e = 0; e < D.d; ++e) acc[e] += p * v[D.ki(b, keys[x], j, e)];
       }
       for (auto& a : acc) a /= l;
       outs.push_back(std::move(acc));
-      lses.push_back((m2 + std::log2(l)) * ln2);
+      lses.push_back(form.natural_lse ? m * sigma + std::log(l) : (m2 + std::log2(l)) * ln2);
     }
     if (outs.empty()) return;  // an empty row: out 0, lse −inf, no gradient
     const auto [o, lse] = attention_emulation::merge_by_lse(outs, lses, [](float x) { return x; });
@@ -82,7 +86,8 @@ Exp2Run exp2_kernel(const AttentionConfig& cfg, const Tensor<R>& tq, const Tenso
     const float lse2 = lse * log2e;
     for (std::size_t s = 0; s < D.lk; ++s) {
       if (!reference::mask_visible(cfg.mask, b, t, s)) continue;
-      const float p = std::exp2(std::fma(raw(b, i, t, s), scale_log2, -lse2));
+      const float p = std::exp2(
+          attention_emulation::fma_or_not(raw(b, i, t, s), scale_log2, -lse2, form.unfused));
       float dp = 0;
       for (std::size_t e = 0; e < D.d; ++e) dp += dout[D.qi(b, t, i, e)] * v[D.ki(b, s, j, e)];
       const float ds = p * (dp - dsum);

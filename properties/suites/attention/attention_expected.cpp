@@ -197,11 +197,14 @@ ExpectedTensor expected(const VB& x, const Shape& shape, std::size_t dim,
 // evaluation of the same exp (attention_bound.hpp, "the online softmax": it only adds terms);
 // key_block, the kernel's smallest key block, caps the rescales a row sees.
 AttentionBoundsOf bounds_under(SoftmaxContract contract, std::size_t key_block,
-                               const AttentionConfig& cfg, const Tensor<R>& q, const Tensor<R>& k,
-                               const Tensor<R>& v, const Tensor<R>& dout,
+                               Exp2LseForm exp2_lse, const AttentionConfig& cfg, const Tensor<R>& q,
+                               const Tensor<R>& k, const Tensor<R>& v, const Tensor<R>& dout,
                                const ref::Arithmetic& arith, ref::AttentionBoundOptions<R> opt) {
   opt.online = contract != SoftmaxContract::natural;
   opt.key_block = key_block;
+  opt.exp2_lse = exp2_lse == Exp2LseForm::base2     ? ref::Exp2Lse::base2
+                 : exp2_lse == Exp2LseForm::natural ? ref::Exp2Lse::natural
+                                                    : ref::Exp2Lse::either;
   if (contract != SoftmaxContract::either) {
     opt.exp = contract == SoftmaxContract::exp2 ? ref::SoftmaxExp::base2 : ref::SoftmaxExp::natural;
     return ref::attention_bounds<R>(cfg, q, k, v, dout, arith, opt);
@@ -232,8 +235,8 @@ AttentionExpected core_expected(const AttentionCase& c, const AttentionData<T>& 
   const auto g = ref::attention_backward<R>(cfg, q, k, v, fwd, dout);
   ref::AttentionBoundOptions<R> opt;
   opt.parts = static_cast<std::size_t>(c.cp);
-  const auto b =
-      bounds_under(c.contract, c.key_block, cfg, q, k, v, dout, arithmetic_of_case<T>(c), opt);
+  const auto b = bounds_under(c.contract, c.key_block, c.exp2_lse, cfg, q, k, v, dout,
+                              arithmetic_of_case<T>(c), opt);
   const auto rb = ref::attention_reference_error<R>(cfg, q, k, v, dout);
   const auto order = cp_order(c), qorder = cp_query_order(c);
   auto one = [&](const Tensor<R>& val, const Tensor<R>& bound, const Tensor<R>& rbound,
@@ -346,8 +349,8 @@ AttentionExpected layer_expected(const AttentionCase& c, const AttentionData<T>&
     opt.k_error = as4(k.e, ks);
     opt.v_error = as4(v.e, ks);
     opt.dout_error = as4(do_r.e, qs);
-    const auto bnd =
-        bounds_under(c.contract, c.key_block, cfg, q4, k4, v4, do4, arithmetic_of_case<T>(c), opt);
+    const auto bnd = bounds_under(c.contract, c.key_block, c.exp2_lse, cfg, q4, k4, v4, do4,
+                                  arithmetic_of_case<T>(c), opt);
     const auto rb = ref::attention_reference_error<R>(cfg, q4, k4, v4, do4);
     auto vb2 = [&](const Tensor<R>& val, const Tensor<R>& b1, const Tensor<R>& b2, std::size_t w) {
       return VB{Tensor<R>(Shape{tokens, w}, val.values()),

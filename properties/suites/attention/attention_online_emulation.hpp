@@ -18,13 +18,16 @@ namespace shardcheck::attention_online {
 // scores), r = exp(m_{b−1} − m_b) (exp2((m_{b−1} − m_b)·scale_log2) under exp2, on raw dots),
 // l ← r·l + Σ p, acc ← r·acc + Σ p·v with p = exp(s − m_b) (exp2(fma(raw, scale_log2,
 // −m_b·scale_log2))); out = acc/l rounded to T, lse = m + log l (under exp2 m₂ + log2 l, times
-// ln 2). `forget_l_rescale`: l is never rescaled (a mutant). Returns out and lse (dq, dk, dv
-// empty: the backward is the dense one's).
+// ln 2). `forget_l_rescale`: l is never rescaled (a mutant). `form`: FlashAttention-2's CUDA
+// departures (attention_emulation::KernelForm: the exp2 argument unfused, the lse as fl(fl(m·σ̂)
+// + logf(l)), out = acc·(1/l)). Returns out and lse (dq, dk, dv empty: the backward is the dense
+// one's).
 template <class T, class R>
 attention_emulation::KernelRun online_kernel(const AttentionConfig& cfg, const Tensor<R>& tq,
                                              const Tensor<R>& tk, const Tensor<R>& tv,
                                              std::size_t block, bool exp2,
-                                             bool forget_l_rescale = false) {
+                                             bool forget_l_rescale = false,
+                                             attention_emulation::KernelForm form = {}) {
   const auto D =
       reference::detail::attention_dims(cfg, tq, tk, tv, static_cast<const Tensor<R>*>(nullptr));
   const auto f = [](const Tensor<R>& t) {
@@ -65,7 +68,9 @@ attention_emulation::KernelRun online_kernel(const AttentionConfig& cfg, const T
       }
       const float mb2 = mb * sl;
       for (std::size_t x = 0; x < keys.size(); ++x) {
-        const float p = exp2 ? std::exp2(std::fma(ss[x], sl, -mb2)) : std::exp(ss[x] - mb);
+        const float p =
+            exp2 ? std::exp2(attention_emulation::fma_or_not(ss[x], sl, -mb2, form.unfused))
+                 : std::exp(ss[x] - mb);
         l += p;
         for (std::size_t e = 0; e < D.d; ++e) acc[e] += p * v[D.ki(b, keys[x], j, e)];
       }
@@ -73,10 +78,15 @@ attention_emulation::KernelRun online_kernel(const AttentionConfig& cfg, const T
       any = true;
     }
     if (!any) return;  // an empty row: out 0, lse −inf
+    const float inv = 1 / l;
     for (std::size_t e = 0; e < D.d; ++e) {
-      r.out[D.qi(b, t, i, e)] = static_cast<float>(T(acc[e] / l));
+      r.out[D.qi(b, t, i, e)] = static_cast<float>(T(form.reciprocal ? acc[e] * inv : acc[e] / l));
     }
-    r.lse[D.li(b, i, t)] = exp2 ? (m * sl + std::log2(l)) * ln2 : m + std::log(l);
+    if (exp2 && form.natural_lse) {
+      r.lse[D.li(b, i, t)] = m * sigma + std::log(l);  // FlashAttention-2: row_max·scale + log
+    } else {
+      r.lse[D.li(b, i, t)] = exp2 ? (m * sl + std::log2(l)) * ln2 : m + std::log(l);
+    }
   });
   return r;
 }

@@ -459,7 +459,10 @@ void exp2_case(const char* key) {
   std::vector<std::size_t> cuts{0, c.lk};
   for (std::size_t x = 1; x < parts; ++x) cuts.push_back(*uniform<std::size_t>(0, c.lk));
   std::sort(cuts.begin(), cuts.end());
-  const auto run = attention_exp2::exp2_kernel<T>(c.cfg, c.q, c.k, c.v, c.dout, cuts);
+  attention_emulation::KernelForm form;  // FlashAttention-2's CUDA departures, drawn
+  form.unfused = *uniform(0, 1) == 1;
+  form.natural_lse = *uniform(0, 1) == 1;
+  const auto run = attention_exp2::exp2_kernel<T>(c.cfg, c.q, c.k, c.v, c.dout, cuts, form);
   const auto arith = reference::arithmetic_of<T>();
   const auto [r2, rn] = exp2_kernel_ratios(c, run, parts, arith);
   exp2_ratios().add(key, r2, rn);
@@ -516,10 +519,14 @@ TEST(attention_bounds, an_exp2_kernel_at_large_scores_comes_close_to_the_exp2_bo
       c.dout = Tensor<hp>({1, 1, 1, 1});
       c.dout[0] = draw(-1, 1);
       const std::vector<std::size_t> cuts{0, c.lk};
-      const auto run = attention_exp2::exp2_kernel<float>(c.cfg, c.q, c.k, c.v, c.dout, cuts);
+      attention_emulation::KernelForm form;  // each of the four forms in turn
+      form.unfused = (trial & 1) != 0;
+      form.natural_lse = (trial & 2) != 0;
+      const auto run = attention_exp2::exp2_kernel<float>(c.cfg, c.q, c.k, c.v, c.dout, cuts, form);
       const auto fwd = reference::attention_forward(c.cfg, c.q, c.k, c.v);
       reference::AttentionBoundOptions<hp> opt;
       opt.exp = reference::SoftmaxExp::base2;
+      opt.exp2_lse = form.natural_lse ? reference::Exp2Lse::natural : reference::Exp2Lse::base2;
       const auto b = reference::attention_bounds(c.cfg, c.q, c.k, c.v, c.dout,
                                                  reference::arithmetic_of<float>(), opt);
       using std::abs;
@@ -599,8 +606,12 @@ double online_case(bool forget_l_rescale) {
   if (*uniform(0, 2) == 0) c.cfg.scale = 0.3;
   const bool exp2 = *uniform(0, 1) == 1;
   const std::size_t block = *uniform<std::size_t>(1, c.lk);
+  attention_emulation::KernelForm form;  // FlashAttention-2's CUDA departures, drawn
+  form.unfused = *uniform(0, 1) == 1;
+  form.natural_lse = *uniform(0, 1) == 1;
+  form.reciprocal = *uniform(0, 1) == 1;
   const auto run =
-      attention_online::online_kernel<T>(c.cfg, c.q, c.k, c.v, block, exp2, forget_l_rescale);
+      attention_online::online_kernel<T>(c.cfg, c.q, c.k, c.v, block, exp2, forget_l_rescale, form);
   reference::AttentionBoundOptions<hp> opt;
   opt.online = true;
   opt.key_block = *uniform<std::size_t>(1, block);
@@ -660,10 +671,16 @@ TEST(attention_bounds, an_online_exp2_kernel_at_large_scores_comes_close_to_the_
       c.k[s] = hp(static_cast<float>(k));
       c.v[s] = hp(static_cast<float>(std::ldexp(1 + frac(), -1) * (rng.below(2) == 0 ? 1 : -1)));
     }
-    const auto run = attention_online::online_kernel<float>(c.cfg, c.q, c.k, c.v, 1, true);
+    attention_emulation::KernelForm form;  // each of the eight forms in turn
+    form.unfused = (trial & 1) != 0;
+    form.natural_lse = (trial & 2) != 0;
+    form.reciprocal = (trial & 4) != 0;
+    const auto run =
+        attention_online::online_kernel<float>(c.cfg, c.q, c.k, c.v, 1, true, false, form);
     const auto fwd = reference::attention_forward(c.cfg, c.q, c.k, c.v);
     reference::AttentionBoundOptions<hp> opt;
     opt.exp = reference::SoftmaxExp::base2;
+    opt.exp2_lse = form.natural_lse ? reference::Exp2Lse::natural : reference::Exp2Lse::base2;
     opt.online = true;
     const auto b = reference::attention_bounds(c.cfg, c.q, c.k, c.v, Tensor<hp>(),
                                                reference::arithmetic_of<float>(), opt);
